@@ -1,0 +1,35 @@
+import { stackProfile, stackUrls } from '../lib/stack.js';
+import { applyAll } from './apply.js';
+import { InfraError } from './proc.js';
+import { downAll, ensurePackages, upAll } from './services.js';
+
+/**
+ * npm run infra:up   [-- --profile dev|test]   install (as root) and start NATS, ClickHouse, PostgreSQL; apply definitions
+ * npm run infra:down [-- --profile dev|test]   stop exactly the processes infra:up started
+ */
+const say = (line: string) => process.stderr.write(`infra: ${line}\n`);
+
+async function main(argv: string[]): Promise<void> {
+  const cmd = argv[0];
+  const i = argv.indexOf('--profile');
+  const profile = stackProfile(i >= 0 ? argv[i + 1] : undefined);
+  const maxBytes = Number(process.env.EVENTS_STREAM_MAX_BYTES ?? 20 * 1024 ** 3);
+  if (cmd === 'up') {
+    const t0 = Date.now();
+    ensurePackages(say);
+    await upAll(profile, say);
+    await applyAll(profile, say, maxBytes);
+    say(`${profile.name} stack up in ${Date.now() - t0} ms: ${Object.values(stackUrls(profile)).join('  ')}`);
+  } else if (cmd === 'down') {
+    await downAll(profile, say);
+    say(`${profile.name} stack down`);
+  } else {
+    throw new InfraError('usage: infra/cli.js up|down [--profile dev|test]');
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof InfraError) say(err.message);
+  else say(`failed: ${(err as Error)?.stack ?? String(err)}`);
+  process.exit(1);
+});

@@ -1,0 +1,70 @@
+import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, nanos, type JetStreamManager, type StreamConfig, type ConsumerConfig } from 'nats';
+import { STREAM_DLQ, STREAM_EVENTS, consumers } from '../lib/nats.js';
+
+export interface StreamOptions {
+  /** Cap on the bytes the EVENTS stream holds; past it publishes fail (ingest answers 503) instead of dropping events. */
+  maxBytes: number;
+  replicas: number;
+}
+
+/**
+ * EVENTS keeps a message until every consumer whose filter matches it has acknowledged it
+ * (interest retention), and refuses new messages when full (discard new): an accepted event can
+ * never be aged or pushed out before it is in ClickHouse.
+ */
+export function streamConfigs(o: StreamOptions): Array<Partial<StreamConfig> & { name: string }> {
+  return [
+    {
+      name: STREAM_EVENTS,
+      subjects: ['ev.>'],
+      retention: RetentionPolicy.Interest,
+      storage: StorageType.File,
+      discard: DiscardPolicy.New,
+      max_bytes: o.maxBytes,
+      max_msg_size: 8 * 1024 * 1024,
+      duplicate_window: nanos(2 * 60_000),
+      num_replicas: o.replicas,
+    },
+    {
+      name: STREAM_DLQ,
+      subjects: ['dlq.>'],
+      retention: RetentionPolicy.Limits,
+      storage: StorageType.File,
+      max_age: nanos(30 * 24 * 3600_000),
+      num_replicas: o.replicas,
+    },
+  ];
+}
+
+const writer = (durable: string, filter: string): Partial<ConsumerConfig> & { durable_name: string } => ({
+  durable_name: durable,
+  filter_subject: filter,
+  ack_policy: AckPolicy.Explicit,
+  deliver_policy: DeliverPolicy.All,
+  // The writer extends this with in-progress acks while ClickHouse is slow or down.
+  ack_wait: nanos(60_000),
+  max_deliver: -1,
+  // Bounds what a writer can hold un-acked: 20k requests of up to 100 events.
+  max_ack_pending: 20_000,
+  max_waiting: 64,
+});
+
+export const consumerConfigs = [
+  { stream: STREAM_EVENTS, config: writer(consumers.usageWriter, 'ev.usage.>') },
+  { stream: STREAM_EVENTS, config: writer(consumers.billingWriter, 'ev.billing.>') },
+];
+
+export async function applyStreams(jsm: JetStreamManager, o: StreamOptions): Promise<void> {
+  for (const cfg of streamConfigs(o)) {
+    const existing = await jsm.streams.info(cfg.name).catch(() => undefined);
+    if (!existing) await jsm.streams.add(cfg);
+    else {
+      const { retention: _r, storage: _s, ...mutable } = cfg;
+      await jsm.streams.update(cfg.name, mutable);
+    }
+  }
+  for (const { stream, config } of consumerConfigs) {
+    const existing = await jsm.consumers.info(stream, config.durable_name).catch(() => undefined);
+    if (!existing) await jsm.consumers.add(stream, config);
+  }
+}

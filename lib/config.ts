@@ -1,0 +1,27 @@
+import { Ajv } from 'ajv';
+import type { TSchema, Static } from 'typebox';
+
+/**
+ * Reads a process's configuration from the environment against one schema: defaults filled in,
+ * strings coerced to numbers and booleans, every error reported at once, the result frozen.
+ * Property names of the schema are the environment variable names.
+ */
+export function loadConfig<T extends TSchema>(schema: T, env: NodeJS.ProcessEnv = process.env): Readonly<Static<T>> {
+  const ajv = new Ajv({ coerceTypes: true, useDefaults: true, allErrors: true, removeAdditional: true, strict: false });
+  const validate = ajv.compile(schema as object);
+  const props = (schema as { properties?: Record<string, unknown> }).properties ?? {};
+  const input: Record<string, unknown> = {};
+  for (const key of Object.keys(props)) {
+    const value = env[key];
+    if (value !== undefined && value !== '') input[key] = value;
+  }
+  if (!validate(input)) {
+    const lines = (validate.errors ?? []).map((e) => `  ${e.instancePath.slice(1) || e.params.missingProperty || '(config)'}: ${e.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  return Object.freeze(input) as Readonly<Static<T>>;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}

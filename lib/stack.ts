@@ -1,0 +1,45 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The local stack's addresses. Two profiles run side by side without touching each other:
+ * `dev` (npm start) and `test` (npm test), each with its own ports and data folder under .data/.
+ */
+export interface StackProfile {
+  name: 'dev' | 'test';
+  dataDir: string;
+  natsPort: number;
+  natsMonitorPort: number;
+  chHttpPort: number;
+  chTcpPort: number;
+  pgPort: number;
+  ingestPort: number;
+  apiPort: number;
+  edgePort: number;
+}
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+const PROFILES: Record<StackProfile['name'], Omit<StackProfile, 'name' | 'dataDir'>> = {
+  dev: { natsPort: 14222, natsMonitorPort: 18222, chHttpPort: 18123, chTcpPort: 19000, pgPort: 15432, ingestPort: 3100, apiPort: 3200, edgePort: 3443 },
+  test: { natsPort: 24222, natsMonitorPort: 28222, chHttpPort: 28123, chTcpPort: 29000, pgPort: 25432, ingestPort: 23100, apiPort: 23200, edgePort: 23443 },
+};
+
+export function stackProfile(name: string = process.env.STACK_PROFILE ?? 'dev'): StackProfile {
+  if (name !== 'dev' && name !== 'test') throw new Error(`unknown stack profile "${name}" (dev or test)`);
+  return { name, dataDir: path.join(ROOT, '.data', name), ...PROFILES[name] };
+}
+
+export interface StackUrls {
+  NATS_URL: string;
+  CLICKHOUSE_URL: string;
+  DATABASE_URL: string;
+}
+
+export function stackUrls(p: StackProfile): StackUrls {
+  return {
+    NATS_URL: `nats://127.0.0.1:${p.natsPort}`,
+    CLICKHOUSE_URL: `http://127.0.0.1:${p.chHttpPort}`,
+    DATABASE_URL: `postgres://postgres@127.0.0.1:${p.pgPort}/csp`,
+  };
+}
