@@ -1,0 +1,209 @@
+import type { Logger } from '../lib/logger.js';
+import { uuidv7 } from '../lib/ids.js';
+import { subjects } from '../lib/nats.js';
+import type { SharedRateLimiter } from '../lib/rate-limit.js';
+import { BodyError, isUtf8, readBody, reply, STATUS_TEXT, type HttpResponse, type HttpRequest, type RequestHead, type TemplatedApp } from '../lib/uws.js';
+import { compile } from '../schemas/ajv.js';
+import { BillingBatch, UsageBatchA, type BillingEvent, type UsageEventA } from '../schemas/ingest.js';
+import { prepareBilling } from './billing.js';
+import { bodyProblem, fromAjv, IngestError, unprocessable } from './errors.js';
+import type { IngestionKeys, Org } from './keys.js';
+import type { IngestMetrics } from './metrics.js';
+import type { Publisher } from './publisher.js';
+import type { Resolver } from './resolver.js';
+import { prepareUsage } from './usage.js';
+
+export interface IngestOptions {
+  maxBodyBytes: number;
+  /** Requests per minute per organization, shared by both surface-A endpoints and all processes. */
+  requestsPerMinute: number;
+  futureSkewMs: number;
+  ageGraceMs: number;
+}
+
+export interface IngestDeps {
+  keys: IngestionKeys;
+  resolver: Resolver;
+  limiter: SharedRateLimiter;
+  publisher: Publisher;
+  metrics: IngestMetrics;
+  log: Logger;
+  ready: () => boolean;
+  opts: IngestOptions;
+}
+
+const usageBatch = compile(UsageBatchA);
+const billingBatch = compile(BillingBatch);
+const UNPAIRED_SURROGATE_ESCAPE = /\\u[dD][89a-fA-F][0-9a-fA-F]{2}/;
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+type Kind = 'usage' | 'billing';
+
+interface Ctx {
+  res: HttpResponse;
+  state: { aborted: boolean; inFlight?: boolean };
+  traceId: string;
+  started: number;
+  kind: Kind;
+}
+
+export function routes(app: TemplatedApp, deps: IngestDeps, inflight: { n: number }): TemplatedApp {
+  const { log, metrics, opts } = deps;
+
+  const send = (c: Ctx, status: number, body: unknown, extra: Array<[string, string]> = [], close = false) => {
+    const headers: Array<[string, string]> = [['Content-Type', 'application/json'], ['X-Trace-Id', c.traceId], ...extra];
+    reply(c.res, c.state, STATUS_TEXT[status], headers, JSON.stringify(body), close);
+    metrics.observe(c.kind, status, performance.now() - c.started);
+  };
+
+  const fail = (c: Ctx, err: unknown) => {
+    if (err instanceof IngestError) {
+      switch (err.status) {
+        case 401:
+          return send(c, 401, { detail: err.message });
+        case 413:
+          return send(c, 413, { detail: err.details }, [], true);
+        case 422:
+          return send(c, 422, { detail: err.details });
+        case 429:
+          return send(c, 429, {
+            detail: { type: 'rate_limited', title: 'Too Many Requests', status: 429, detail: err.message, retry_after: err.retryAfter },
+          }, [['Retry-After', String(err.retryAfter)]]);
+        case 503:
+          log.error({ trace_id: c.traceId, err: err.message }, 'event store refused the batch');
+          return send(c, 503, { type: 'service_unavailable', title: 'Service Unavailable', status: 503, detail: 'The event store is full; no event of this request was stored. Retry later.' }, [['Retry-After', String(err.retryAfter || 5)]]);
+      }
+    }
+    log.error({ trace_id: c.traceId, err }, 'ingestion failed');
+    send(c, 500, { type: 'internal_error', title: 'Internal Server Error', status: 500, detail: 'No event of this request was stored. Retry with backoff.' });
+  };
+
+  async function authenticate(head: RequestHead): Promise<Org> {
+    const key = head.headers['x-api-key'];
+    if (key === undefined || key === '') throw new IngestError(401, 'Missing X-API-Key header');
+    const { hash, org } = deps.keys.peek(key.trim());
+    const found = org === undefined ? await deps.keys.fetch(hash) : org;
+    if (!found) throw new IngestError(401, 'Invalid API key');
+    return found;
+  }
+
+  function parse(head: RequestHead, body: Buffer, v: typeof usageBatch | typeof billingBatch): unknown {
+    const ct = head.headers['content-type'];
+    if (ct === undefined || !JSON_TYPE.test(ct)) {
+      throw unprocessable([{ type: 'content_type_invalid', loc: ['header', 'content-type'], msg: 'Content-Type must be application/json', input: ct ?? null }]);
+    }
+    if (body.length === 0) throw bodyProblem('missing', 'Request body is empty; expected a JSON object with "events"');
+    if (!isUtf8(body)) throw bodyProblem('json_invalid', 'Request body is not valid UTF-8');
+    const text = body.toString('utf8');
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (err) {
+      const pos = /position (\d+)/.exec(String((err as Error).message))?.[1];
+      throw unprocessable([{ type: 'json_invalid', loc: ['body', pos === undefined ? 0 : Number(pos)], msg: 'JSON decode error', input: {} }]);
+    }
+    // JSON.parse accepts "\ud800" escapes that no UTF-8 store can hold; refuse them up front.
+    if (UNPAIRED_SURROGATE_ESCAPE.test(text) && hasLoneSurrogate(parsed)) {
+      throw bodyProblem('string_unicode', 'Request body contains an unpaired UTF-16 surrogate escape (\\ud800-\\udfff)');
+    }
+    if (!v.check(parsed)) {
+      v.explain(parsed);
+      throw unprocessable(fromAjv(v.explain.errors ?? v.check.errors ?? [], parsed));
+    }
+    return parsed;
+  }
+
+  async function handle(c: Ctx, head: RequestHead, body: Buffer): Promise<void> {
+    const org = await authenticate(head);
+    const rl = await deps.limiter.take(org.tenantId, 'ingest_a', opts.requestsPerMinute, 60_000);
+    if (!rl.ok) throw new IngestError(429, `Rate limit of ${opts.requestsPerMinute} requests per minute exceeded for this organization`, [], rl.retryAfter);
+    const now = Date.now();
+    if (c.kind === 'usage') {
+      const { events } = parse(head, body, usageBatch) as { events: UsageEventA[] };
+      const p = await prepareUsage(events, { tenantId: org.tenantId, batchId: c.traceId, now, resolver: deps.resolver, futureSkewMs: opts.futureSkewMs, ageGraceMs: opts.ageGraceMs });
+      if (p.accepted > 0) {
+        await deps.publisher.publish(subjects.usage(org.tenantId), Buffer.from(p.rows), c.traceId, { 'Cs-Rows': String(p.accepted), 'Cs-Names': p.names.join(',') });
+      }
+      metrics.events(p.accepted, p.errors.length);
+      send(c, 202, {
+        accepted: p.accepted,
+        rejected: p.errors.length,
+        errors: p.errors,
+        message: p.errors.length === 0 ? `${p.accepted} events accepted` : `${p.accepted} events accepted, ${p.errors.length} rejected`,
+      });
+    } else {
+      const { events } = parse(head, body, billingBatch) as { events: BillingEvent[] };
+      const p = await prepareBilling(events, { tenantId: org.tenantId, batchId: c.traceId, now, resolver: deps.resolver });
+      await deps.publisher.publish(subjects.billing(org.tenantId), Buffer.from(p.rows), c.traceId, { 'Cs-Rows': String(p.accepted) });
+      metrics.events(p.accepted, 0);
+      send(c, 202, { accepted: p.accepted, skipped: 0, message: `${p.accepted} billing events accepted` });
+    }
+  }
+
+  const endpoint = (kind: Kind) => (res: HttpResponse, req: HttpRequest) => {
+    const c: Ctx = { res, state: { aborted: false }, traceId: uuidv7(), started: performance.now(), kind };
+    res.onAborted(() => {
+      c.state.aborted = true;
+    });
+    const head = readHeadFast(req, res);
+    inflight.n++;
+    readBody(res, head, opts.maxBodyBytes, c.state, (err, body) => {
+      const run = err
+        ? Promise.reject(err.kind === 'too_large'
+          ? new IngestError(413, err.message, [{ type: 'payload_too_large', loc: ['body'], msg: `Request body exceeds ${opts.maxBodyBytes} bytes`, input: null }])
+          : bodyProblem('content_encoding_invalid', err.message, ['header', 'content-encoding']))
+        : handle(c, head, body);
+      run.catch((e: unknown) => fail(c, e)).finally(() => {
+        inflight.n--;
+      });
+    });
+  };
+
+  const notAllowed = (res: HttpResponse, req: HttpRequest) => {
+    const traceId = uuidv7();
+    const url = req.getUrl();
+    const found = url === '/v1/ingest/events' || url === '/v1/ingest/billing-events';
+    res.cork(() => {
+      res.writeStatus(found ? STATUS_TEXT[405] : STATUS_TEXT[404]).writeHeader('Content-Type', 'application/json').writeHeader('X-Trace-Id', traceId);
+      if (found) res.writeHeader('Allow', 'POST');
+      res.end(JSON.stringify({ detail: found ? 'Method Not Allowed' : 'Not Found' }), true);
+    });
+  };
+
+  return app
+    .post('/v1/ingest/events', endpoint('usage'))
+    .post('/v1/ingest/billing-events', endpoint('billing'))
+    .get('/healthz', (res) => {
+      res.cork(() => res.writeHeader('Content-Type', 'application/json').end('{"status":"ok"}'));
+    })
+    .get('/readyz', (res) => {
+      const ok = deps.ready();
+      res.cork(() => res.writeStatus(ok ? '200 OK' : '503 Service Unavailable').writeHeader('Content-Type', 'application/json').end(ok ? '{"status":"ready"}' : '{"status":"not ready"}'));
+    })
+    .get('/metrics', (res) => {
+      const state = { aborted: false };
+      res.onAborted(() => {
+        state.aborted = true;
+      });
+      metrics.render().then((text) => reply(res, state, '200 OK', [['Content-Type', metrics.contentType]], text));
+    })
+    .any('/*', notAllowed);
+}
+
+/** Only the headers the ingest path reads, copied before the request object dies. */
+function readHeadFast(req: HttpRequest, res: HttpResponse): RequestHead {
+  const headers: Record<string, string> = {};
+  for (const h of ['x-api-key', 'content-type', 'content-length', 'content-encoding']) {
+    const v = req.getHeader(h);
+    if (v !== '') headers[h] = v;
+  }
+  return { method: 'POST', url: req.getUrl(), query: '', headers, remoteAddress: '' };
+}
+
+function hasLoneSurrogate(v: unknown): boolean {
+  if (typeof v === 'string') return !v.isWellFormed();
+  if (v === null || typeof v !== 'object') return false;
+  if (Array.isArray(v)) return v.some(hasLoneSurrogate);
+  for (const k in v as Record<string, unknown>) if (!k.isWellFormed() || hasLoneSurrogate((v as Record<string, unknown>)[k])) return true;
+  return false;
+}

@@ -1,0 +1,116 @@
+import type { Sql } from '../lib/pg.js';
+
+interface TenantCache {
+  /** Customer UUIDs known to exist (not soft-deleted). */
+  ids: Set<string>;
+  /** source \0 external id → customer UUID. */
+  ext: Map<string, string>;
+  /** Keys (uuid or source\0ext) looked up and not found, with the time the answer expires. */
+  missing: Map<string, number>;
+  /** product code → id, product ids; loaded whole per tenant. */
+  products?: { byCode: Map<string, string>; ids: Set<string>; loadedAt: number };
+}
+
+export interface ResolverOptions {
+  /** How long "no such customer" is remembered; invalidations clear it sooner. */
+  negativeTtlMs: number;
+  /** Entries per tenant before its cache is dropped and refilled. */
+  maxEntriesPerTenant: number;
+  productTtlMs: number;
+}
+
+export const extKey = (source: string, externalId: string) => `${source}\u0000${externalId}`;
+
+/**
+ * Customer and product look-ups for the ingest tier: answers from memory, and fetches every miss
+ * of a request in one query. core-api announces customer changes on `inv.customers.<tenant>`;
+ * the tenant's cache is dropped on each, so a change is seen by the next request.
+ */
+export class Resolver {
+  private tenants = new Map<string, TenantCache>();
+
+  constructor(private readonly sql: Sql, private readonly opts: ResolverOptions) {}
+
+  private cache(tenantId: string): TenantCache {
+    let c = this.tenants.get(tenantId);
+    if (!c || c.ids.size + c.ext.size + c.missing.size > this.opts.maxEntriesPerTenant) {
+      c = { ids: new Set(), ext: new Map(), missing: new Map(), products: c?.products };
+      this.tenants.set(tenantId, c);
+    }
+    return c;
+  }
+
+  invalidateCustomers(tenantId: string): void {
+    const c = this.tenants.get(tenantId);
+    if (c) this.tenants.set(tenantId, { ids: new Set(), ext: new Map(), missing: new Map(), products: c.products });
+  }
+
+  invalidateProducts(tenantId: string): void {
+    const c = this.tenants.get(tenantId);
+    if (c) c.products = undefined;
+  }
+
+  /** Makes every given reference answerable by `hasCustomer` / `customerByExternal`, with at most one query. */
+  async prepare(tenantId: string, ids: Iterable<string>, exts: Iterable<[string, string]>): Promise<void> {
+    const c = this.cache(tenantId);
+    const now = Date.now();
+    const wantIds: string[] = [];
+    const wantSrc: string[] = [];
+    const wantExt: string[] = [];
+    const fresh = (k: string) => {
+      const until = c.missing.get(k);
+      return until !== undefined && until > now;
+    };
+    for (const id of ids) if (!c.ids.has(id) && !fresh(id) && !wantIds.includes(id)) wantIds.push(id);
+    for (const [src, ext] of exts) {
+      const k = extKey(src, ext);
+      if (!c.ext.has(k) && !fresh(k)) {
+        wantSrc.push(src);
+        wantExt.push(ext);
+      }
+    }
+    if (wantIds.length === 0 && wantSrc.length === 0) return;
+    const rows = await this.sql<{ id: string; external_source: string; external_id: string | null }[]>`
+      SELECT id::text, external_source, external_id FROM customers
+      WHERE tenant_id = ${tenantId} AND deleted_at IS NULL
+        AND (id = ANY(${wantIds}::uuid[])
+             OR (external_source, external_id) IN (SELECT * FROM unnest(${wantSrc}::text[], ${wantExt}::text[])))`;
+    const until = now + this.opts.negativeTtlMs;
+    for (const id of wantIds) c.missing.set(id, until);
+    for (let i = 0; i < wantSrc.length; i++) c.missing.set(extKey(wantSrc[i], wantExt[i]), until);
+    for (const r of rows) {
+      c.ids.add(r.id);
+      c.missing.delete(r.id);
+      if (r.external_id !== null) {
+        const k = extKey(r.external_source, r.external_id);
+        c.ext.set(k, r.id);
+        c.missing.delete(k);
+      }
+    }
+  }
+
+  hasCustomer(tenantId: string, id: string): boolean {
+    return this.tenants.get(tenantId)?.ids.has(id) ?? false;
+  }
+
+  customerByExternal(tenantId: string, source: string, externalId: string): string | undefined {
+    return this.tenants.get(tenantId)?.ext.get(extKey(source, externalId));
+  }
+
+  /** Loads the tenant's products when missing or stale; products are few per tenant. */
+  async prepareProducts(tenantId: string): Promise<void> {
+    const c = this.cache(tenantId);
+    if (c.products && Date.now() - c.products.loadedAt < this.opts.productTtlMs) return;
+    const rows = await this.sql<{ id: string; code: string }[]>`SELECT id::text, code FROM products WHERE tenant_id = ${tenantId}`;
+    c.products = { byCode: new Map(rows.map((r) => [r.code, r.id])), ids: new Set(rows.map((r) => r.id)), loadedAt: Date.now() };
+  }
+
+  /** product_id wins over product_code; an unknown product is account-level (''). */
+  product(tenantId: string, productId: string | undefined, productCode: string | undefined): string {
+    const p = this.tenants.get(tenantId)?.products;
+    if (!p) return '';
+    if (productId !== undefined) return p.ids.has(productId.toLowerCase()) ? productId.toLowerCase() : '';
+    if (productCode !== undefined) return p.byCode.get(productCode) ?? '';
+    return '';
+  }
+}

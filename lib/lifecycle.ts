@@ -1,0 +1,58 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import type { Logger } from './logger.js';
+
+/** Runs `stop` once on SIGTERM or SIGINT, then exits; a second signal exits at once. */
+export function onShutdown(log: Logger, stop: () => Promise<void>, graceMs = 20_000): void {
+  let stopping = false;
+  const handler = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    const timer = setTimeout(() => {
+      log.error('shutdown took too long; exiting');
+      process.exit(1);
+    }, graceMs);
+    timer.unref();
+    stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'error during shutdown');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', handler);
+  process.on('SIGINT', handler);
+}
+
+/**
+ * Forks `count` copies of the current script (each sees CHILD_ENV=1), restarts any that dies
+ * unexpectedly, and on SIGTERM/SIGINT stops them all and waits for them.
+ */
+export function supervise(log: Logger, count: number, childEnv: string): void {
+  const children = new Set<ChildProcess>();
+  let stopping = false;
+  const start = (slot: number) => {
+    const child = fork(process.argv[1], process.argv.slice(2), { env: { ...process.env, [childEnv]: String(slot) }, stdio: 'inherit' });
+    children.add(child);
+    child.on('exit', (code, signal) => {
+      children.delete(child);
+      if (stopping) return;
+      log.error({ slot, code, signal }, 'worker process exited; restarting');
+      setTimeout(() => start(slot), 500).unref();
+    });
+  };
+  for (let i = 0; i < count; i++) start(i);
+  onShutdown(log, async () => {
+    stopping = true;
+    const exits = [...children].map((c) => new Promise<void>((r) => {
+      if (c.exitCode !== null || c.signalCode !== null) return r();
+      c.once('exit', () => r());
+      c.kill('SIGTERM');
+    }));
+    await Promise.all(exits);
+  }, 30_000);
+}
