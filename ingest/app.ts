@@ -200,10 +200,21 @@ function readHeadFast(req: HttpRequest, res: HttpResponse): RequestHead {
   return { method: 'POST', url: req.getUrl(), query: '', headers, remoteAddress: '' };
 }
 
-function hasLoneSurrogate(v: unknown): boolean {
-  if (typeof v === 'string') return !v.isWellFormed();
-  if (v === null || typeof v !== 'object') return false;
-  if (Array.isArray(v)) return v.some(hasLoneSurrogate);
-  for (const k in v as Record<string, unknown>) if (!k.isWellFormed() || hasLoneSurrogate((v as Record<string, unknown>)[k])) return true;
+/** Iterative on purpose: a body within the size cap can nest deeper than the call stack. */
+function hasLoneSurrogate(root: unknown): boolean {
+  const pending: unknown[] = [root];
+  while (pending.length > 0) {
+    const v = pending.pop();
+    if (typeof v === 'string') {
+      if (!v.isWellFormed()) return true;
+    } else if (Array.isArray(v)) {
+      for (const x of v) pending.push(x);
+    } else if (v !== null && typeof v === 'object') {
+      for (const k in v as Record<string, unknown>) {
+        if (!k.isWellFormed()) return true;
+        pending.push((v as Record<string, unknown>)[k]);
+      }
+    }
+  }
   return false;
 }

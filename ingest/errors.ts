@@ -23,7 +23,13 @@ export function summarize(value: unknown): unknown {
   if (value === undefined) return null;
   if (typeof value === 'string') return value.length > 256 ? `${value.slice(0, 256)}…` : value;
   if (value === null || typeof value !== 'object') return value;
-  const json = JSON.stringify(value);
+  let json: string;
+  try {
+    json = JSON.stringify(value);
+  } catch {
+    // Nesting deeper than the stack: still a 422 for the client, never a 500.
+    return Array.isArray(value) ? `<array of ${value.length} items>` : '<object nested too deeply to echo>';
+  }
   if (json.length <= 512) return value;
   return Array.isArray(value) ? `<array of ${value.length} items>` : `<object of ${json.length} bytes>`;
 }
