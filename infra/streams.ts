@@ -52,6 +52,8 @@ const writer = (durable: string, filter: string): Partial<ConsumerConfig> & { du
 export const consumerConfigs = [
   { stream: STREAM_EVENTS, config: writer(consumers.usageWriter, 'ev.usage.>') },
   { stream: STREAM_EVENTS, config: writer(consumers.billingWriter, 'ev.billing.>') },
+  // The catalog needs only the Cs-Names header: do not ship it the payloads.
+  { stream: STREAM_EVENTS, config: { ...writer(consumers.catalog, 'ev.usage.>'), headers_only: true } },
 ];
 
 export async function applyStreams(jsm: JetStreamManager, o: StreamOptions): Promise<void> {

@@ -31,4 +31,5 @@ export const subjects = {
 export const consumers = {
   usageWriter: 'clickhouse-writer-usage',
   billingWriter: 'clickhouse-writer-billing',
+  catalog: 'event-catalog',
 } as const;

@@ -1,0 +1,81 @@
+import type { ConsumerMessages, JetStreamClient, JsMsg } from 'nats';
+import type { Logger } from '../lib/logger.js';
+import { STREAM_EVENTS } from '../lib/nats.js';
+import type { Sql } from '../lib/pg.js';
+
+/**
+ * The workspace event catalog: every event name appears in PostgreSQL on its first ingestion.
+ * Reads only message headers (Cs-Names, set by the ingest tier; the consumer is headers-only),
+ * remembers what it has written, and acks after the upsert.
+ */
+export class EventCatalog {
+  private known = new Set<string>();
+  private batch: JsMsg[] = [];
+  private messages?: ConsumerMessages;
+  private loop?: Promise<void>;
+  private timer?: NodeJS.Timeout;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(private readonly js: JetStreamClient, private readonly sql: Sql, private readonly consumer: string, private readonly log: Logger) {}
+
+  async start(): Promise<void> {
+    const c = await this.js.consumers.get(STREAM_EVENTS, this.consumer);
+    this.messages = await c.consume({ max_messages: 1000 });
+    this.timer = setInterval(() => this.kick(), 200);
+    this.loop = (async () => {
+      for await (const m of this.messages!) {
+        this.batch.push(m);
+        if (this.batch.length >= 1000) {
+          this.kick();
+          await this.writing;
+        }
+      }
+    })();
+  }
+
+  private kick(): void {
+    if (!this.batch.length) return;
+    const batch = this.batch;
+    this.batch = [];
+    this.writing = this.writing.then(() => this.write(batch));
+  }
+
+  private async write(batch: JsMsg[]): Promise<void> {
+    const tenants: string[] = [];
+    const names: string[] = [];
+    for (const m of batch) {
+      const tenant = m.subject.split('.')[2];
+      for (const name of (m.headers?.get('Cs-Names') ?? '').split(',')) {
+        const k = `${tenant}|${name}`;
+        if (!name || this.known.has(k)) continue;
+        this.known.add(k);
+        tenants.push(tenant);
+        names.push(name);
+      }
+    }
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (names.length) {
+          await this.sql`
+            INSERT INTO event_catalog (tenant_id, event_name)
+            SELECT * FROM unnest(${tenants}::uuid[], ${names}::text[]) ON CONFLICT DO NOTHING`;
+        }
+        break;
+      } catch (err) {
+        this.log.warn({ err: String(err), attempt }, 'event catalog write failed; retrying');
+        for (const m of batch) m.working();
+        await new Promise((r) => setTimeout(r, Math.min(10_000, 200 * 2 ** attempt)));
+      }
+    }
+    for (const m of batch) m.ack();
+    if (this.known.size > 1_000_000) this.known.clear();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.messages?.close();
+    await this.loop;
+    this.kick();
+    await this.writing;
+  }
+}

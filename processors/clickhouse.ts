@@ -1,0 +1,59 @@
+import { Readable } from 'node:stream';
+import { createClient, ClickHouseLogLevel, type ClickHouseClient } from '@clickhouse/client';
+
+/**
+ * ClickHouse error codes that mean "this data can never be inserted": retrying cannot help, the
+ * message is isolated and dead-lettered. Every other failure (connection refused, timeouts, too
+ * many parts, memory) is an outage and is retried without limit.
+ */
+const DATA_ERROR_CODES = new Set([6, 25, 26, 27, 32, 33, 38, 41, 53, 69, 70, 72, 117, 131]);
+
+export function chErrorCode(err: unknown): number | undefined {
+  const m = /Code: (\d+)/.exec(String((err as Error)?.message ?? ''));
+  if (m) return Number(m[1]);
+  const code = (err as { code?: string }).code;
+  return code !== undefined && /^\d+$/.test(code) ? Number(code) : undefined;
+}
+
+export const isDataError = (err: unknown): boolean => {
+  const code = chErrorCode(err);
+  return code !== undefined && DATA_ERROR_CODES.has(code);
+};
+
+export class ClickHouse {
+  readonly client: ClickHouseClient;
+
+  constructor(url: string, readonly database: string, requestTimeoutMs: number) {
+    this.client = createClient({
+      url,
+      database,
+      request_timeout: requestTimeoutMs,
+      max_open_connections: 16,
+      compression: { request: false, response: false },
+      log: { level: ClickHouseLogLevel.OFF },
+    });
+  }
+
+  /** Inserts a prebuilt JSONEachRow body: no per-row work in this process. */
+  async insert(table: string, body: Buffer, queryId: string): Promise<void> {
+    const res = await this.client.exec({
+      query: `INSERT INTO ${this.database}.${table} FORMAT JSONEachRow`,
+      values: Readable.from([body]),
+      query_id: queryId,
+    });
+    res.stream.resume();
+  }
+
+  async rows<T>(query: string): Promise<T[]> {
+    const rs = await this.client.query({ query, format: 'JSONEachRow' });
+    return rs.json<T>();
+  }
+
+  async command(query: string): Promise<void> {
+    await this.client.command({ query });
+  }
+
+  close(): Promise<void> {
+    return this.client.close();
+  }
+}

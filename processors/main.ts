@@ -1,0 +1,106 @@
+import http from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import Type from 'typebox';
+import { Piscina } from 'piscina';
+import { ConfigError, loadConfig } from '../lib/config.js';
+import { onShutdown } from '../lib/lifecycle.js';
+import { createLogger } from '../lib/logger.js';
+import { STREAM_EVENTS, connectNats, consumers } from '../lib/nats.js';
+import { connectPg } from '../lib/pg.js';
+import { EventCatalog } from './catalog.js';
+import { ClickHouse } from './clickhouse.js';
+import { WriterMetrics } from './metrics.js';
+import { ClickhouseWriter } from './writer.js';
+
+export const ProcessorsConfig = Type.Object({
+  PROCESSORS_HOST: Type.String({ default: '127.0.0.1', description: 'Address of the processors health/metrics endpoint.' }),
+  PROCESSORS_PORT: Type.Integer({ default: 3300, description: 'Port of /healthz, /readyz, /metrics.' }),
+  NATS_URL: Type.String({ default: 'nats://127.0.0.1:14222' }),
+  CLICKHOUSE_URL: Type.String({ default: 'http://127.0.0.1:18123' }),
+  CLICKHOUSE_DATABASE: Type.String({ default: 'csp' }),
+  DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
+  WRITER_BATCH_ROWS: Type.Integer({ minimum: 1, default: 100_000, description: 'Rows per ClickHouse insert (upper bound).' }),
+  WRITER_BATCH_BYTES: Type.Integer({ minimum: 1024, default: 32 * 1024 * 1024, description: 'Bytes per ClickHouse insert (upper bound).' }),
+  WRITER_BATCH_MS: Type.Integer({ minimum: 1, default: 200, description: 'Longest time a row waits for its insert to start.' }),
+  WRITER_INSERT_STREAMS: Type.Integer({ minimum: 1, default: 2, description: 'Concurrent inserts per table.' }),
+  WRITER_PULL_BYTES: Type.Integer({ minimum: 65536, default: 16 * 1024 * 1024, description: 'Bytes requested from JetStream per pull.' }),
+  CLICKHOUSE_TIMEOUT_MS: Type.Integer({ minimum: 1000, default: 60_000, description: 'ClickHouse request timeout.' }),
+  PROCESSORS_THREADS: Type.Integer({ minimum: 1, default: 1, description: 'piscina worker threads for CPU work.' }),
+  LOG_LEVEL: Type.String({ default: 'info' }),
+});
+
+const log = createLogger('processors', process.env.LOG_LEVEL ?? 'info');
+let cfg: ReturnType<typeof loadConfig<typeof ProcessorsConfig>>;
+try {
+  cfg = loadConfig(ProcessorsConfig);
+} catch (err) {
+  if (!(err instanceof ConfigError)) throw err;
+  log.fatal(err.message);
+  process.exit(1);
+}
+
+const instance = `${randomBytes(4).toString('hex')}${process.pid}`;
+const nc = await connectNats(cfg.NATS_URL, `processors-${instance}`, log);
+const js = nc.jetstream();
+const jsm = await nc.jetstreamManager();
+const sql = connectPg(cfg.DATABASE_URL, 4);
+const ch = new ClickHouse(cfg.CLICKHOUSE_URL, cfg.CLICKHOUSE_DATABASE, cfg.CLICKHOUSE_TIMEOUT_MS);
+const pool = new Piscina({
+  filename: fileURLToPath(new URL('./workers/check-rows.js', import.meta.url)),
+  minThreads: 0,
+  maxThreads: cfg.PROCESSORS_THREADS,
+  idleTimeout: 30_000,
+  maxQueue: 64,
+});
+const metrics = new WriterMetrics();
+
+const common = {
+  batchRows: cfg.WRITER_BATCH_ROWS, batchBytes: cfg.WRITER_BATCH_BYTES, batchMs: cfg.WRITER_BATCH_MS,
+  insertStreams: cfg.WRITER_INSERT_STREAMS, pullBytes: cfg.WRITER_PULL_BYTES, instance,
+};
+const deps = { js, ch, pool, log, metrics };
+const writers = [
+  new ClickhouseWriter({ ...common, consumer: consumers.usageWriter, table: 'events' }, deps),
+  new ClickhouseWriter({ ...common, consumer: consumers.billingWriter, table: 'billing_events' }, deps),
+];
+const catalog = new EventCatalog(js, sql, consumers.catalog, log);
+for (const w of writers) await w.start();
+await catalog.start();
+let ready = true;
+
+// Backlog gauges: how far the consumers are behind.
+const sampler = setInterval(() => {
+  for (const name of [consumers.usageWriter, consumers.billingWriter, consumers.catalog]) {
+    jsm.consumers.info(STREAM_EVENTS, name).then((i) => {
+      metrics.pending.set({ consumer: name }, i.num_pending);
+      metrics.ackPending.set({ consumer: name }, i.num_ack_pending);
+    }, () => {});
+  }
+}, 5000);
+
+const server = http.createServer((req, res) => {
+  if (req.url === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+  if (req.url === '/readyz') {
+    const ok = ready && !nc.isClosed();
+    return void res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: ok ? 'ready' : 'not ready', held: writers.map((w) => w.heldMessages) }));
+  }
+  if (req.url === '/metrics') {
+    metrics.registry.metrics().then((text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text));
+    return;
+  }
+  res.writeHead(404, { 'content-type': 'application/json' }).end('{"detail":"Not Found"}');
+});
+server.listen(cfg.PROCESSORS_PORT, cfg.PROCESSORS_HOST);
+log.info({ port: cfg.PROCESSORS_PORT, instance }, 'processors running');
+
+onShutdown(log, async () => {
+  ready = false;
+  clearInterval(sampler);
+  // Stop pulling, write and ack what is held, then drain the connection.
+  await Promise.all([...writers.map((w) => w.stop()), catalog.stop()]);
+  await nc.drain();
+  await Promise.all([sql.end({ timeout: 5 }), ch.close(), pool.destroy()]);
+  server.close();
+  log.info('processors stopped');
+}, 60_000);

@@ -1,0 +1,56 @@
+/**
+ * piscina worker: finds which messages of a batch ClickHouse cannot take, and why, by parsing
+ * every row against the table's columns. Runs only after an insert failed with a data error, so
+ * the writer's normal path stays free of per-row work. Pure CPU: plain data in, plain data out.
+ */
+export interface CheckInput {
+  columns: Record<string, ColumnKind>;
+  payloads: Uint8Array[];
+}
+
+export type ColumnKind = 'uuid' | 'string' | 'uint' | 'int' | 'float' | 'nullable_float' | 'strings';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function checkValue(kind: ColumnKind, v: unknown): string | undefined {
+  switch (kind) {
+    case 'uuid':
+      return typeof v === 'string' && UUID.test(v) ? undefined : 'not a UUID';
+    case 'string':
+      return typeof v === 'string' && v.isWellFormed() ? undefined : 'not a well-formed string';
+    case 'uint':
+      return Number.isInteger(v) && (v as number) >= 0 ? undefined : 'not an unsigned integer';
+    case 'int':
+      return Number.isInteger(v) ? undefined : 'not an integer';
+    case 'float':
+      return typeof v === 'number' && Number.isFinite(v) ? undefined : 'not a number';
+    case 'nullable_float':
+      return v === null || (typeof v === 'number' && Number.isFinite(v)) ? undefined : 'not a number or null';
+    case 'strings':
+      return Array.isArray(v) && v.every((s) => typeof s === 'string' && s.isWellFormed()) ? undefined : 'not an array of strings';
+  }
+}
+
+export default function checkRows({ columns, payloads }: CheckInput): Array<string | null> {
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  return payloads.map((payload) => {
+    let rows: unknown;
+    try {
+      rows = JSON.parse(`[${decoder.decode(payload)}]`);
+    } catch (err) {
+      return `payload is not a list of JSON rows: ${(err as Error).message}`;
+    }
+    if (!Array.isArray(rows)) return 'payload is not a list of JSON rows';
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i] as Record<string, unknown>;
+      if (row === null || typeof row !== 'object' || Array.isArray(row)) return `row ${i}: not an object`;
+      for (const k of Object.keys(row)) if (!(k in columns)) return `row ${i}: unknown column "${k}"`;
+      for (const [col, kind] of Object.entries(columns)) {
+        if (!(col in row)) continue;
+        const why = checkValue(kind, row[col]);
+        if (why) return `row ${i}: column ${col} ${why}`;
+      }
+    }
+    return null;
+  });
+}

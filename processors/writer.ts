@@ -1,0 +1,270 @@
+import { headers as natsHeaders, type ConsumerMessages, type JetStreamClient, type JsMsg } from 'nats';
+import type { Piscina } from 'piscina';
+import type { Logger } from '../lib/logger.js';
+import { STREAM_EVENTS, subjects } from '../lib/nats.js';
+import { ClickHouse, isDataError } from './clickhouse.js';
+import type { WriterMetrics } from './metrics.js';
+import { TABLES } from './tables.js';
+import type { CheckInput } from './workers/check-rows.js';
+
+export interface WriterOptions {
+  consumer: string;
+  table: keyof typeof TABLES;
+  /** Flush when this many rows are pending… */
+  batchRows: number;
+  /** …or this many bytes… */
+  batchBytes: number;
+  /** …or when the oldest pending message is this old. */
+  batchMs: number;
+  /** Inserts in flight at once; ClickHouse uses about a core per insert stream. */
+  insertStreams: number;
+  /** Bytes requested from JetStream per pull (nats-server cuts off a client holding > 64 MB). */
+  pullBytes: number;
+  /** Identifies this process's inserts among all writers' (query_id prefix). */
+  instance: string;
+}
+
+interface Deps {
+  js: JetStreamClient;
+  ch: ClickHouse;
+  pool: Piscina;
+  log: Logger;
+  metrics: WriterMetrics;
+}
+
+const COMMA = Buffer.from(',');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Streams one durable consumer into one ClickHouse table, exactly once:
+ * - messages (one per ingestion request, rows prebuilt by the ingest tier) are concatenated into
+ *   large inserts, several in flight; each message is acked only after its insert succeeded;
+ * - every row carries batch_id, the message's Nats-Msg-Id. A message that may already have been
+ *   inserted (redelivered after a crash, or retried after a failed insert) is reconciled first:
+ *   fully present → ack without inserting; partly present (an insert cut off between
+ *   partitions) → its rows are deleted and it is inserted again; absent → inserted;
+ * - while ClickHouse is down the writer holds its batches and retries with backoff, keeping the
+ *   messages alive with in-progress acks, and pulls nothing more: memory stays bounded and the
+ *   backlog stays in JetStream;
+ * - a message ClickHouse can never take is published to dlq.<consumer>.<subject> with the reason,
+ *   and only then acked.
+ */
+export class ClickhouseWriter {
+  private pending: JsMsg[] = [];
+  private pendingRows = 0;
+  private pendingBytes = 0;
+  private oldest = 0;
+  private inflight = 0;
+  private slotWaiters: Array<() => void> = [];
+  private held = new Map<number, JsMsg>();
+  private messages?: ConsumerMessages;
+  private stopping = false;
+  private querySeq = 0;
+  private timers: NodeJS.Timeout[] = [];
+  private loop?: Promise<void>;
+
+  constructor(private readonly o: WriterOptions, private readonly d: Deps) {}
+
+  async start(): Promise<void> {
+    const consumer = await this.d.js.consumers.get(STREAM_EVENTS, this.o.consumer);
+    this.messages = await consumer.consume({ max_bytes: this.o.pullBytes });
+    this.timers.push(setInterval(() => {
+      if (this.pending.length && Date.now() - this.oldest >= this.o.batchMs) void this.flush();
+    }, Math.max(10, Math.floor(this.o.batchMs / 4))));
+    // Keep held messages from being redelivered while ClickHouse is slow or down.
+    this.timers.push(setInterval(() => {
+      for (const m of this.held.values()) m.working();
+    }, 15_000));
+    this.loop = this.consume(this.messages);
+  }
+
+  private async consume(messages: ConsumerMessages): Promise<void> {
+    for await (const m of messages) {
+      if (this.held.has(m.seq)) continue; // a redelivery of a message this process still holds
+      this.held.set(m.seq, m);
+      if (this.pending.length === 0) this.oldest = Date.now();
+      this.pending.push(m);
+      this.pendingRows += rowsOf(m);
+      this.pendingBytes += m.data.length;
+      if (this.pendingRows >= this.o.batchRows || this.pendingBytes >= this.o.batchBytes) await this.flush();
+    }
+  }
+
+  /** Takes the pending messages as one batch once an insert slot is free (backpressure). */
+  private async flush(): Promise<void> {
+    while (this.inflight >= this.o.insertStreams) await new Promise<void>((r) => this.slotWaiters.push(r));
+    if (this.pending.length === 0) return;
+    const batch = this.pending;
+    this.pending = [];
+    this.pendingRows = 0;
+    this.pendingBytes = 0;
+    this.inflight++;
+    void this.write(batch).finally(() => {
+      this.inflight--;
+      this.slotWaiters.shift()?.();
+    });
+  }
+
+  private async write(batch: JsMsg[]): Promise<void> {
+    let verify = batch.some((m) => m.redelivered);
+    let attempt = 0;
+    while (batch.length) {
+      const queryId = `cw-${this.o.instance}-${++this.querySeq}`;
+      try {
+        if (verify) batch = await this.reconcile(batch, queryId);
+        if (!batch.length) return;
+        const t0 = performance.now();
+        await this.d.ch.insert(this.o.table, body(batch), queryId);
+        this.d.metrics.inserted(this.o.table, batch.reduce((n, m) => n + rowsOf(m), 0), performance.now() - t0);
+        this.done(batch);
+        return;
+      } catch (err) {
+        if (isDataError(err)) {
+          batch = await this.isolate(batch, err);
+          verify = false;
+          continue;
+        }
+        // An outage: the insert may or may not have landed (in part), so reconcile before retrying.
+        verify = true;
+        attempt++;
+        this.d.metrics.retry(this.o.table);
+        const wait = Math.min(10_000, 100 * 2 ** Math.min(attempt, 7));
+        this.d.log.warn({ table: this.o.table, attempt, wait_ms: wait, messages: batch.length, err: String((err as Error).message ?? err).slice(0, 300) }, 'insert failed; retrying');
+        if (this.stopping && attempt >= 3) {
+          // Leave them un-acked: JetStream redelivers them to the next writer, which reconciles.
+          for (const m of batch) this.held.delete(m.seq);
+          return;
+        }
+        await sleep(wait);
+      }
+    }
+  }
+
+  private done(batch: JsMsg[]): void {
+    for (const m of batch) {
+      m.ack();
+      this.held.delete(m.seq);
+    }
+  }
+
+  /**
+   * Which messages of the batch are already stored? Waits first for inserts of other writer
+   * instances (e.g. one killed mid-insert) still running in ClickHouse, so their rows are counted.
+   */
+  private async reconcile(batch: JsMsg[], queryId: string): Promise<JsMsg[]> {
+    const table = `${this.d.ch.database}.${this.o.table}`;
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      const [{ n }] = await this.d.ch.rows<{ n: string }>(
+        `SELECT count() AS n FROM system.processes WHERE query_id LIKE 'cw-%' AND query_id NOT LIKE 'cw-${this.o.instance}-%' AND query LIKE 'INSERT INTO ${table} %'`);
+      if (Number(n) === 0 || Date.now() > deadline) break;
+      await sleep(200);
+    }
+    const ids = batch.map(batchIdOf);
+    const found = new Map<string, number>();
+    const rows = await this.d.ch.rows<{ b: string; c: string }>(
+      `SELECT toString(batch_id) AS b, count() AS c FROM ${table} WHERE batch_id IN (${ids.map((i) => `'${i}'`).join(',')}) GROUP BY b`);
+    for (const r of rows) found.set(r.b, Number(r.c));
+    const present: JsMsg[] = [];
+    const partial: JsMsg[] = [];
+    const absent: JsMsg[] = [];
+    for (const m of batch) {
+      const c = found.get(batchIdOf(m)) ?? 0;
+      if (c === 0) absent.push(m);
+      else if (c >= rowsOf(m)) present.push(m);
+      else partial.push(m);
+    }
+    if (present.length) this.d.log.info({ table: this.o.table, messages: present.length }, 'already stored; acknowledging without insert');
+    this.done(present);
+    if (partial.length) {
+      const list = partial.map((m) => `'${batchIdOf(m)}'`).join(',');
+      this.d.log.warn({ table: this.o.table, messages: partial.length }, 'partly stored; removing their rows before inserting again');
+      await this.d.ch.command(`ALTER TABLE ${table} DELETE WHERE batch_id IN (${list})`);
+      for (;;) {
+        const [{ c }] = await this.d.ch.rows<{ c: string }>(`SELECT count() AS c FROM ${table} WHERE batch_id IN (${list})`);
+        if (Number(c) === 0) break;
+        await sleep(100);
+      }
+    }
+    void queryId;
+    return [...absent, ...partial];
+  }
+
+  /** A data error: find the messages ClickHouse cannot take, dead-letter them, return the rest. */
+  private async isolate(batch: JsMsg[], err: unknown): Promise<JsMsg[]> {
+    const reasons = (await this.d.pool.run({ columns: TABLES[this.o.table], payloads: batch.map((m) => m.data) } satisfies CheckInput)) as Array<string | null>;
+    const bad = batch.filter((_, i) => reasons[i] !== null);
+    for (const m of bad) await this.deadLetter(m, reasons[batch.indexOf(m)]!);
+    const rest = batch.filter((_, i) => reasons[i] === null);
+    if (bad.length || rest.length === 0) return rest;
+    // The checker found nothing: insert one by one; each that still fails is dead-lettered.
+    if (rest.length === 1) {
+      await this.deadLetter(rest[0], `ClickHouse rejected the rows: ${String((err as Error).message).slice(0, 500)}`);
+      return [];
+    }
+    for (const m of rest) {
+      try {
+        await this.d.ch.insert(this.o.table, body([m]), `cw-${this.o.instance}-${++this.querySeq}`);
+        this.d.metrics.inserted(this.o.table, rowsOf(m), 0);
+        this.done([m]);
+      } catch (e) {
+        if (!isDataError(e)) throw e;
+        await this.deadLetter(m, `ClickHouse rejected the rows: ${String((e as Error).message).slice(0, 500)}`);
+      }
+    }
+    return [];
+  }
+
+  private async deadLetter(m: JsMsg, reason: string): Promise<void> {
+    const h = natsHeaders();
+    if (m.headers) for (const [k, v] of m.headers) for (const x of v) h.append(k, x);
+    h.set('Cs-Dlq-Reason', reason.replace(/[\r\n]+/g, ' '));
+    h.set('Cs-Dlq-Consumer', this.o.consumer);
+    h.set('Cs-Original-Subject', m.subject);
+    h.set('Cs-Original-Seq', String(m.seq));
+    // A dead-letter copy is stored once even if we crash between publishing and acking.
+    await this.d.js.publish(subjects.dlq(this.o.consumer, m.subject), m.data, { headers: h, msgID: `dlq-${this.o.consumer}-${m.seq}` });
+    this.d.log.error({ consumer: this.o.consumer, seq: m.seq, subject: m.subject, reason }, 'message dead-lettered');
+    this.d.metrics.deadLettered(this.o.table);
+    this.done([m]);
+  }
+
+  /** Stops pulling, writes what it holds, waits for in-flight inserts (bounded by the caller's grace). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const t of this.timers) clearInterval(t);
+    await this.messages?.close();
+    await this.loop;
+    await this.flush();
+    while (this.inflight > 0) await sleep(20);
+  }
+
+  get heldMessages(): number {
+    return this.held.size;
+  }
+}
+
+function rowsOf(m: JsMsg): number {
+  return Number(m.headers?.get('Cs-Rows') ?? 0);
+}
+
+function batchIdOf(m: JsMsg): string {
+  const id = m.headers?.get('Nats-Msg-Id') ?? '';
+  // batch ids are UUIDs set by the ingest tier; anything else can only be a foreign message.
+  return /^[0-9a-f-]{36}$/i.test(id) ? id.toLowerCase() : '00000000-0000-0000-0000-000000000000';
+}
+
+function body(batch: JsMsg[]): Buffer {
+  const parts: Buffer[] = [];
+  let size = 0;
+  for (let i = 0; i < batch.length; i++) {
+    if (i) {
+      parts.push(COMMA);
+      size += 1;
+    }
+    const d = batch[i].data;
+    parts.push(Buffer.from(d.buffer, d.byteOffset, d.byteLength));
+    size += d.byteLength;
+  }
+  return Buffer.concat(parts, size);
+}

@@ -1,0 +1,136 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import postgres from 'postgres';
+import { ROOT, stackProfile, stackUrls } from '../../lib/stack.js';
+
+const run = promisify(execFile);
+
+/** The test stack (npm test starts it: infra/cli.js up --profile test). */
+export const profile = stackProfile('test');
+export const urls = stackUrls(profile);
+export const dist = (p: string) => path.join(ROOT, 'dist', p);
+
+/** Anything with a teardown, like tap's `t`. */
+export interface Teardowns {
+  teardown(fn: () => unknown): void;
+}
+
+export interface Workspace {
+  tenant_id: string;
+  ingest_url: string;
+  api_url: string;
+  ingestion_key: string;
+  api_key: string;
+  admin_email: string;
+  admin_password: string;
+}
+
+/** A new, independent workspace: each test makes its own. */
+export async function bootstrap(args: string[] = []): Promise<Workspace> {
+  const { stdout } = await run(process.execPath, [dist('core-api/bin/bootstrap.js'), '--json', ...args], { env: { ...process.env, STACK_PROFILE: 'test' } });
+  return JSON.parse(stdout) as Workspace;
+}
+
+export async function seed(tenantId: string, customers: number, extra: string[] = []): Promise<void> {
+  await run(process.execPath, [dist('core-api/bin/seed.js'), '--tenant', tenantId, '--customers', String(customers), ...extra], { env: { ...process.env, STACK_PROFILE: 'test' } });
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000, intervalMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== false) return v as T;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}
+
+export interface Tier {
+  url: string;
+  port: number;
+  proc: ChildProcess;
+  output: () => string;
+  /** Sends a signal and waits for the process to exit. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/**
+ * Starts `node dist/<tier>/main.js` against the test stack on a free port, waits for /healthz,
+ * and registers its teardown. `portEnv` names the variable the tier reads its port from.
+ */
+export async function startTier(t: Teardowns, tier: 'ingest' | 'processors' | 'core-api', env: Record<string, string> = {}): Promise<Tier> {
+  const portEnv = { ingest: 'INGEST_PORT', processors: 'PROCESSORS_PORT', 'core-api': 'API_PORT' }[tier];
+  const port = env[portEnv] ? Number(env[portEnv]) : await freePort();
+  let out = '';
+  const proc = spawn(process.execPath, [dist(`${tier}/main.js`)], {
+    env: { ...process.env, ...urls, STACK_PROFILE: 'test', LOG_LEVEL: 'warn', [portEnv]: String(port), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  proc.stdout!.on('data', (d: Buffer) => { out = (out + d.toString()).slice(-20_000); });
+  proc.stderr!.on('data', (d: Buffer) => { out = (out + d.toString()).slice(-20_000); });
+  const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+    proc.kill(signal);
+    return exited;
+  };
+  t.teardown(() => stop('SIGKILL'));
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(`${tier} /healthz on ${port}`, async () => {
+    if (proc.exitCode !== null) throw new Error(`${tier} exited with ${proc.exitCode}:\n${out}`);
+    return (await fetch(`${url}/readyz`)).ok;
+  }, 30_000);
+  return { url, port, proc, output: () => out, stop };
+}
+
+let sqlClient: postgres.Sql | undefined;
+/** One PostgreSQL connection pool per test file, closed when the process ends. */
+export function db(): postgres.Sql {
+  sqlClient ??= postgres(urls.DATABASE_URL, { max: 4, onnotice: () => {} });
+  return sqlClient;
+}
+export async function closeDb(): Promise<void> {
+  await sqlClient?.end();
+  sqlClient = undefined;
+}
+
+/** Runs a ClickHouse query and returns the rows (JSONEachRow). */
+export async function ch<T = Record<string, unknown>>(query: string): Promise<T[]> {
+  const res = await fetch(`${urls.CLICKHOUSE_URL}/?database=csp`, { method: 'POST', body: `${query} FORMAT JSONEachRow` });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`ClickHouse: ${text}`);
+  return text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as T);
+}
+
+/** POST JSON (or raw bytes) and return status, headers and parsed body. */
+export async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: any; text: string }> {
+  const raw = typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body);
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: raw });
+  const text = await res.text();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  return { status: res.status, headers: res.headers, body: parsed, text };
+}
