@@ -1,0 +1,144 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { DiscardPolicy, RetentionPolicy, StorageType, nanos } from 'nats';
+import { sampler, type BenchContext } from './context.js';
+import type { LoadResult } from './meter.js';
+import type { Usage } from './proc-stats.js';
+import { BenchError, runChild, say } from './tiers.js';
+import type { PublishConfig } from './publish.js';
+import { rowsPayload, Workload } from './workload.js';
+
+export interface InsertRun {
+  method: string;
+  streams: number;
+  rows: number;
+  seconds: number;
+  rowsPerSec: number;
+  mbPerSec: number;
+  usage: Usage;
+}
+
+export interface CeilingsResult {
+  jetstream: LoadResult & { usage: Usage; payloadBytes: number };
+  clickhouse: { runs: InsertRun[]; best: InsertRun; rowBytes: number };
+}
+
+const BENCH_STREAM = 'BENCH';
+const BENCH_TABLE = 'csp.bench_events';
+
+/** Raw JetStream publish from one Node process, into a temporary stream shaped like EVENTS. */
+async function jetstreamCeiling(ctx: BenchContext): Promise<CeilingsResult['jetstream']> {
+  const { jsm } = ctx;
+  await jsm.streams.delete(BENCH_STREAM).catch(() => undefined);
+  // Limits retention with a byte cap keeps the disk bounded however fast the run goes; file
+  // storage and the duplicate window match EVENTS, so nats-server does the same work per message.
+  await jsm.streams.add({
+    name: BENCH_STREAM, subjects: ['bench.raw.>'], retention: RetentionPolicy.Limits, storage: StorageType.File,
+    discard: DiscardPolicy.Old, max_bytes: 4 * 1024 ** 3, max_msg_size: 8 * 1024 * 1024, duplicate_window: nanos(2 * 60_000), num_replicas: 1,
+  });
+  let loadPid = 0;
+  const s = sampler(ctx, { 'bench-publisher': () => (loadPid ? [loadPid] : []) });
+  try {
+    const result = await runChild<PublishConfig, LoadResult>('bench/publish.js', {
+      label: 'jetstream-raw', natsUrl: ctx.urls.NATS_URL, subjectPrefix: 'bench.raw', tenants: ctx.tenants, workload: ctx.workload,
+      inflight: ctx.opts.publishInflight, durationS: ctx.opts.durationS,
+    }, (pid) => (loadPid = pid));
+    return { ...result, usage: s.stop(), payloadBytes: Math.round(result.bytesPerSec / Math.max(1, result.requestsPerSec)) };
+  } finally {
+    s.stop();
+    await jsm.streams.delete(BENCH_STREAM).catch(() => undefined);
+  }
+}
+
+/** The rows ingest would publish for the benchmark's bodies, one message payload per line. */
+function writeRowsFile(ctx: BenchContext, rows: number): { file: string; rows: number; bytes: number } {
+  const now = Date.now();
+  const payloads = new Workload(ctx.tenants, ctx.workload).bodies().map((b) => ({ text: rowsPayload(ctx.tenants[b.tenant], b.events, now), rows: b.events.length }));
+  const file = path.join(os.tmpdir(), `bench-rows-${process.pid}.json`);
+  const fd = fs.openSync(file, 'w');
+  let n = 0;
+  let bytes = 0;
+  try {
+    for (let i = 0; n < rows; i = (i + 1) % payloads.length) {
+      const chunk = payloads[i].text + '\n';
+      bytes += fs.writeSync(fd, chunk);
+      n += payloads[i].rows;
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  return { file, rows: n, bytes };
+}
+
+function clientInsert(ctx: BenchContext, file: string, onPid: (pid: number) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const fd = fs.openSync(file, 'r');
+    const p = spawn('clickhouse-client', ['--host', '127.0.0.1', '--port', String(ctx.profile.chTcpPort), '--query', `INSERT INTO ${BENCH_TABLE} FORMAT JSONEachRow`], { stdio: [fd, 'ignore', 'pipe'] });
+    fs.closeSync(fd);
+    onPid(p.pid!);
+    let err = '';
+    p.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    p.on('error', reject);
+    p.on('exit', (code) => (code === 0 ? resolve() : reject(new BenchError(`clickhouse-client exited with ${code}: ${err.trim().slice(0, 500)}`))));
+  });
+}
+
+function httpInsert(ctx: BenchContext, file: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const q = new URLSearchParams({ query: `INSERT INTO ${BENCH_TABLE} FORMAT JSONEachRow` });
+    const req = http.request(`${ctx.urls.CLICKHOUSE_URL}/?${q}`, { method: 'POST' }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new BenchError(`ClickHouse HTTP insert: ${res.statusCode} ${body.slice(0, 500)}`))));
+    });
+    req.on('error', reject);
+    fs.createReadStream(file, { highWaterMark: 1024 * 1024 }).pipe(req);
+  });
+}
+
+/**
+ * `clickhouse-client` inserting the same rows (one stream, then two at once), and for reference
+ * the same body POSTed over HTTP, which is how a Node writer talks to ClickHouse.
+ */
+async function clickhouseCeiling(ctx: BenchContext): Promise<CeilingsResult['clickhouse']> {
+  const f = writeRowsFile(ctx, ctx.opts.chRows);
+  say(`clickhouse ceiling: ${f.rows.toLocaleString('en-US')} rows, ${(f.bytes / 1024 / 1024).toFixed(0)} MB per stream`);
+  const runs: InsertRun[] = [];
+  try {
+    for (const [method, streams] of [['clickhouse-client', 1], ['clickhouse-client', 2], ['http', 1], ['http', 2]] as const) {
+      await ctx.ch.query(`DROP TABLE IF EXISTS ${BENCH_TABLE}`);
+      await ctx.ch.query(`CREATE TABLE ${BENCH_TABLE} AS csp.events`);
+      const clients: number[] = [];
+      const s = sampler(ctx, { 'clickhouse-client': () => clients });
+      const t0 = performance.now();
+      await Promise.all(Array.from({ length: streams }, () => (method === 'http' ? httpInsert(ctx, f.file) : clientInsert(ctx, f.file, (pid) => clients.push(pid)))));
+      const seconds = (performance.now() - t0) / 1000;
+      const usage = s.stop();
+      const stored = await ctx.ch.number(`SELECT count() FROM ${BENCH_TABLE}`);
+      if (stored !== f.rows * streams) throw new BenchError(`${method} stored ${stored} rows, expected ${f.rows * streams}`);
+      const run: InsertRun = {
+        method, streams, rows: stored, seconds: Math.round(seconds * 100) / 100, rowsPerSec: Math.round(stored / seconds),
+        mbPerSec: Math.round((f.bytes * streams) / seconds / 1024 / 1024), usage,
+      };
+      say(`clickhouse ceiling: ${method} × ${streams}: ${run.rowsPerSec.toLocaleString('en-US')} rows/s (${run.mbPerSec} MB/s)`);
+      runs.push(run);
+    }
+  } finally {
+    fs.rmSync(f.file, { force: true });
+    await ctx.ch.query(`DROP TABLE IF EXISTS ${BENCH_TABLE}`).catch(() => undefined);
+  }
+  const client = runs.filter((r) => r.method === 'clickhouse-client');
+  const best = client.reduce((a, b) => (b.rowsPerSec > a.rowsPerSec ? b : a));
+  return { runs, best, rowBytes: Math.round(f.bytes / f.rows) };
+}
+
+export async function ceilings(ctx: BenchContext): Promise<CeilingsResult> {
+  say('ceiling 1/2: raw JetStream publish');
+  const jetstream = await jetstreamCeiling(ctx);
+  say(`ceiling 2/2: ClickHouse insert`);
+  const clickhouse = await clickhouseCeiling(ctx);
+  return { jetstream, clickhouse };
+}

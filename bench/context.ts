@@ -1,0 +1,51 @@
+import type { JetStreamManager, NatsConnection } from 'nats';
+import path from 'node:path';
+import type { StackProfile, StackUrls } from '../lib/stack.js';
+import { ProcSampler, readPidFile } from './proc-stats.js';
+import type { ClickHouse } from './tiers.js';
+import type { BenchTenant, WorkloadOptions } from './workload.js';
+
+export interface BenchOptions {
+  profile: 'dev' | 'test';
+  only: Set<'ceilings' | 'ingest' | 'e2e'>;
+  /** Seconds per scenario (ceilings, ingest at full load, ingest at half load). */
+  durationS: number;
+  /** Seconds of the sustained end-to-end scenario. */
+  e2eDurationS: number;
+  /** Offered load of the sustained end-to-end scenario, events/s. */
+  e2eRate: number;
+  /** Events queued while processors are down, then drained to measure their landing rate. */
+  backlogEvents: number;
+  connections: number;
+  ingestProcesses: number;
+  publishInflight: number;
+  chRows: number;
+  tenants: number;
+  customers: number;
+  products: number;
+  bodiesPerTenant: number;
+}
+
+export interface BenchContext {
+  opts: BenchOptions;
+  profile: StackProfile;
+  urls: StackUrls;
+  tenants: BenchTenant[];
+  workload: WorkloadOptions;
+  nc: NatsConnection;
+  jsm: JetStreamManager;
+  ch: ClickHouse;
+}
+
+/** The stack's servers, so that every figure says how busy each of them was. */
+export function serverGroups(p: StackProfile): Record<string, () => number[]> {
+  const pid = (file: string) => () => {
+    const n = readPidFile(path.join(p.dataDir, file));
+    return n === undefined ? [] : [n];
+  };
+  return { 'nats-server': pid('nats.pid'), clickhouse: pid('clickhouse.pid'), postgres: pid('pg/postmaster.pid') };
+}
+
+export function sampler(ctx: BenchContext, extra: Record<string, () => number[]>): ProcSampler {
+  return new ProcSampler({ ...extra, ...serverGroups(ctx.profile) }).start();
+}

@@ -1,0 +1,62 @@
+import { subjects, STREAM_EVENTS } from '../lib/nats.js';
+import { sampler, type BenchContext } from './context.js';
+import type { LoadConfig } from './load.js';
+import type { LoadResult } from './meter.js';
+import type { Usage } from './proc-stats.js';
+import { runChild, say, startTier, type Tier } from './tiers.js';
+
+export type Measured = LoadResult & { usage: Usage };
+
+export interface IngestResult {
+  processes: number;
+  connections: number;
+  full: Measured;
+  half: Measured;
+}
+
+export function startIngest(ctx: BenchContext): Promise<Tier> {
+  return startTier('ingest', 'INGEST_PORT', {
+    NATS_URL: ctx.urls.NATS_URL, DATABASE_URL: ctx.urls.DATABASE_URL, STACK_PROFILE: ctx.profile.name,
+    INGEST_PROCESSES: String(ctx.opts.ingestProcesses), INGEST_RATE_LIMIT_PER_MIN: '100000000',
+  });
+}
+
+/** One load process against surface A, with CPU and memory of every process sampled meanwhile. */
+export async function load(ctx: BenchContext, ingest: Tier, extra: Record<string, () => number[]>, c: Pick<LoadConfig, 'label' | 'durationS'> & Partial<LoadConfig>): Promise<Measured> {
+  let loadPid = 0;
+  const s = sampler(ctx, { ingest: () => [ingest.pid], load: () => (loadPid ? [loadPid] : []), ...extra });
+  try {
+    const port = Number(new URL(ingest.url).port);
+    const result = await runChild<LoadConfig, LoadResult>('bench/load.js', {
+      host: '127.0.0.1', port, tenants: ctx.tenants, workload: ctx.workload, connections: ctx.opts.connections, ...c,
+    }, (pid) => (loadPid = pid));
+    return { ...result, usage: s.stop() };
+  } finally {
+    s.stop();
+  }
+}
+
+/** Drops what the benchmark's workspaces left in EVENTS when no writer was there to consume it. */
+export async function purgeBenchSubjects(ctx: BenchContext): Promise<void> {
+  for (const t of ctx.tenants) await ctx.jsm.streams.purge(STREAM_EVENTS, { filter: subjects.usage(t.tenantId) });
+}
+
+/**
+ * Surface A alone: full load (closed loop, `connections` requests in flight), then half that
+ * accepted rate paced open-loop, for latency. No processors run, so what ingest accepts stays in
+ * EVENTS until it is purged at the end.
+ */
+export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
+  const ingest = await startIngest(ctx);
+  say(`ingest: ${ctx.opts.ingestProcesses} processes ready on ${ingest.url} in ${ingest.readyMs} ms`);
+  try {
+    await load(ctx, ingest, {}, { label: 'ingest-warmup', durationS: 3 });
+    const full = await load(ctx, ingest, {}, { label: 'ingest-full', durationS: ctx.opts.durationS });
+    const rate = Math.round(full.eventsPerSec / 2 / 1000) * 1000;
+    const half = await load(ctx, ingest, {}, { label: 'ingest-half', durationS: ctx.opts.durationS, rateEventsPerSec: rate });
+    return { processes: ctx.opts.ingestProcesses, connections: ctx.opts.connections, full, half };
+  } finally {
+    await ingest.stop();
+    await purgeBenchSubjects(ctx);
+  }
+}

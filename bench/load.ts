@@ -1,0 +1,97 @@
+import { Http1Connection, requestBuffer } from './http1.js';
+import { childMain, Meter, type LoadResult } from './meter.js';
+import { Workload, type BenchTenant, type WorkloadOptions } from './workload.js';
+
+/**
+ * The HTTP load generator, run as its own process (bench/run.ts forks it): keeps `connections`
+ * requests in flight against surface A, or paces them to `rateEventsPerSec`.
+ */
+export interface LoadConfig {
+  label: string;
+  host: string;
+  port: number;
+  tenants: BenchTenant[];
+  workload: WorkloadOptions;
+  connections: number;
+  durationS: number;
+  /** Open-loop pacing in events/s (each request carries eventsPerBody events); closed loop when absent. */
+  rateEventsPerSec?: number;
+  /** Stop once this many events were accepted (or when durationS is up). */
+  maxEvents?: number;
+}
+
+async function run(c: LoadConfig): Promise<LoadResult> {
+  const bodies = new Workload(c.tenants, c.workload).bodies();
+  const requests = bodies.map((b) => requestBuffer(c.host, c.port, '/v1/ingest/events', { 'Content-Type': 'application/json', 'X-API-Key': c.tenants[b.tenant].key }, b.json));
+  const conns = Array.from({ length: c.connections }, () => new Http1Connection(c.host, c.port));
+  const idle = [...conns];
+  let inflight = 0;
+  let next = 0;
+  let running = true;
+  const meter = new Meter(c.label, c.durationS, () => inflight, c.rateEventsPerSec);
+
+  let finished: () => void;
+  const allDone = new Promise<void>((r) => (finished = r));
+  const stop = () => {
+    if (!running) return;
+    running = false;
+    if (inflight === 0) finished();
+    // A reply that never comes must not hang the run.
+    setTimeout(() => finished(), 15_000).unref();
+  };
+
+  const fire = (conn: Http1Connection) => {
+    const req = requests[next];
+    next = (next + 1) % requests.length;
+    const t0 = performance.now();
+    inflight++;
+    conn.send(req, (err, status, body) => {
+      inflight--;
+      const us = (performance.now() - t0) * 1000;
+      if (err) meter.fail('connection');
+      else if (status === 202) meter.ok(us, field(body, '"accepted":'), field(body, '"rejected":'), req.length);
+      else meter.fail(status);
+      if (c.maxEvents !== undefined && meter.acceptedSoFar >= c.maxEvents) stop();
+      if (!running) {
+        if (inflight === 0) finished();
+        return;
+      }
+      if (c.rateEventsPerSec === undefined) fire(conn);
+      else idle.push(conn);
+    });
+  };
+
+  meter.start();
+  const t0 = performance.now();
+  const deadline = setTimeout(stop, c.durationS * 1000);
+  if (c.rateEventsPerSec === undefined) {
+    for (const conn of conns) fire(conn);
+  } else {
+    // Open loop: send what the schedule says is due; a request that finds no idle connection waits
+    // for one, so a server that falls behind shows as a rate below target, not as hidden latency.
+    const perMs = c.rateEventsPerSec / c.workload.eventsPerBody / 1000;
+    let sent = 0;
+    const pace = () => {
+      if (!running) return;
+      const due = Math.floor((performance.now() - t0) * perMs);
+      while (sent < due && idle.length) {
+        sent++;
+        fire(idle.pop()!);
+      }
+      setTimeout(pace, 1);
+    };
+    pace();
+  }
+  await allDone;
+  clearTimeout(deadline);
+  const result = meter.finish();
+  for (const conn of conns) conn.close();
+  return result;
+}
+
+function field(body: string, name: string): number {
+  const i = body.indexOf(name);
+  return i < 0 ? 0 : parseInt(body.slice(i + name.length, i + name.length + 12), 10) || 0;
+}
+
+childMain(run);

@@ -1,0 +1,157 @@
+import fs from 'node:fs';
+
+const CLK_TCK = 100;
+const PAGE = 4096;
+
+interface Stat {
+  comm: string;
+  ppid: number;
+  ticks: number;
+  rss: number;
+}
+
+function readStat(pid: number): Stat | undefined {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return { comm: s.slice(s.indexOf('(') + 1, s.lastIndexOf(')')), ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]), rss: Number(f[21]) * PAGE };
+  } catch {
+    return undefined;
+  }
+}
+
+function snapshot(): Map<number, Stat> {
+  const all = new Map<number, Stat>();
+  for (const name of fs.readdirSync('/proc')) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid)) continue;
+    const st = readStat(pid);
+    if (st) all.set(pid, st);
+  }
+  return all;
+}
+
+function tree(all: Map<number, Stat>, roots: number[]): number[] {
+  const out = roots.filter((p) => all.has(p));
+  for (let i = 0; i < out.length; i++) for (const [pid, st] of all) if (st.ppid === out[i] && !out.includes(pid)) out.push(pid);
+  return out;
+}
+
+function machineTicks(): { busy: number; total: number } {
+  const cpu = fs.readFileSync('/proc/stat', 'latin1').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const total = cpu.reduce((a, b) => a + b, 0);
+  return { busy: total - cpu[3] - (cpu[4] ?? 0), total };
+}
+
+export interface GroupUsage {
+  /** Average CPU over the sampled period, in % of one core (200 % = both cores of this machine). */
+  cpuPct: number;
+  /** Highest sum of RSS over the tree (supervisor and workers together). */
+  maxRssMb: number;
+  /** Highest RSS of any single process of the tree. */
+  maxProcessRssMb: number;
+}
+
+export interface Usage {
+  seconds: number;
+  /** Machine-wide busy CPU, % of all cores. */
+  machineBusyPct: number;
+  groups: Record<string, GroupUsage>;
+  /** CPU of everything outside the groups (other work on the machine, kernel threads), % of one core. */
+  otherCpuPct: number;
+  /** The busiest of those, e.g. "kworker/u4:2 12 %". */
+  otherTop: string[];
+}
+
+/**
+ * Samples CPU and resident memory of process trees (a process and all its descendants, e.g. the
+ * ingest supervisor and its workers) from /proc, so every figure comes with what was busy.
+ */
+export class ProcSampler {
+  private timer: NodeJS.Timeout | undefined;
+  private last = new Map<string, number>();
+  private seen = new Map<number, number>();
+  private maxRss = new Map<string, number>();
+  private maxOne = new Map<string, number>();
+  private t0 = 0;
+  private t1 = 0;
+  private m0 = machineTicks();
+  private m1 = this.m0;
+
+  constructor(private readonly groups: Record<string, () => number[]>, private readonly intervalMs = 500) {}
+
+  private all0 = new Map<number, Stat>();
+  private members = new Set<number>();
+
+  start(): this {
+    this.t0 = performance.now();
+    this.m0 = machineTicks();
+    this.all0 = snapshot();
+    this.sample(true);
+    this.timer = setInterval(() => this.sample(false), this.intervalMs);
+    return this;
+  }
+
+  private sample(initial: boolean): Map<number, Stat> {
+    const all = snapshot();
+    for (const [name, roots] of Object.entries(this.groups)) {
+      let rss = 0;
+      for (const pid of tree(all, roots())) {
+        const st = all.get(pid)!;
+        this.members.add(pid);
+        rss += st.rss;
+        if (st.rss > (this.maxOne.get(name) ?? 0)) this.maxOne.set(name, st.rss);
+        // Ticks per pid, so that a worker that appears later counts only from when it was seen.
+        if (initial || !this.seen.has(pid)) this.seen.set(pid, st.ticks);
+        this.last.set(`${name}:${pid}`, st.ticks - this.seen.get(pid)!);
+      }
+      this.maxRss.set(name, Math.max(this.maxRss.get(name) ?? 0, rss));
+    }
+    this.t1 = performance.now();
+    this.m1 = machineTicks();
+    return all;
+  }
+
+  stop(): Usage {
+    if (this.timer) clearInterval(this.timer);
+    const all = this.sample(false);
+    const seconds = (this.t1 - this.t0) / 1000;
+    const others: Array<[string, number]> = [];
+    let other = 0;
+    for (const [pid, st] of all) {
+      if (this.members.has(pid)) continue;
+      const d = st.ticks - (this.all0.get(pid)?.ticks ?? 0);
+      if (d <= 0) continue;
+      other += d;
+      others.push([`${st.comm}[${pid}]`, d]);
+    }
+    const pctOf = (ticks: number) => (seconds > 0 ? Math.round((ticks / CLK_TCK / seconds) * 100) : 0);
+    others.sort((a, b) => b[1] - a[1]);
+    const groups: Record<string, GroupUsage> = {};
+    for (const name of Object.keys(this.groups)) {
+      let ticks = 0;
+      for (const [k, v] of this.last) if (k.startsWith(`${name}:`)) ticks += v;
+      groups[name] = { cpuPct: seconds > 0 ? Math.round((ticks / CLK_TCK / seconds) * 100) : 0, maxRssMb: mb(this.maxRss.get(name)), maxProcessRssMb: mb(this.maxOne.get(name)) };
+    }
+    const dt = this.m1.total - this.m0.total;
+    return {
+      seconds: Math.round(seconds * 10) / 10,
+      machineBusyPct: dt > 0 ? Math.round(((this.m1.busy - this.m0.busy) / dt) * 100) : 0,
+      groups,
+      otherCpuPct: pctOf(other),
+      otherTop: others.slice(0, 3).filter(([, d]) => pctOf(d) >= 2).map(([name, d]) => `${name} ${pctOf(d)} %`),
+    };
+  }
+}
+
+export function readPidFile(file: string): number | undefined {
+  try {
+    const pid = Number(fs.readFileSync(file, 'latin1').split('\n')[0].trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const mb = (bytes = 0) => Math.round(bytes / 1024 / 1024);

@@ -1,0 +1,133 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { CeilingsResult } from './ceilings.js';
+import type { E2eResult } from './e2e.js';
+import type { IngestResult } from './ingest-scenario.js';
+import type { Usage } from './proc-stats.js';
+
+export interface Section<T> {
+  at: string;
+  command: string;
+  machine: Machine;
+  options: Record<string, unknown>;
+  data: T;
+}
+
+export interface Stored {
+  ceilings?: Section<CeilingsResult>;
+  ingest?: Section<IngestResult>;
+  e2e?: Section<E2eResult>;
+}
+
+export interface Machine {
+  cores: number;
+  memoryGb: number;
+  cpu: string;
+  node: string;
+  kernel: string;
+  natsServer: string;
+  clickhouse: string;
+}
+
+export function machine(natsServer: string, clickhouse: string): Machine {
+  const cpu = /model name\s*:\s*(.+)/.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.trim() ?? os.cpus()[0]?.model ?? 'unknown';
+  return { cores: os.availableParallelism(), memoryGb: Math.round(os.totalmem() / 1024 ** 3), cpu, node: process.version, kernel: os.release(), natsServer, clickhouse };
+}
+
+const n = (x: number) => Math.round(x).toLocaleString('en-US');
+const k = (x: number) => (x >= 1e6 ? `${(x / 1e6).toFixed(2)}M` : `${Math.round(x / 1000)}k`);
+const pct = (x: number) => `${Math.round(x * 100)} %`;
+
+/** "machine 97 % busy: ingest 121 %, nats-server 44 %, …" with an interpretation. */
+export function boundBy(u: Usage, singleThreaded: string[] = []): string {
+  const busy = Object.entries(u.groups).filter(([, g]) => g.cpuPct >= 5).sort((a, b) => b[1].cpuPct - a[1].cpuPct);
+  const list = busy.map(([name, g]) => `${name} ${g.cpuPct} %`).join(', ');
+  const single = busy.find(([name, g]) => singleThreaded.includes(name) && g.cpuPct >= 90);
+  let verdict: string;
+  if (u.machineBusyPct >= 90) verdict = `CPU: both cores saturated (top: ${busy[0]?.[0] ?? '?'})`;
+  else if (single) verdict = `one thread: ${single[0]} at ${single[1].cpuPct} % of a core`;
+  else verdict = `not CPU (machine ${u.machineBusyPct} % busy): waits/concurrency`;
+  const other = u.otherCpuPct >= 5 ? `; outside the benchmark ${u.otherCpuPct} %${u.otherTop.length ? ` (${u.otherTop.join(', ')})` : ''}` : '';
+  return `${verdict}. CPU (% of one core): ${list || 'idle'}${other}; machine ${u.machineBusyPct} % busy`;
+}
+
+interface Row {
+  figure: string;
+  measured: string;
+  target: string;
+  ratio: string;
+  bound: string;
+}
+
+export function rows(s: Stored): Row[] {
+  const out: Row[] = [];
+  const c = s.ceilings?.data;
+  const js = c?.jetstream;
+  const chBest = c?.clickhouse.best;
+  if (c && js) {
+    out.push({ figure: `Ceiling: raw JetStream publish, 1 Node process, ${s.ceilings!.options.publishInflight} in flight`, measured: `${n(js.eventsPerSec)} events/s (${n(js.requestsPerSec)} msgs/s × 100, ${n(js.bytesPerSec / 1024 / 1024)} MB/s; PubAck p50 ${js.latency.p50Ms} ms, p99 ${js.latency.p99Ms} ms)`, target: '—', ratio: '1.00 (reference)', bound: boundBy(js.usage, ['bench-publisher', 'nats-server']) });
+    for (const r of c.clickhouse.runs) {
+      out.push({ figure: `Ceiling: ${r.method === 'http' ? 'HTTP POST' : 'clickhouse-client'} insert, ${r.streams} stream${r.streams > 1 ? 's' : ''}`, measured: `${n(r.rowsPerSec)} rows/s (${r.mbPerSec} MB/s, ${n(r.rows)} rows in ${r.seconds} s)`, target: '—', ratio: r === chBest ? '1.00 (reference)' : (r.rowsPerSec / chBest!.rowsPerSec).toFixed(2), bound: boundBy(r.usage, ['clickhouse-client']) });
+    }
+  }
+  const i = s.ingest?.data;
+  if (i) {
+    const r = js ? (i.full.eventsPerSec / js.eventsPerSec).toFixed(2) + ' of JetStream ceiling' : 'no ceiling measured';
+    out.push({ figure: `Surface A, full load (${i.connections} connections, ${i.processes} ingest processes)`, measured: `${n(i.full.eventsPerSec)} events/s (${n(i.full.requestsPerSec)} req/s), p50 ${i.full.latency.p50Ms} ms, p99 ${i.full.latency.p99Ms} ms, errors ${i.full.errors}`, target: '≥ 600k events/s, ≥ 0.45 × ceiling', ratio: `${r}; ${pct(i.full.eventsPerSec / 600_000)} of target`, bound: boundBy(i.full.usage, ['load']) });
+    out.push({ figure: `Surface A, half load (${k(i.half.targetEventsPerSec ?? 0)} events/s offered)`, measured: `${n(i.half.eventsPerSec)} events/s, p50 ${i.half.latency.p50Ms} ms, p99 ${i.half.latency.p99Ms} ms, p99.9 ${i.half.latency.p999Ms} ms, errors ${i.half.errors}`, target: 'p99 ≤ 10 ms at half of 600k', ratio: `p99 ${(i.half.latency.p99Ms / 10).toFixed(2)} × target`, bound: boundBy(i.half.usage, ['load']) });
+    const rss = i.full.usage.groups.ingest;
+    out.push({ figure: 'Ingest RSS at full load (max)', measured: `${rss.maxRssMb} MB all ingest processes (largest single process ${rss.maxProcessRssMb} MB)`, target: '≤ 300 MB', ratio: (rss.maxRssMb / 300).toFixed(2), bound: '—' });
+  }
+  const e = s.e2e?.data;
+  if (e) {
+    const d = e.drain;
+    out.push({ figure: `Processors landing rate (draining a ${k(d.backlogEvents)}-event backlog)`, measured: `${n(d.rowsPerSec)} rows/s steady (${n(d.overallRowsPerSec)} rows/s overall incl. start, ${d.seconds} s; ready in ${d.readyMs} ms)`, target: '≥ 300k rows/s, ≥ 0.55 × clickhouse-client', ratio: `${chBest ? (d.rowsPerSec / chBest.rowsPerSec).toFixed(2) + ' of clickhouse-client ceiling' : 'no ceiling measured'}; ${pct(d.rowsPerSec / 300_000)} of target`, bound: boundBy(d.usage, ['processors']) });
+    const su = e.sustained;
+    out.push({ figure: `End to end, ${k(su.load.targetEventsPerSec ?? 0)} events/s offered for ${Math.round(su.load.durationS)} s`, measured: `${n(su.load.eventsPerSec)} events/s accepted (p99 request ${su.load.latency.p99Ms} ms, errors ${su.load.errors}); queryable after p50 ${su.lag.p50Ms} ms, p99 ${su.lag.p99Ms} ms, max ${su.lag.maxMs} ms; all in ClickHouse ${su.drainAfterStopMs ?? 'n/a'} ms after the last ack`, target: '≥ 200k events/s for 60 s, p99 ≤ 2 s', ratio: `${(su.load.eventsPerSec / 200_000).toFixed(2)} of rate; p99 lag ${(su.lag.p99Ms / 2000).toFixed(2)} × target`, bound: boundBy(su.load.usage, ['load', 'processors']) });
+    const g = su.load.usage.groups;
+    out.push({ figure: 'RSS during the end-to-end run (max)', measured: `ingest ${g.ingest.maxRssMb} MB (largest process ${g.ingest.maxProcessRssMb} MB), processors ${g.processors?.maxRssMb ?? '?'} MB (largest process ${g.processors?.maxProcessRssMb ?? '?'} MB)`, target: 'ingest ≤ 300 MB', ratio: (g.ingest.maxRssMb / 300).toFixed(2), bound: '—' });
+    out.push({ figure: 'Every accepted event stored once', measured: `${n(e.check.stored)} rows stored for ${n(e.check.accepted)} events accepted`, target: 'equal', ratio: e.check.stored === e.check.accepted ? 'equal' : `${n(e.check.stored - e.check.accepted)} difference`, bound: '—' });
+  }
+  return out;
+}
+
+export function table(rs: Row[]): string {
+  const lines = ['| figure | measured | target | ratio | what bounds it |', '|---|---|---|---|---|'];
+  for (const r of rs) lines.push(`| ${r.figure} | ${r.measured} | ${r.target} | ${r.ratio} | ${r.bound} |`);
+  return lines.join('\n');
+}
+
+const NOTES = /<!-- notes -->[\s\S]*<!-- \/notes -->/;
+
+export function writeResults(dir: string, s: Stored): void {
+  fs.writeFileSync(path.join(dir, 'results.json'), JSON.stringify(s, null, 2) + '\n');
+  const file = path.join(dir, 'RESULTS.md');
+  const old = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+  const notes = NOTES.exec(old)?.[0] ?? '<!-- notes -->\n<!-- /notes -->';
+  const sections = (['ceilings', 'ingest', 'e2e'] as const).filter((x) => s[x]).map((x) => {
+    const sec = s[x]!;
+    const m = sec.machine;
+    return `- **${x}**: ${sec.at}, \`${sec.command}\`\n  on ${m.cores} cores (${m.cpu}), ${m.memoryGb} GB RAM, Linux ${m.kernel}, Node ${m.node}, nats-server ${m.natsServer}, ClickHouse ${m.clickhouse}; options ${JSON.stringify(sec.options)}`;
+  });
+  const md = `# Benchmark results
+
+Written by \`npm run bench\` (bench/run.ts); the raw figures are in bench/results.json. The load
+generator runs on the same 2-core machine as everything it measures, so every figure includes
+its CPU cost; "what bounds it" lists the CPU each process used while the figure was measured
+(% of one core; 200 % is the whole machine).
+
+## Runs
+
+${sections.join('\n')}
+
+## Figures
+
+${table(rows(s))}
+
+## What bounds us
+
+${notes}
+`;
+  fs.writeFileSync(file, md);
+}

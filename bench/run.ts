@@ -1,0 +1,150 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { connect } from 'nats';
+import { connectPg } from '../lib/pg.js';
+import { ROOT, stackProfile, stackUrls } from '../lib/stack.js';
+import { ceilings } from './ceilings.js';
+import type { BenchContext, BenchOptions } from './context.js';
+import { e2eScenario } from './e2e.js';
+import { ingestScenario } from './ingest-scenario.js';
+import { machine, rows, table, writeResults, type Section, type Stored } from './report.js';
+import { BenchError, ClickHouse, killAllStarted, node, say, stackUp } from './tiers.js';
+import type { BenchTenant } from './workload.js';
+
+/**
+ * npm run bench [-- --only ceilings,ingest,e2e] [--duration S] [--e2e-duration S] [--e2e-rate N]
+ *   [--connections N] [--profile dev|test]
+ * Every option also reads from BENCH_<NAME> (e.g. BENCH_DURATION=30, BENCH_PROFILE=test).
+ */
+const SCENARIOS = ['ceilings', 'ingest', 'e2e'] as const;
+type Scenario = (typeof SCENARIOS)[number];
+
+function options(): BenchOptions {
+  const { values } = parseArgs({
+    options: {
+      only: { type: 'string' }, profile: { type: 'string' }, duration: { type: 'string' }, 'e2e-duration': { type: 'string' },
+      'e2e-rate': { type: 'string' }, 'backlog-events': { type: 'string' }, connections: { type: 'string' }, 'ingest-processes': { type: 'string' },
+      'publish-inflight': { type: 'string' }, 'ch-rows': { type: 'string' }, tenants: { type: 'string' }, customers: { type: 'string' },
+    },
+  });
+  const get = (name: keyof typeof values) => (values[name] as string | undefined) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`];
+  const num = (name: keyof typeof values, def: number) => {
+    const v = get(name);
+    if (v === undefined) return def;
+    const x = Number(v);
+    if (!Number.isFinite(x) || x <= 0) throw new BenchError(`--${name} must be a positive number, got "${v}"`);
+    return x;
+  };
+  const only = (get('only') ?? SCENARIOS.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
+  for (const s of only) if (!SCENARIOS.includes(s as Scenario)) throw new BenchError(`--only takes ${SCENARIOS.join('|')} (comma-separated), got "${s}"`);
+  const profile = get('profile') ?? 'dev';
+  if (profile !== 'dev' && profile !== 'test') throw new BenchError(`--profile is dev or test, got "${profile}"`);
+  return {
+    profile,
+    only: new Set(only as Scenario[]),
+    durationS: num('duration', 20),
+    e2eDurationS: num('e2e-duration', 60),
+    e2eRate: num('e2e-rate', 200_000),
+    backlogEvents: num('backlog-events', 4_000_000),
+    connections: num('connections', 64),
+    ingestProcesses: num('ingest-processes', Number(process.env.INGEST_PROCESSES ?? 2)),
+    publishInflight: num('publish-inflight', 256),
+    chRows: num('ch-rows', 1_000_000),
+    tenants: num('tenants', 4),
+    customers: num('customers', 5000),
+    products: 20,
+    bodiesPerTenant: 100,
+  };
+}
+
+function command(): string {
+  const args = process.argv.slice(2).join(' ');
+  const env = Object.entries(process.env).filter(([k]) => k.startsWith('BENCH_') || k === 'INGEST_PROCESSES').map(([k, v]) => `${k}=${v} `).join('');
+  return process.env.npm_lifecycle_event === 'bench' ? `${env}npm run bench${args ? ` -- ${args}` : ''}` : `${env}node dist/bench/run.js${args ? ` ${args}` : ''}`;
+}
+
+/** New workspaces (plan enterprise) with seeded customers and products, and their ids. */
+async function workspaces(o: BenchOptions, env: Record<string, string>, dbUrl: string): Promise<BenchTenant[]> {
+  const out: BenchTenant[] = [];
+  const sql = connectPg(dbUrl, 1);
+  try {
+    for (let i = 0; i < o.tenants; i++) {
+      const ws = JSON.parse(await node('core-api/bin/bootstrap.js', ['--json', '--plan', 'enterprise', '--name', `bench ${new Date().toISOString()} #${i + 1}`], env)) as { tenant_id: string; ingestion_key: string };
+      await node('core-api/bin/seed.js', ['--tenant', ws.tenant_id, '--customers', String(o.customers), '--products', String(o.products)], env);
+      const customers = await sql<{ id: string; external_id: string }[]>`SELECT id::text, external_id FROM customers WHERE tenant_id = ${ws.tenant_id} AND external_source = 'internal' ORDER BY external_id`;
+      const products = await sql<{ id: string; code: string }[]>`SELECT id::text, code FROM products WHERE tenant_id = ${ws.tenant_id}`;
+      out.push({ tenantId: ws.tenant_id, key: ws.ingestion_key, customers: customers.map((c) => [c.id, c.external_id]), products: products.map((p) => [p.id, p.code]) });
+    }
+  } finally {
+    await sql.end();
+  }
+  return out;
+}
+
+function version(cmd: string, args: string[]): string {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8' }).trim().split('\n')[0].replace(/^.*?(v?\d+\.\d+[\d.]*).*$/, '$1');
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function main(): Promise<void> {
+  const o = options();
+  const profile = stackProfile(o.profile);
+  const urls = stackUrls(profile);
+  const env = { STACK_PROFILE: profile.name, DATABASE_URL: urls.DATABASE_URL };
+  say(`profile ${profile.name}; scenarios ${[...o.only].join(', ')}`);
+  await stackUp(profile);
+  const tenants = await workspaces(o, env, urls.DATABASE_URL);
+  say(`${tenants.length} workspaces with ${o.customers} customers each`);
+  const nc = await connect({ servers: urls.NATS_URL, name: 'bench-run' });
+  const ch = new ClickHouse(urls.CLICKHOUSE_URL);
+  const ctx: BenchContext = {
+    opts: o, profile, urls, tenants, nc, jsm: await nc.jetstreamManager(), ch,
+    workload: { bodiesPerTenant: o.bodiesPerTenant, eventsPerBody: 100, seed: 42, customerIdShare: 0.2, now: Date.now() },
+  };
+  const m = machine(version('nats-server', ['--version']), (await ch.query('SELECT version()')).trim());
+  const file = path.join(ROOT, 'bench', 'results.json');
+  const stored: Stored = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')) as Stored) : {};
+  const { only: _only, ...shown } = o;
+  const section = <T>(data: T): Section<T> => ({ at: new Date().toISOString(), command: command(), machine: m, options: shown, data });
+  const failures: string[] = [];
+  const attempt = async (name: Scenario, fn: () => Promise<void>) => {
+    if (!o.only.has(name)) return;
+    try {
+      await fn();
+      writeResults(path.join(ROOT, 'bench'), stored);
+    } catch (err) {
+      if (!(err instanceof BenchError)) throw err;
+      say(`${name} failed: ${err.message}`);
+      failures.push(name);
+    }
+  };
+  try {
+    await attempt('ceilings', async () => void (stored.ceilings = section(await ceilings(ctx))));
+    await attempt('ingest', async () => void (stored.ingest = section(await ingestScenario(ctx))));
+    await attempt('e2e', async () => void (stored.e2e = section(await e2eScenario(ctx))));
+  } finally {
+    await nc.close();
+  }
+  process.stdout.write(`\n${table(rows(stored))}\n\nmachine: ${m.cores} cores, ${m.cpu}, ${m.memoryGb} GB, Node ${m.node}; written to bench/RESULTS.md\n`);
+  if (failures.length) throw new BenchError(`scenarios failed: ${failures.join(', ')}`);
+}
+
+let interrupted = false;
+process.on('SIGINT', () => {
+  if (interrupted) process.exit(130);
+  interrupted = true;
+  say('interrupted: stopping what this run started');
+  killAllStarted();
+  process.exit(130);
+});
+
+main().catch((err: unknown) => {
+  say(err instanceof BenchError ? err.message : `failed: ${(err as Error)?.stack ?? String(err)}`);
+  killAllStarted();
+  process.exit(1);
+});

@@ -1,0 +1,166 @@
+import { execFile, fork, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { ROOT, type StackProfile, type StackUrls } from '../lib/stack.js';
+
+const execFileP = promisify(execFile);
+export const dist = (p: string) => path.join(ROOT, 'dist', p);
+export const say = (line: string) => process.stderr.write(`bench: ${line}\n`);
+
+/** Every process this run started, so that an error or Ctrl-C never leaves one behind. */
+const started = new Set<ChildProcess>();
+
+function killTree(p: ChildProcess, signal: NodeJS.Signals): void {
+  if (p.pid === undefined || p.exitCode !== null || p.signalCode !== null) return;
+  try {
+    // Tiers run in their own process group (detached) so their forked workers go with them.
+    process.kill(-p.pid, signal);
+  } catch {
+    try {
+      p.kill(signal);
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+export function killAllStarted(): void {
+  for (const p of started) killTree(p, 'SIGKILL');
+}
+
+process.on('exit', killAllStarted);
+
+export class BenchError extends Error {}
+
+/** Runs `node dist/infra/cli.js up --profile X`: starts only what is not running yet. */
+export async function stackUp(profile: StackProfile): Promise<void> {
+  const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', profile.name], { stdio: ['ignore', 'inherit', 'inherit'] });
+  started.add(p);
+  const code = await new Promise<number | null>((r) => p.once('exit', r));
+  started.delete(p);
+  if (code !== 0) throw new BenchError(`the ${profile.name} stack did not come up (infra/cli.js up exited with ${code})`);
+}
+
+export async function node(script: string, args: string[], env: Record<string, string>): Promise<string> {
+  try {
+    const { stdout } = await execFileP(process.execPath, [dist(script), ...args], { env: { ...process.env, ...env }, maxBuffer: 64 * 1024 * 1024 });
+    return stdout;
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    throw new BenchError(`${script} ${args.join(' ')} failed: ${(e.stderr || e.message).trim()}`);
+  }
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+export interface Tier {
+  name: string;
+  url: string;
+  proc: ChildProcess;
+  pid: number;
+  startedMs: number;
+  readyMs: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `node dist/<name>/main.js` on a free port in its own process group and waits for
+ * GET /readyz = 200. A tier that exits or stays unready fails the run with its last output.
+ */
+export async function startTier(name: 'ingest' | 'processors', portEnv: string, env: Record<string, string>, timeoutMs = 60_000): Promise<Tier> {
+  const script = dist(`${name}/main.js`);
+  if (!fs.existsSync(script)) throw new BenchError(`${path.relative(ROOT, script)} does not exist (build it first)`);
+  const port = await freePort();
+  let out = '';
+  const t0 = performance.now();
+  const proc = spawn(process.execPath, [script], {
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env, [portEnv]: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  started.add(proc);
+  const keep = (d: Buffer) => {
+    out = (out + d.toString()).slice(-8000);
+  };
+  proc.stdout!.on('data', keep);
+  proc.stderr!.on('data', keep);
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new BenchError(`${name} exited during start (${proc.exitCode ?? proc.signalCode}):\n${out.trim()}`);
+    const ok = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
+    if (ok) break;
+    if (Date.now() > deadline) {
+      killTree(proc, 'SIGKILL');
+      throw new BenchError(`${name} was not ready on ${url}/readyz within ${timeoutMs} ms:\n${out.trim()}`);
+    }
+    await sleep(100);
+  }
+  const readyMs = Math.round(performance.now() - t0);
+  return {
+    name, url, proc, pid: proc.pid!, startedMs: t0, readyMs,
+    async stop() {
+      killTree(proc, 'SIGTERM');
+      const t = setTimeout(() => killTree(proc, 'SIGKILL'), 20_000);
+      await exited;
+      clearTimeout(t);
+      started.delete(proc);
+      if (out.includes('"level":50') || out.includes('"level":60')) say(`${name} logged errors; last output:\n${out.trim().split('\n').slice(-5).join('\n')}`);
+    },
+  };
+}
+
+/** Forks a load process (bench/load.js or bench/publish.js), hands it its config, returns its result. */
+export async function runChild<C, R>(script: string, config: C, onStart?: (pid: number) => void): Promise<R> {
+  const child = fork(dist(script), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: ['--max-old-space-size=2048'] });
+  started.add(child);
+  onStart?.(child.pid!);
+  try {
+    return await new Promise<R>((resolve, reject) => {
+      child.once('message', (m: { result?: R; error?: string }) => (m.error ? reject(new BenchError(`${script}: ${m.error}`)) : resolve(m.result!)));
+      child.once('exit', (code) => reject(new BenchError(`${script} exited with ${code} before reporting`)));
+      child.send(config as object);
+    });
+  } finally {
+    started.delete(child);
+  }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class ClickHouse {
+  constructor(private readonly url: string) {}
+
+  async query(sql: string): Promise<string> {
+    const res = await fetch(this.url, { method: 'POST', body: sql });
+    const text = await res.text();
+    if (!res.ok) throw new BenchError(`ClickHouse: ${text.trim().slice(0, 500)}`);
+    return text;
+  }
+
+  async number(sql: string): Promise<number> {
+    return Number((await this.query(sql)).trim());
+  }
+
+  /**
+   * Rows in csp.events from the parts' metadata: costs ClickHouse nothing, so it can be polled
+   * every 100 ms during a run without taking CPU from what is measured.
+   */
+  eventsRows(): Promise<number> {
+    return this.number("SELECT sum(rows) FROM system.parts WHERE database = 'csp' AND table = 'events' AND active");
+  }
+}
+
+export type { StackUrls };
