@@ -36,13 +36,16 @@ export function streamConfigs(o: StreamOptions): Array<Partial<StreamConfig> & {
   ];
 }
 
+export const ACK_WAIT_MS = 10_000;
+
 const writer = (durable: string, filter: string): Partial<ConsumerConfig> & { durable_name: string } => ({
   durable_name: durable,
   filter_subject: filter,
   ack_policy: AckPolicy.Explicit,
   deliver_policy: DeliverPolicy.All,
-  // The writer extends this with in-progress acks while ClickHouse is slow or down.
-  ack_wait: nanos(60_000),
+  // How soon a crashed writer's messages go to another: short, because live writers extend it
+  // with in-progress acks (every ACK_WAIT/3) while ClickHouse is slow or down.
+  ack_wait: nanos(ACK_WAIT_MS),
   max_deliver: -1,
   // Bounds what a writer can hold un-acked: 20k requests of up to 100 events.
   max_ack_pending: 20_000,
@@ -68,5 +71,6 @@ export async function applyStreams(jsm: JetStreamManager, o: StreamOptions): Pro
   for (const { stream, config } of consumerConfigs) {
     const existing = await jsm.consumers.info(stream, config.durable_name).catch(() => undefined);
     if (!existing) await jsm.consumers.add(stream, config);
+    else await jsm.consumers.update(stream, config.durable_name, { ack_wait: config.ack_wait, max_ack_pending: config.max_ack_pending });
   }
 }

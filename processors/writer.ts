@@ -74,7 +74,7 @@ export class ClickhouseWriter {
     // Keep held messages from being redelivered while ClickHouse is slow or down.
     this.timers.push(setInterval(() => {
       for (const m of this.held.values()) m.working();
-    }, 15_000));
+    }, 3_000));
     this.loop = this.consume(this.messages);
   }
 
