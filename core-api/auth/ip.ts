@@ -1,0 +1,57 @@
+import net from 'node:net';
+
+/** Parses `a.b.c.d/len`, `x::y/len` or a bare address; host bits are cleared. Returns null when invalid. */
+export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
+  const [addr, len, extra] = text.trim().split('/');
+  if (extra !== undefined) return null;
+  const v = net.isIP(addr);
+  if (v === 0) return null;
+  const max = v === 4 ? 32 : 128;
+  const prefix = len === undefined ? max : /^\d{1,3}$/.test(len) ? Number(len) : NaN;
+  if (!(prefix >= 0 && prefix <= max)) return null;
+  return { address: addr, prefix, family: v === 4 ? 'ipv4' : 'ipv6' };
+}
+
+/** An IPv4 address seen through a dual-stack socket (`::ffff:a.b.c.d`) is matched as IPv4. */
+export function normalizeIp(ip: string): string {
+  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  return m ? m[1] : ip;
+}
+
+export class Allowlist {
+  private readonly list = new net.BlockList();
+  readonly empty: boolean;
+
+  constructor(cidrs: readonly string[]) {
+    for (const c of cidrs) {
+      const p = parseCidr(c);
+      if (p) this.list.addSubnet(p.address, p.prefix, p.family);
+    }
+    this.empty = cidrs.length === 0;
+  }
+
+  allows(ip: string): boolean {
+    if (this.empty) return true;
+    const a = normalizeIp(ip);
+    const v = net.isIP(a);
+    if (v === 0) return false;
+    return this.list.check(a, v === 4 ? 'ipv4' : 'ipv6');
+  }
+}
+
+/**
+ * The caller's address: the socket peer, or, when the peer is a trusted proxy (the edge runs on
+ * loopback), the last address the proxy appended to X-Forwarded-For.
+ */
+export function clientIp(peer: string, forwardedFor: string | undefined, trusted: Allowlist): string {
+  const p = normalizeIp(expandUwsAddress(peer));
+  if (!forwardedFor || trusted.empty || !trusted.allows(p)) return p;
+  const hops = forwardedFor.split(',').map((s) => s.trim()).filter(Boolean);
+  const last = hops[hops.length - 1];
+  return last && net.isIP(normalizeIp(last)) ? normalizeIp(last) : p;
+}
+
+/** uWS prints IPv6 peers in full (0000:0000:…:0001); net accepts that form as is. */
+function expandUwsAddress(a: string): string {
+  return a;
+}

@@ -1,0 +1,39 @@
+import type { Logger } from '../../lib/logger.js';
+import type { Role } from '../../schemas/core/scopes.js';
+
+export interface Principal {
+  tenantId: string;
+  kind: 'api_key' | 'user';
+  /** API key id or user id. */
+  actorId: string;
+  role: Role;
+  scopes: ReadonlySet<string>;
+  /** OAuth: the app acting for the user. */
+  clientId?: string;
+  expiresAt?: Date | null;
+}
+
+export interface Ctx {
+  traceId: string;
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  ip: string;
+  params: Record<string, string>;
+  query: Record<string, any>;
+  body: any;
+  principal: Principal;
+  log: Logger;
+}
+
+export interface Reply {
+  status: number;
+  json?: unknown;
+  /** Raw body (HTML page, prebuilt JSON). */
+  text?: string;
+  contentType?: string;
+  headers?: Array<[string, string]>;
+}
+
+export const json = (status: number, body: unknown, headers?: Array<[string, string]>): Reply => ({ status, json: body, headers });
+export const noContent = (): Reply => ({ status: 204 });

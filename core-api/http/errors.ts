@@ -1,0 +1,171 @@
+import type { ErrorObject } from '../../schemas/core/validate.js';
+
+export interface FieldError {
+  field: string;
+  code: string;
+  message: string;
+}
+
+/** Every error code of the core API: status and title. The wire shape is made in one place (problem.ts). */
+export const ERRORS = {
+  validation_failed: [400, 'Validation failed'],
+  malformed_json: [400, 'Malformed JSON'],
+  invalid_cursor: [400, 'Invalid cursor'],
+  invalid_request: [400, 'Invalid request'],
+  invalid_grant: [400, 'Invalid grant'],
+  invalid_scope: [400, 'Invalid scope'],
+  unsupported_grant_type: [400, 'Unsupported grant type'],
+  unauthenticated: [401, 'Unauthenticated'],
+  invalid_client: [401, 'Invalid client'],
+  token_expired: [401, 'Token expired'],
+  token_revoked: [401, 'Token revoked'],
+  insufficient_scope: [403, 'Insufficient scope'],
+  insufficient_role: [403, 'Insufficient role'],
+  ip_not_allowed: [403, 'IP address not allowed'],
+  not_found: [404, 'Not found'],
+  method_not_allowed: [405, 'Method not allowed'],
+  conflict: [409, 'Conflict'],
+  last_admin: [409, 'Last admin'],
+  payload_too_large: [413, 'Payload too large'],
+  unsupported_media_type: [415, 'Unsupported media type'],
+  renewal_date_in_past: [422, 'Renewal date in the past'],
+  idempotency_key_reused: [422, 'Idempotency key reused with a different request'],
+  unprocessable: [422, 'Unprocessable request'],
+  rate_limited: [429, 'Too many requests'],
+  internal_error: [500, 'Internal server error'],
+  service_unavailable: [503, 'Service unavailable'],
+} as const satisfies Record<string, readonly [number, string]>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly errors?: FieldError[],
+    readonly headers: Array<[string, string]> = [],
+    /** Extra members of the problem document (e.g. OAuth's `error`). */
+    readonly extra?: Record<string, unknown>,
+  ) {
+    super(message);
+    this.status = ERRORS[code][0];
+  }
+}
+
+export const notFound = (what = 'Resource') => new ApiError('not_found', `${what} not found`);
+export const invalid = (errors: FieldError[], message = 'The request is invalid; see errors.') => new ApiError('validation_failed', message, errors);
+
+function pointer(instancePath: string, prefix: string): string {
+  const parts = instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  let out = prefix;
+  for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : out === '' ? p : `.${p}`;
+  return out;
+}
+
+/** Ajv errors → `errors[]` items; `prefix` names the root (empty for a body, the parameter for a query). */
+export function fieldErrors(errors: ErrorObject[] | null | undefined, prefix = ''): FieldError[] {
+  const out: FieldError[] = [];
+  const seen = new Set<string>();
+  for (const e of errors ?? []) {
+    let field = pointer(e.instancePath, prefix);
+    let code: string;
+    let message: string;
+    switch (e.keyword) {
+      case 'required':
+        field = field ? `${field}.${e.params.missingProperty}` : String(e.params.missingProperty);
+        code = 'required';
+        message = `${field} is required`;
+        break;
+      case 'additionalProperties':
+        field = field ? `${field}.${e.params.additionalProperty}` : String(e.params.additionalProperty);
+        code = 'unknown_field';
+        message = `${field} is not a known field`;
+        break;
+      case 'type':
+        code = 'invalid_type';
+        message = `${field || 'body'} must be ${/^[aeiou]/.test(String(e.params.type)) ? 'an' : 'a'} ${e.params.type}`;
+        break;
+      case 'exclusiveMinimum':
+        code = e.params.limit === 0 ? 'must_be_positive' : 'too_small';
+        message = e.params.limit === 0 ? `${field} must be positive` : `${field} must be greater than ${e.params.limit}`;
+        break;
+      case 'minimum':
+        code = 'too_small';
+        message = `${field} must be at least ${e.params.limit}`;
+        break;
+      case 'maximum':
+        code = 'too_large';
+        message = `${field} must be at most ${e.params.limit}`;
+        break;
+      case 'minLength':
+        code = e.params.limit === 1 ? 'required' : 'too_short';
+        message = e.params.limit === 1 ? `${field} must not be empty` : `${field} must have at least ${e.params.limit} characters`;
+        break;
+      case 'maxLength':
+        code = 'too_long';
+        message = `${field} must have at most ${e.params.limit} characters`;
+        break;
+      case 'minItems':
+        code = 'too_few_items';
+        message = `${field} must have at least ${e.params.limit} item(s)`;
+        break;
+      case 'maxItems':
+        code = 'too_many_items';
+        message = `${field} must have at most ${e.params.limit} items`;
+        break;
+      case 'maxProperties':
+        code = 'too_many_properties';
+        message = `${field} must have at most ${e.params.limit} keys`;
+        break;
+      case 'minProperties':
+        code = 'empty';
+        message = `${field || 'body'} must have at least one field`;
+        break;
+      case 'uniqueItems':
+        code = 'duplicate_items';
+        message = `${field} must not contain duplicates`;
+        break;
+      case 'enum':
+        code = 'invalid_value';
+        message = `${field} must be one of ${(e.params.allowedValues as unknown[]).map(String).join(', ')}`;
+        break;
+      case 'const':
+        code = 'invalid_value';
+        message = `${field} must be ${String(e.params.allowedValue)}`;
+        break;
+      case 'format':
+        code = `invalid_${String(e.params.format).replace(/-/g, '_')}`;
+        message = `${field} must be a valid ${FORMAT_NAMES[e.params.format as string] ?? e.params.format}`;
+        break;
+      case 'pattern':
+        code = 'invalid_format';
+        message = PATTERN_MESSAGES[field.replace(/^.*[.\]]/, '')] ?? `${field} has an invalid format`;
+        break;
+      case 'anyOf':
+      case 'oneOf':
+        continue;
+      default:
+        code = 'invalid_value';
+        message = `${field} ${e.message ?? 'is invalid'}`;
+    }
+    const k = `${field}|${code}`;
+    if (seen.has(k)) continue;
+    seen.add(k);
+    out.push({ field, code, message });
+  }
+  return out;
+}
+
+const FORMAT_NAMES: Record<string, string> = {
+  email: 'e-mail address', date: 'date (YYYY-MM-DD)', 'date-time': 'ISO 8601 date-time with time zone', uuid: 'UUID',
+  uri: 'absolute URI', hostname: 'domain name',
+};
+const PATTERN_MESSAGES: Record<string, string> = {
+  whatsapp_number: 'whatsapp_number must be an international phone number in E.164 format, e.g. +4915112345678',
+  name: 'name must contain a non-space character',
+  status: 'status must be one or more of the allowed values, comma-separated',
+  health_status: 'health_status must be one or more of healthy, neutral, at_risk, comma-separated',
+  locale: 'locale must be a BCP 47 language tag such as en or pt-BR',
+  external_source: 'external_source must be lowercase letters, digits, _, . or -',
+};

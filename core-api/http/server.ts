@@ -1,0 +1,235 @@
+import type { Logger } from '../../lib/logger.js';
+import { uuidv7 } from '../../lib/ids.js';
+import { isUtf8, readBody, readHead, reply, STATUS_TEXT, type HttpRequest, type HttpResponse, type RequestHead, type TemplatedApp } from '../../lib/uws.js';
+import type { Decision } from '../../lib/rate-limit.js';
+import { compileBody, compileQuery, type Validator } from '../../schemas/core/validate.js';
+import type { AuditLog } from '../auth/audit.js';
+import type { Authenticator } from '../auth/authenticate.js';
+import { clientIp, type Allowlist } from '../auth/ip.js';
+import { requireRole, requireScope } from '../auth/scopes.js';
+import type { Ctx, Principal, Reply } from './context.js';
+import { ApiError, ERRORS, fieldErrors, invalid, notFound, type ErrorCode } from './errors.js';
+import { rateHeaders, type Limits } from './limits.js';
+import type { ApiMetrics } from './metrics.js';
+import { ERROR_DOCS, problemBody } from './problem.js';
+import type { Route, Router } from './router.js';
+
+export interface ServerDeps {
+  router: Router;
+  auth: Authenticator;
+  limits: Limits;
+  audit: AuditLog;
+  metrics: ApiMetrics;
+  log: Logger;
+  baseUrl: string;
+  trustedProxies: Allowlist;
+  maxBodyBytes: number;
+  ready: () => boolean;
+}
+
+interface Compiled {
+  params?: Validator<unknown>;
+  query?: Validator<unknown>;
+  body?: Validator<unknown>;
+}
+
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(?:;|$)/i;
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+const BODY_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE']);
+
+interface State {
+  aborted: boolean;
+}
+
+/** The request pipeline: match → authenticate → rate limit → authorize → parse and validate → handler → reply. */
+export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number }): TemplatedApp {
+  const { router, log, metrics } = deps;
+  const compiled = new Map<Route, Compiled>();
+  for (const r of router.routes) {
+    compiled.set(r, {
+      params: r.params ? compileQuery(r.params) : undefined,
+      query: r.query ? compileQuery(r.query) : undefined,
+      body: r.body && r.bodyType !== 'form' ? compileBody(r.body) : undefined,
+    });
+  }
+
+  const send = (res: HttpResponse, state: State, head: RequestHead, traceId: string, started: number, routeName: string, out: Reply, extra: Array<[string, string]>) => {
+    const headers: Array<[string, string]> = [['X-Trace-Id', traceId], ...extra, ...(out.headers ?? [])];
+    let body = '';
+    if (out.status !== 204 && out.status !== 304) {
+      if (out.text !== undefined) {
+        body = out.text;
+        headers.push(['Content-Type', out.contentType ?? 'text/plain; charset=utf-8']);
+      } else if (out.json !== undefined) {
+        body = JSON.stringify(out.json);
+        headers.push(['Content-Type', out.contentType ?? 'application/json']);
+      }
+    }
+    if (!headers.some(([k]) => k === 'Cache-Control')) headers.push(['Cache-Control', 'no-store']);
+    reply(res, state, STATUS_TEXT[out.status] ?? `${out.status} Unknown`, headers, body, out.status === 413);
+    metrics.observe(head.method, routeName, out.status, performance.now() - started);
+  };
+
+  const problem = (err: unknown, path: string, traceId: string, method: string): Reply => {
+    if (!(err instanceof ApiError)) {
+      log.error({ err, trace_id: traceId, method, path }, 'request failed');
+      err = new ApiError('internal_error', 'An unexpected error occurred. Quote the trace_id when contacting support.');
+    } else if ((err as ApiError).status >= 500) {
+      log.error({ err, trace_id: traceId, method, path }, 'request failed');
+    } else {
+      log.debug({ trace_id: traceId, code: (err as ApiError).code, method, path }, 'request refused');
+    }
+    const e = err as ApiError;
+    return { status: e.status, json: problemBody(deps.baseUrl, e, path, traceId), contentType: 'application/problem+json', headers: e.headers };
+  };
+
+  async function run(head: RequestHead, route: Route, params: Record<string, string>, body: Buffer | null, bodyErr: ApiError | null, traceId: string, rl: { d?: Decision }, who: { p?: Principal; ip?: string }): Promise<Reply> {
+    const ip = clientIp(head.remoteAddress, head.headers['x-forwarded-for'], deps.trustedProxies);
+    who.ip = ip;
+    let principal: Principal | undefined;
+    if (route.auth === 'bearer') {
+      principal = await deps.auth.authenticate(head.headers.authorization, ip);
+      who.p = principal;
+      const bucket = route.bucket ?? (head.method === 'GET' ? 'read' : 'write');
+      if (bucket === 'bulk') {
+        // A bulk import is also a write; the tighter hourly bucket is the one reported.
+        const w = await deps.limits.take(principal.tenantId, 'write');
+        if (!w.ok) { rl.d = w; throw rateLimited(w); }
+      }
+      const d = await deps.limits.take(principal.tenantId, bucket);
+      rl.d = d;
+      if (!d.ok) throw rateLimited(d);
+      if (route.scope) requireScope(principal, route.scope);
+      if (route.role) requireRole(principal, route.role);
+    }
+    const c = compiled.get(route)!;
+    if (c.params && !c.params(params)) throw notFound();
+    let query: Record<string, unknown> = {};
+    if (route.query || head.query) {
+      query = parseQuery(head.query);
+      if (c.query && !c.query(query)) throw invalid(fieldErrors(c.query.errors), 'The query string is invalid; see errors.');
+    }
+    let parsed: unknown;
+    if (route.body) {
+      if (bodyErr) throw bodyErr;
+      parsed = route.bodyType === 'form' ? parseForm(head, body!) : parseJson(head, body!);
+      if (c.body && !c.body(parsed)) throw invalid(fieldErrors(c.body.errors));
+    }
+    const ctx: Ctx = { traceId, method: head.method, path: head.url, headers: head.headers, ip, params, query, body: parsed, principal: principal!, log };
+    return route.handler(ctx);
+  }
+
+  const dispatch = (res: HttpResponse, req: HttpRequest) => {
+    const state: State = { aborted: false };
+    res.onAborted(() => { state.aborted = true; });
+    const started = performance.now();
+    const head = readHead(req, res);
+    const traceId = uuidv7();
+    const m = router.match(head.method, head.url);
+    if (!m || !('route' in m)) {
+      const err = m ? new ApiError('method_not_allowed', `${head.method} is not allowed on ${head.url}; allowed: ${m.allowed.join(', ')}.`, undefined, [['Allow', m.allowed.join(', ')]])
+        : new ApiError('not_found', `No endpoint ${head.method} ${head.url}.`);
+      send(res, state, head, traceId, started, 'unmatched', problem(err, head.url, traceId, head.method), []);
+      return;
+    }
+    const { route, params } = m;
+    inflight.n++;
+    const go = (body: Buffer | null, bodyErr: ApiError | null) => {
+      const rl: { d?: Decision } = {};
+      const who: { p?: Principal; ip?: string } = {};
+      run(head, route, params, body, bodyErr, traceId, rl, who)
+        .catch((err: unknown) => problem(err, head.url, traceId, head.method))
+        .then((out) => {
+          send(res, state, head, traceId, started, route.path, out, rl.d ? rateHeaders(rl.d) : []);
+          if (who.p) deps.audit.record({ tenant_id: who.p.tenantId, actor_kind: who.p.kind, actor_id: who.p.actorId, trace_id: traceId, method: head.method, endpoint: route.path, status: out.status, ip: who.ip ?? '', at: new Date() });
+        })
+        .catch((err: unknown) => log.error({ err, trace_id: traceId }, 'reply failed'))
+        .finally(() => { inflight.n--; });
+    };
+    if (!BODY_METHODS.has(head.method) || !route.body) {
+      // Whatever body came is drained and ignored.
+      if (BODY_METHODS.has(head.method)) res.onData(() => {});
+      go(null, null);
+      return;
+    }
+    const max = route.maxBodyBytes ?? deps.maxBodyBytes;
+    readBody(res, head, max, state, (err, body) => {
+      if (!err) return go(body, null);
+      go(null, err.kind === 'too_large'
+        ? new ApiError('payload_too_large', `The request body exceeds ${max} bytes.`)
+        : new ApiError('unsupported_media_type', err.message));
+    });
+  };
+
+  return app
+    .get('/healthz', (res) => { res.cork(() => res.writeHeader('Content-Type', 'application/json').end('{"status":"ok"}')); })
+    .get('/readyz', (res) => {
+      const ok = deps.ready();
+      res.cork(() => res.writeStatus(ok ? '200 OK' : '503 Service Unavailable').writeHeader('Content-Type', 'application/json').end(ok ? '{"status":"ready"}' : '{"status":"not ready"}'));
+    })
+    .get('/metrics', (res) => {
+      const state = { aborted: false };
+      res.onAborted(() => { state.aborted = true; });
+      metrics.render().then((text) => reply(res, state, '200 OK', [['Content-Type', metrics.contentType]], text));
+    })
+    .get('/errors/:code', (res, req) => {
+      const code = req.getParameter(0) as ErrorCode;
+      const known = Object.hasOwn(ERRORS, code);
+      const body = known ? { code, status: ERRORS[code][0], title: ERRORS[code][1], description: ERROR_DOCS[code] } : { detail: 'Unknown error code' };
+      res.cork(() => res.writeStatus(known ? '200 OK' : '404 Not Found').writeHeader('Content-Type', 'application/json').end(JSON.stringify(body)));
+    })
+    .any('/*', dispatch);
+}
+
+function rateLimited(d: Decision): ApiError {
+  return new ApiError('rate_limited', `Rate limit of ${d.limit} requests exceeded for this workspace; retry in ${d.retryAfter} s.`, undefined, [['Retry-After', String(d.retryAfter)]]);
+}
+
+function parseQuery(qs: string): Record<string, unknown> {
+  const out: Record<string, unknown> = Object.create(null);
+  for (const [k, v] of new URLSearchParams(qs)) if (!(k in out)) out[k] = v;
+  return out;
+}
+
+function parseJson(head: RequestHead, body: Buffer): unknown {
+  const ct = head.headers['content-type'];
+  if (ct === undefined || !JSON_TYPE.test(ct)) throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
+  if (body.length === 0) throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object.');
+  if (!isUtf8(body)) throw new ApiError('malformed_json', 'The request body is not valid UTF-8.');
+  const text = body.toString('utf8');
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (err) {
+    throw new ApiError('malformed_json', `The request body is not valid JSON: ${(err as Error).message}.`);
+  }
+  if (/"(?:__proto__|constructor|prototype)"/.test(text)) rejectForbiddenKeys(v, '');
+  return v;
+}
+
+function rejectForbiddenKeys(v: unknown, path: string): void {
+  if (v === null || typeof v !== 'object') return;
+  if (Array.isArray(v)) return v.forEach((x, i) => rejectForbiddenKeys(x, `${path}[${i}]`));
+  for (const k of Object.keys(v)) {
+    const p = path ? `${path}.${k}` : k;
+    if (FORBIDDEN_KEYS.has(k)) throw invalid([{ field: p, code: 'forbidden_key', message: `The key "${k}" is not allowed.` }]);
+    rejectForbiddenKeys((v as Record<string, unknown>)[k], p);
+  }
+}
+
+function parseForm(head: RequestHead, body: Buffer): Record<string, string> {
+  const ct = head.headers['content-type'];
+  if (ct === undefined || !FORM_TYPE.test(ct)) {
+    throw new ApiError('unsupported_media_type', 'Content-Type must be application/x-www-form-urlencoded.', undefined, [], { error: 'invalid_request', error_description: 'Content-Type must be application/x-www-form-urlencoded' });
+  }
+  const out: Record<string, string> = Object.create(null);
+  const seen = new Set<string>();
+  for (const [k, v] of new URLSearchParams(body.toString('utf8'))) {
+    // RFC 6749 §3.2: a parameter must not be sent twice.
+    if (seen.has(k)) throw new ApiError('invalid_request', `The parameter ${k} is repeated.`, undefined, [], { error: 'invalid_request', error_description: `parameter ${k} repeated` });
+    seen.add(k);
+    out[k] = v;
+  }
+  return out;
+}

@@ -1,0 +1,137 @@
+import Type from 'typebox';
+import { loadConfig, ConfigError } from '../lib/config.js';
+import { createLogger } from '../lib/logger.js';
+import { connectNats } from '../lib/nats.js';
+import { connectPg } from '../lib/pg.js';
+import { SharedRateLimiter } from '../lib/rate-limit.js';
+import { onShutdown, supervise } from '../lib/lifecycle.js';
+import { loadUws, type ListenSocket } from '../lib/uws.js';
+import { buildRoutes } from './app.js';
+import { ApiKeyStore } from './auth/api-keys.js';
+import { AuditLog } from './auth/audit.js';
+import { Authenticator, RevokedFamilies } from './auth/authenticate.js';
+import { Allowlist, parseCidr } from './auth/ip.js';
+import { AccessTokens, loadSigningKey } from './auth/tokens.js';
+import { Limits, type PlanLimits } from './http/limits.js';
+import { ApiMetrics } from './http/metrics.js';
+import { Router } from './http/router.js';
+import { mount } from './http/server.js';
+import { JobRunner } from './jobs/runner.js';
+import { coreSubjects, Notifier } from './notify.js';
+
+export const CoreApiConfig = Type.Object({
+  API_HOST: Type.String({ default: '127.0.0.1', description: 'Address the core API listens on.' }),
+  API_PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3200 }),
+  API_PROCESSES: Type.Integer({ minimum: 1, default: 1, description: 'Processes sharing the port (SO_REUSEPORT).' }),
+  NATS_URL: Type.String({ default: 'nats://127.0.0.1:14222' }),
+  DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
+  PUBLIC_BASE_URL: Type.String({ default: 'http://127.0.0.1:3200', description: 'Origin clients see: error type URIs, OAuth issuer, OpenAPI server.' }),
+  JWT_PRIVATE_KEY: Type.String({ default: '', description: 'Ed25519 private key (PKCS#8 PEM, \\n allowed) for access tokens; empty: a key shared through PostgreSQL.' }),
+  JWT_KEY_ID: Type.String({ default: 'configured' }),
+  ACCESS_TOKEN_TTL_S: Type.Integer({ minimum: 1, maximum: 86_400, default: 3600 }),
+  API_READS_PER_MIN: Type.Integer({ minimum: 1, default: 1000 }),
+  API_WRITES_PER_MIN: Type.Integer({ minimum: 1, default: 300 }),
+  API_BULK_IMPORTS_PER_HOUR: Type.Integer({ minimum: 1, default: 10 }),
+  API_PLAN_LIMITS: Type.String({ default: '{}', description: 'JSON per plan overriding the defaults, e.g. {"enterprise":{"reads_per_min":5000,"writes_per_min":1500,"bulk_imports_per_hour":50}}.' }),
+  API_MAX_BODY_BYTES: Type.Integer({ minimum: 1024, default: 256 * 1024, description: 'Body cap of ordinary requests (bulk import: 8 MiB).' }),
+  API_TRUSTED_PROXIES: Type.String({ default: '127.0.0.1/32,::1/128', description: 'CIDR ranges whose X-Forwarded-For is believed (the edge proxy); empty: none.' }),
+  LOG_LEVEL: Type.String({ default: 'info' }),
+});
+
+const boot = createLogger('core-api');
+let cfg: ReturnType<typeof loadConfig<typeof CoreApiConfig>>;
+let planLimits: Record<string, Partial<PlanLimits>>;
+try {
+  cfg = loadConfig(CoreApiConfig);
+  try {
+    planLimits = JSON.parse(cfg.API_PLAN_LIMITS) as Record<string, Partial<PlanLimits>>;
+  } catch {
+    throw new ConfigError('invalid configuration:\n  API_PLAN_LIMITS: must be JSON');
+  }
+  const badProxy = cfg.API_TRUSTED_PROXIES.split(',').map((s) => s.trim()).filter(Boolean).find((c) => !parseCidr(c));
+  if (badProxy) throw new ConfigError(`invalid configuration:\n  API_TRUSTED_PROXIES: "${badProxy}" is not a CIDR range`);
+} catch (err) {
+  if (!(err instanceof ConfigError)) throw err;
+  boot.fatal(err.message);
+  process.exit(1);
+}
+
+if (cfg.API_PROCESSES > 1 && process.env.API_WORKER === undefined) {
+  boot.info({ processes: cfg.API_PROCESSES, port: cfg.API_PORT }, 'starting core-api processes');
+  supervise(boot, cfg.API_PROCESSES, 'API_WORKER');
+} else {
+  await serve();
+}
+
+async function serve(): Promise<void> {
+  const log = createLogger('core-api', cfg.LOG_LEVEL);
+  const uws = loadUws();
+  const sql = connectPg(cfg.DATABASE_URL, 10);
+  const nc = await connectNats(cfg.NATS_URL, `core-api-${process.pid}`, log);
+  const notify = new Notifier(nc);
+  const baseUrl = cfg.PUBLIC_BASE_URL.replace(/\/+$/, '');
+
+  const key = await loadSigningKey(sql, { privatePem: cfg.JWT_PRIVATE_KEY, kid: cfg.JWT_KEY_ID });
+  const tokens = new AccessTokens(key, baseUrl, cfg.ACCESS_TOKEN_TTL_S);
+  const keys = new ApiKeyStore(sql);
+  const revoked = new RevokedFamilies();
+  nc.subscribe(coreSubjects.apiKeyRevoked, { callback: (_e, m) => keys.invalidate(m.string()) });
+  nc.subscribe(coreSubjects.familyRevoked, { callback: (_e, m) => revoked.add(m.string()) });
+  await revoked.load(sql, cfg.ACCESS_TOKEN_TTL_S + 60);
+  // Revocations sent while we were cut off from NATS were missed: forget what we cached.
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === 'reconnect') {
+      keys.clear();
+      await revoked.load(sql, cfg.ACCESS_TOKEN_TTL_S + 60).catch(() => {});
+    }
+  })();
+
+  const defaults: PlanLimits = { reads_per_min: cfg.API_READS_PER_MIN, writes_per_min: cfg.API_WRITES_PER_MIN, bulk_imports_per_hour: cfg.API_BULK_IMPORTS_PER_HOUR };
+  const runner = new JobRunner(sql, notify, log.child({ mod: 'jobs' }));
+  const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
+  const routes = buildRoutes({ sql, notify, log, baseUrl, tokens, runner, limits: defaults });
+
+  let dbOk = true;
+  const probe = setInterval(() => {
+    sql`SELECT 1`.then(() => { dbOk = true; }, () => { dbOk = false; });
+  }, 2000);
+  probe.unref();
+  // Soft-deleted customers are recoverable for 30 days, then purged.
+  const purge = setInterval(() => {
+    sql`DELETE FROM customers WHERE deleted_at < now() - interval '30 days'`.catch((err: unknown) => log.warn({ err }, 'purge failed'));
+    sql`DELETE FROM idempotency_keys WHERE created_at < now() - interval '24 hours'`.catch(() => {});
+    sql`DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 day'`.catch(() => {});
+  }, 3600_000);
+  purge.unref();
+
+  const inflight = { n: 0 };
+  const app = mount(uws.App(), {
+    router: new Router(routes),
+    auth: new Authenticator(keys, tokens, revoked),
+    limits: new Limits(sql, new SharedRateLimiter(sql), defaults, planLimits),
+    audit, metrics: new ApiMetrics(), log, baseUrl,
+    trustedProxies: new Allowlist(cfg.API_TRUSTED_PROXIES.split(',').map((s) => s.trim()).filter(Boolean)),
+    maxBodyBytes: cfg.API_MAX_BODY_BYTES,
+    ready: () => dbOk && !nc.isClosed(),
+  }, inflight);
+
+  const listenSocket = await new Promise<ListenSocket>((resolve, reject) => {
+    app.listen(cfg.API_HOST, cfg.API_PORT, (s) => (s ? resolve(s) : reject(new Error(`cannot listen on ${cfg.API_HOST}:${cfg.API_PORT}`))));
+  }).catch((err: Error) => {
+    log.fatal(err.message);
+    process.exit(1);
+  });
+  runner.start();
+  log.info({ host: cfg.API_HOST, port: cfg.API_PORT }, 'core-api listening');
+
+  onShutdown(log, async () => {
+    uws.us_listen_socket_close(listenSocket);
+    const deadline = Date.now() + 10_000;
+    while (inflight.n > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await runner.stop();
+    await audit.close();
+    await nc.drain();
+    await sql.end({ timeout: 5 });
+    log.info('core-api stopped');
+  });
+}
