@@ -64,9 +64,10 @@ export function sendFresh(base: string, path: string, body: unknown, key: string
 }
 
 /**
- * A request written straight to the socket. The server may answer (413) and close before the
- * body is fully sent; fetch then reports only the broken pipe, while a real client that reads
- * the response, as this one does, sees the status.
+ * A request written straight to the socket, so a test decides exactly which bytes are sent and
+ * where sending stops (chunked bodies, a declared length with no body). Callers stop at the point
+ * where the server is expected to answer: writing on after the server has answered and closed
+ * gets a reset, and Node then drops the answer already received.
  */
 export function sendRaw(port: number, path: string, headerLines: string[], chunks: Buffer[]): Promise<Answer> {
   return new Promise((resolve, reject) => {
@@ -186,9 +187,9 @@ export interface Published {
 }
 
 /**
- * Reads what the ingest tier stored in the EVENTS stream for one subject from now on. The consumer is created
- * before anything is sent: EVENTS keeps messages only while a consumer is interested, so a
- * processor acknowledging them first cannot make them vanish from under the test.
+ * Reads what the ingest tier stored in the EVENTS stream for one subject from now on. The
+ * consumer is created before anything is sent: EVENTS keeps a message only while some consumer
+ * still wants it, so a processor acknowledging it first cannot make it vanish under the test.
  */
 export class StreamTap {
   private constructor(private readonly jsm: JetStreamManager, private readonly nc: NatsConnection, readonly name: string, readonly subject: string) {}
