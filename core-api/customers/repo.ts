@@ -63,7 +63,7 @@ export async function listCustomers(sql: Sql, tenantId: string, f: ListFilter): 
       ${f.maxArr !== undefined ? sql`AND arr <= ${f.maxArr}` : none}
       ${f.renewalWithinDays !== undefined ? sql`AND renewal_date >= (now() AT TIME ZONE 'UTC')::date AND renewal_date <= (now() AT TIME ZONE 'UTC')::date + ${f.renewalWithinDays}::int` : none}
       ${f.tsquery ? sql`AND search @@ to_tsquery('simple', ${f.tsquery})` : none}
-      ${f.after ? sql`AND (created_at, id) < (${f.after.t}::timestamptz, ${f.after.id}::uuid)` : none}
+      ${f.after ? sql`AND (created_at, id) < (${f.after.t}::text::timestamptz, ${f.after.id}::uuid)` : none}
     ORDER BY created_at DESC, id DESC
     LIMIT ${f.limit + 1}`;
 }

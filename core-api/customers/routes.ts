@@ -173,7 +173,7 @@ export function customerRoutes(d: Deps): Route[] {
     const rows = await sql<Array<{ id: string; customer_id: string; name: string; email: string | null; title: string | null; is_champion: boolean; whatsapp_number: string | null; created_at: Date; cursor_ts: string }>>`
       SELECT id::text, customer_id::text, name, email, title, is_champion, whatsapp_number, created_at, created_at::text AS cursor_ts
       FROM contacts WHERE tenant_id = ${c.principal.tenantId} AND customer_id = ${c.params.id}
-        ${after ? sql`AND (created_at, id) > (${after.t}::timestamptz, ${after.id}::uuid)` : sql``}
+        ${after ? sql`AND (created_at, id) > (${after.t}::text::timestamptz, ${after.id}::uuid)` : sql``}
       ORDER BY created_at, id LIMIT ${limit + 1}`;
     return json(200, page(rows, limit, ({ cursor_ts: _, created_at, ...r }) => ({ ...r, created_at: created_at.toISOString() })));
   }

@@ -47,7 +47,7 @@ export function userRoutes(d: Deps): Route[] {
     const rows = await sql<UserRow[]>`
       SELECT ${sql.unsafe(USER_COLUMNS)} FROM users WHERE tenant_id = ${c.principal.tenantId}
         ${c.query.role ? sql`AND role = ${c.query.role}` : sql``}
-        ${after ? sql`AND (created_at, id) > (${after.t}::timestamptz, ${after.id}::uuid)` : sql``}
+        ${after ? sql`AND (created_at, id) > (${after.t}::text::timestamptz, ${after.id}::uuid)` : sql``}
       ORDER BY created_at, id LIMIT ${limit + 1}`;
     return json(200, page(rows, limit, toUser));
   }
