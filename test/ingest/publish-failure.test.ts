@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap';
 import net from 'node:net';
 import { spawn } from 'node:child_process';
+import { connect } from 'nats';
 import { closeDb, freePort, waitFor } from '../helpers/stack.js';
 import { BILLING, USAGE, batch, customerIds, expect202, ingest, natsClient, send, StreamTap, traceOf, workspace, type Answer } from './support.js';
 
@@ -46,6 +47,21 @@ t.test('unacknowledged usage and billing batches answer 500 and store nothing', 
   expect500(t, await send(broken.url, BILLING, { events: [{ event_type: 'payment_failed', customer_id: customer }] }, { key: ws.ingestion_key }));
   t.equal(await usageTap.pending(), 0, 'no usage event stored');
   t.equal(await billingTap.pending(), 0, 'no billing event stored');
+});
+
+t.test('a publish that times out is retried under the same message id, then answers 500', async (t) => {
+  // A plain subscriber takes the messages but never acknowledges them, like a stalled stream.
+  const fake = await connect({ servers: `nats://127.0.0.1:${port}`, name: 'silent-stream' });
+  t.teardown(() => fake.close());
+  const seen: string[] = [];
+  fake.subscribe(`ev.usage.${ws.tenant_id}`, { callback: (_e, m) => seen.push(m.headers?.get('Nats-Msg-Id') ?? '') });
+  await fake.flush();
+  const res = await send(broken.url, USAGE, batch(2), { key: ws.ingestion_key });
+  expect500(t, res);
+  const trace = traceOf(t, res);
+  t.ok(seen.length >= 2, `the batch was offered more than once (${seen.length})`);
+  // The stream's duplicate window drops a repeat of an id it already stored: at most one copy.
+  t.same([...new Set(seen)], [trace], 'every attempt carries the trace id as Nats-Msg-Id');
 });
 
 t.test('the process keeps serving after the failures', async (t) => {
