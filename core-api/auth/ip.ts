@@ -44,14 +44,9 @@ export class Allowlist {
  * loopback), the last address the proxy appended to X-Forwarded-For.
  */
 export function clientIp(peer: string, forwardedFor: string | undefined, trusted: Allowlist): string {
-  const p = normalizeIp(expandUwsAddress(peer));
+  const p = normalizeIp(peer);
   if (!forwardedFor || trusted.empty || !trusted.allows(p)) return p;
   const hops = forwardedFor.split(',').map((s) => s.trim()).filter(Boolean);
   const last = hops[hops.length - 1];
   return last && net.isIP(normalizeIp(last)) ? normalizeIp(last) : p;
-}
-
-/** uWS prints IPv6 peers in full (0000:0000:…:0001); net accepts that form as is. */
-function expandUwsAddress(a: string): string {
-  return a;
 }
