@@ -20,6 +20,8 @@ export interface BenchOptions {
   ingestProcesses: number;
   publishInflight: number;
   chRows: number;
+  /** Longest wait for other work on the machine to stop before a scenario starts. */
+  quietWaitS: number;
   tenants: number;
   customers: number;
   products: number;

@@ -64,9 +64,21 @@ class LandedPoller {
     return this.samples.find(([, c]) => c >= n)?.[0];
   }
 
-  async until(n: number, timeoutMs: number): Promise<boolean> {
+  /** Waits until n rows landed; gives up after timeoutMs, or sooner when the count stops moving. */
+  async until(n: number, timeoutMs: number, stallMs = 30_000): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
-    while (this.latest < n && Date.now() < deadline) await sleep(50);
+    let seen = this.latest;
+    let movedAt = Date.now();
+    while (this.latest < n && Date.now() < deadline) {
+      await sleep(50);
+      if (this.latest !== seen) {
+        seen = this.latest;
+        movedAt = Date.now();
+      } else if (Date.now() - movedAt > stallMs) {
+        say(`ClickHouse row count stuck at ${seen.toLocaleString('en-US')} of ${n.toLocaleString('en-US')} for ${stallMs / 1000} s; giving up`);
+        break;
+      }
+    }
     return this.latest >= n;
   }
 
@@ -132,7 +144,7 @@ export async function e2eScenario(ctx: BenchContext): Promise<E2eResult> {
     const drained = await poll1.until(backlog.accepted, 10 * 60_000);
     await poll1.stop();
     const drainUsage = drainSampler.stop();
-    if (!drained) throw new BenchError(`processors landed ${poll1.latest} of ${backlog.accepted} backlog rows within 10 minutes`);
+    if (!drained) throw new BenchError(`processors landed ${poll1.latest} of ${backlog.accepted} backlog rows; its last output:\n${processors.output().trim().split('\n').slice(-10).join('\n')}`);
     const t10 = poll1.firstAt(backlog.accepted * 0.1)!;
     const t90 = poll1.firstAt(backlog.accepted * 0.9)!;
     const tEnd = poll1.firstAt(backlog.accepted)!;
@@ -155,7 +167,7 @@ export async function e2eScenario(ctx: BenchContext): Promise<E2eResult> {
     const lastAck = sustained.timeline[sustained.timeline.length - 1][0];
     const doneAt = poll2.firstAt(sustained.accepted);
     const lag = lagSummary(sustained.timeline, poll2.samples);
-    if (!all) say(`warning: only ${poll2.latest} of ${sustained.accepted} accepted events were queryable 120 s after the load stopped`);
+    if (!all) say(`warning: only ${poll2.latest} of ${sustained.accepted} accepted events became queryable after the load stopped`);
 
     const stored = (await ctx.ch.number(`SELECT count() FROM csp.events WHERE tenant_id IN (${ctx.tenants.map((t) => `'${t.tenantId}'`).join(',')})`)) - baseCount;
     return {

@@ -1,3 +1,4 @@
+import os from 'node:os';
 import fs from 'node:fs';
 
 const CLK_TCK = 100;
@@ -139,7 +140,9 @@ export class ProcSampler {
       seconds: Math.round(seconds * 10) / 10,
       machineBusyPct: dt > 0 ? Math.round(((this.m1.busy - this.m0.busy) / dt) * 100) : 0,
       groups,
-      otherCpuPct: pctOf(other),
+      // Processes that started and ended inside the window are not in either snapshot: count the
+      // machine's busy time we cannot attribute to our groups as outside work too.
+      otherCpuPct: Math.max(pctOf(other), Math.round((dt > 0 ? ((this.m1.busy - this.m0.busy) / dt) * 100 * os.availableParallelism() : 0) - Object.values(groups).reduce((a, g) => a + g.cpuPct, 0))),
       otherTop: others.slice(0, 3).filter(([, d]) => pctOf(d) >= 2).map(([name, d]) => `${name} ${pctOf(d)} %`),
     };
   }
@@ -155,3 +158,31 @@ export function readPidFile(file: string): number | undefined {
 }
 
 const mb = (bytes = 0) => Math.round(bytes / 1024 / 1024);
+
+/**
+ * Waits until the machine has been nearly idle for three seconds in a row (other work on a shared
+ * box would be measured as ours), or gives up after maxWaitS and says so.
+ */
+export async function waitQuiet(say: (line: string) => void, maxWaitS: number, busyPct = 20): Promise<number> {
+  const deadline = Date.now() + maxWaitS * 1000;
+  let quiet = 0;
+  let last = machineTicks();
+  let busy = 0;
+  let announced = false;
+  while (quiet < 3) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = machineTicks();
+    busy = Math.round(((now.busy - last.busy) / Math.max(1, now.total - last.total)) * 100);
+    last = now;
+    quiet = busy < busyPct ? quiet + 1 : 0;
+    if (quiet === 0 && !announced) {
+      say(`machine is ${busy} % busy with other work; waiting up to ${maxWaitS} s for it to calm down`);
+      announced = true;
+    }
+    if (Date.now() > deadline) {
+      say(`machine still ${busy} % busy after ${maxWaitS} s; measuring anyway (see "outside the benchmark" in the report)`);
+      break;
+    }
+  }
+  return busy;
+}

@@ -10,6 +10,7 @@ import type { BenchContext, BenchOptions } from './context.js';
 import { e2eScenario } from './e2e.js';
 import { ingestScenario } from './ingest-scenario.js';
 import { machine, rows, table, writeResults, type Section, type Stored } from './report.js';
+import { waitQuiet } from './proc-stats.js';
 import { BenchError, ClickHouse, killAllStarted, node, say, stackUp } from './tiers.js';
 import type { BenchTenant } from './workload.js';
 
@@ -26,7 +27,7 @@ function options(): BenchOptions {
     options: {
       only: { type: 'string' }, profile: { type: 'string' }, duration: { type: 'string' }, 'e2e-duration': { type: 'string' },
       'e2e-rate': { type: 'string' }, 'backlog-events': { type: 'string' }, connections: { type: 'string' }, 'ingest-processes': { type: 'string' },
-      'publish-inflight': { type: 'string' }, 'ch-rows': { type: 'string' }, tenants: { type: 'string' }, customers: { type: 'string' },
+      'publish-inflight': { type: 'string' }, 'quiet-wait': { type: 'string' }, 'ch-rows': { type: 'string' }, tenants: { type: 'string' }, customers: { type: 'string' },
     },
   });
   const get = (name: keyof typeof values) => (values[name] as string | undefined) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`];
@@ -47,13 +48,14 @@ function options(): BenchOptions {
     durationS: num('duration', 20),
     e2eDurationS: num('e2e-duration', 60),
     e2eRate: num('e2e-rate', 200_000),
-    backlogEvents: num('backlog-events', 4_000_000),
+    backlogEvents: num('backlog-events', 2_000_000),
     connections: num('connections', 64),
     ingestProcesses: num('ingest-processes', Number(process.env.INGEST_PROCESSES ?? 2)),
     publishInflight: num('publish-inflight', 256),
     chRows: num('ch-rows', 1_000_000),
     tenants: num('tenants', 4),
     customers: num('customers', 5000),
+    quietWaitS: num('quiet-wait', 120),
     products: 20,
     bodiesPerTenant: 100,
   };
@@ -115,6 +117,7 @@ async function main(): Promise<void> {
   const attempt = async (name: Scenario, fn: () => Promise<void>) => {
     if (!o.only.has(name)) return;
     try {
+      await waitQuiet(say, o.quietWaitS);
       await fn();
       writeResults(path.join(ROOT, 'bench'), stored);
     } catch (err) {

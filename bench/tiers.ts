@@ -7,7 +7,7 @@ import { ROOT, type StackProfile, type StackUrls } from '../lib/stack.js';
 
 const execFileP = promisify(execFile);
 export const dist = (p: string) => path.join(ROOT, 'dist', p);
-export const say = (line: string) => process.stderr.write(`bench: ${line}\n`);
+export const say = (line: string) => process.stderr.write(`bench ${new Date().toISOString().slice(11, 19)}: ${line}\n`);
 
 /** Every process this run started, so that an error or Ctrl-C never leaves one behind. */
 const started = new Set<ChildProcess>();
@@ -71,6 +71,8 @@ export interface Tier {
   pid: number;
   startedMs: number;
   readyMs: number;
+  /** The last few KB the tier wrote to stdout and stderr. */
+  output(): string;
   stop(): Promise<void>;
 }
 
@@ -110,7 +112,7 @@ export async function startTier(name: 'ingest' | 'processors', portEnv: string, 
   }
   const readyMs = Math.round(performance.now() - t0);
   return {
-    name, url, proc, pid: proc.pid!, startedMs: t0, readyMs,
+    name, url, proc, pid: proc.pid!, startedMs: t0, readyMs, output: () => out,
     async stop() {
       killTree(proc, 'SIGTERM');
       const t = setTimeout(() => killTree(proc, 'SIGKILL'), 20_000);
