@@ -43,7 +43,8 @@ const pct = (x: number) => `${Math.round(x * 100)} %`;
 export function boundBy(u: Usage, singleThreaded: string[] = []): string {
   const busy = Object.entries(u.groups).filter(([, g]) => g.cpuPct >= 5).sort((a, b) => b[1].cpuPct - a[1].cpuPct);
   const list = busy.map(([name, g]) => `${name} ${g.cpuPct} %`).join(', ');
-  const single = busy.find(([name, g]) => singleThreaded.includes(name) && g.cpuPct >= 90);
+  // A single-threaded process (or a group whose one busy process does the work) tops out at a core.
+  const single = busy.find(([name, g]) => g.cpuPct >= 90 && (singleThreaded.includes(name) || u.machineBusyPct < 90));
   let verdict: string;
   if (u.machineBusyPct >= 90) verdict = `CPU: both cores saturated (top: ${busy[0]?.[0] ?? '?'})`;
   else if (single) verdict = `one thread: ${single[0]} at ${single[1].cpuPct} % of a core`;

@@ -86,7 +86,9 @@ export async function startTier(name: 'ingest' | 'processors', portEnv: string, 
   const port = await freePort();
   let out = '';
   const t0 = performance.now();
-  const proc = spawn(process.execPath, [script], {
+  // e.g. BENCH_INGEST_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile a tier under load.
+  const nodeArgs = (process.env[`BENCH_${name.toUpperCase()}_NODE_ARGS`] ?? '').split(' ').filter(Boolean);
+  const proc = spawn(process.execPath, [...nodeArgs, script], {
     env: { ...process.env, LOG_LEVEL: 'warn', ...env, [portEnv]: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
