@@ -47,12 +47,24 @@ interface Ctx {
   kind: Kind;
 }
 
-export function routes(app: TemplatedApp, deps: IngestDeps, inflight: { n: number }): TemplatedApp {
+/**
+ * Shutdown state shared with main.ts. Draining: keep serving, but close each connection after its
+ * answer so keep-alive clients reconnect elsewhere. Closed: the event store is going away; a late
+ * request is dropped unanswered (the client sees a reset, knows nothing was acknowledged, retries).
+ */
+export interface Traffic {
+  inflight: number;
+  lastRequestAt: number;
+  draining: boolean;
+  closed: boolean;
+}
+
+export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): TemplatedApp {
   const { log, metrics, opts } = deps;
 
   const send = (c: Ctx, status: number, body: unknown, extra: Array<[string, string]> = [], close = false) => {
     const headers: Array<[string, string]> = [['Content-Type', 'application/json'], ['X-Trace-Id', c.traceId], ...extra];
-    reply(c.res, c.state, STATUS_TEXT[status], headers, JSON.stringify(body), close);
+    reply(c.res, c.state, STATUS_TEXT[status], headers, JSON.stringify(body), close || traffic.draining);
     metrics.observe(c.kind, status, performance.now() - c.started);
   };
 
@@ -141,12 +153,17 @@ export function routes(app: TemplatedApp, deps: IngestDeps, inflight: { n: numbe
   }
 
   const endpoint = (kind: Kind) => (res: HttpResponse, req: HttpRequest) => {
+    if (traffic.closed) {
+      res.close();
+      return;
+    }
+    traffic.lastRequestAt = Date.now();
     const c: Ctx = { res, state: { aborted: false }, traceId: uuidv7(), started: performance.now(), kind };
     res.onAborted(() => {
       c.state.aborted = true;
     });
     const head = readHeadFast(req, res);
-    inflight.n++;
+    traffic.inflight++;
     readBody(res, head, opts.maxBodyBytes, c.state, (err, body) => {
       const run = err
         ? Promise.reject(err.kind === 'too_large'
@@ -154,7 +171,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, inflight: { n: numbe
           : bodyProblem('content_encoding_invalid', err.message, ['header', 'content-encoding']))
         : handle(c, head, body);
       run.catch((e: unknown) => fail(c, e)).finally(() => {
-        inflight.n--;
+        traffic.inflight--;
       });
     });
   };

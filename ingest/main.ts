@@ -7,7 +7,7 @@ import { connectPg } from '../lib/pg.js';
 import { SharedRateLimiter } from '../lib/rate-limit.js';
 import { onShutdown, supervise } from '../lib/lifecycle.js';
 import { loadUws, type ListenSocket } from '../lib/uws.js';
-import { routes } from './app.js';
+import { routes, type Traffic } from './app.js';
 import { IngestionKeys } from './keys.js';
 import { IngestMetrics } from './metrics.js';
 import { Publisher } from './publisher.js';
@@ -58,12 +58,12 @@ async function serve(): Promise<void> {
   nc.subscribe(subjects.customersChanged('*'), { callback: (_e, m) => resolver.invalidateCustomers(m.subject.split('.')[2]) });
   nc.subscribe(subjects.productsChanged('*'), { callback: (_e, m) => resolver.invalidateProducts(m.subject.split('.')[2]) });
 
-  const inflight = { n: 0 };
+  const traffic: Traffic = { inflight: 0, lastRequestAt: 0, draining: false, closed: false };
   const app = routes(uws.App(), {
     keys, resolver, limiter: new SharedRateLimiter(sql), publisher: new Publisher(js, cfg.INGEST_PUBLISH_TIMEOUT_MS),
     metrics: new IngestMetrics(), log, ready: () => !nc.isClosed(),
     opts: { maxBodyBytes: cfg.INGEST_MAX_BODY_BYTES, requestsPerMinute: cfg.INGEST_RATE_LIMIT_PER_MIN, futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS, ageGraceMs: cfg.INGEST_AGE_GRACE_MS },
-  }, inflight);
+  }, traffic);
 
   const listenSocket = await new Promise<ListenSocket>((resolve, reject) => {
     app.listen(cfg.INGEST_HOST, cfg.INGEST_PORT, (s) => (s ? resolve(s) : reject(new Error(`cannot listen on ${cfg.INGEST_HOST}:${cfg.INGEST_PORT}`))));
@@ -74,10 +74,14 @@ async function serve(): Promise<void> {
   log.info({ host: cfg.INGEST_HOST, port: cfg.INGEST_PORT }, 'ingest listening');
 
   onShutdown(log, async () => {
-    // Stop accepting, let in-flight requests get their PubAck and answer, then drain NATS.
+    // Stop accepting connections; answer what still comes on open ones (closing each after its
+    // answer) until requests stop arriving and every one has its PubAck; only then let NATS go.
     uws.us_listen_socket_close(listenSocket);
+    traffic.draining = true;
     const deadline = Date.now() + 10_000;
-    while (inflight.n > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while ((traffic.inflight > 0 || Date.now() - traffic.lastRequestAt < 250) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    traffic.closed = true;
+    while (traffic.inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     await nc.drain();
     await sql.end({ timeout: 5 });
     log.info('ingest stopped');

@@ -26,6 +26,12 @@ export function onShutdown(log: Logger, stop: () => Promise<void>, graceMs = 20_
   };
   process.on('SIGTERM', handler);
   process.on('SIGINT', handler);
+  // A forked worker whose supervisor died (even by SIGKILL) must not live on as an orphan.
+  // The supervisor may already be gone by the time this worker has finished starting.
+  if (process.send) {
+    if (!process.connected) handler('SIGTERM');
+    else process.once('disconnect', () => handler('SIGTERM'));
+  }
 }
 
 /**

@@ -222,6 +222,7 @@ export class ClickhouseWriter {
     h.set('Cs-Dlq-Consumer', this.o.consumer);
     h.set('Cs-Original-Subject', m.subject);
     h.set('Cs-Original-Seq', String(m.seq));
+    h.set('Cs-Original-Msg-Id', m.headers?.get('Nats-Msg-Id') ?? '');
     // A dead-letter copy is stored once even if we crash between publishing and acking.
     await this.d.js.publish(subjects.dlq(this.o.consumer, m.subject), m.data, { headers: h, msgID: `dlq-${this.o.consumer}-${m.seq}` });
     this.d.log.error({ consumer: this.o.consumer, seq: m.seq, subject: m.subject, reason }, 'message dead-lettered');

@@ -51,6 +51,8 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
       } catch {
         r.statuses.network = (r.statuses.network ?? 0) + 1;
         r.failures++;
+        // A client backs off when the server is unreachable.
+        await new Promise((res) => setTimeout(res, 100));
       }
       done++;
       await o.onProgress?.(done);
