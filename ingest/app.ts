@@ -74,7 +74,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
         case 401:
           return send(c, 401, { detail: err.message });
         case 413:
-          return send(c, 413, { detail: err.details }, [], true);
+          return send(c, 413, { detail: err.details });
         case 422:
           return send(c, 422, { detail: err.details });
         case 429:
