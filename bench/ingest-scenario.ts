@@ -37,8 +37,10 @@ export async function load(ctx: BenchContext, ingest: Tier, extra: Record<string
 }
 
 /** Drops what the benchmark's workspaces left in EVENTS when no writer was there to consume it. */
-export async function purgeBenchSubjects(ctx: BenchContext): Promise<void> {
-  for (const t of ctx.tenants) await ctx.jsm.streams.purge(STREAM_EVENTS, { filter: subjects.usage(t.tenantId) });
+export async function purgeBenchSubjects(ctx: BenchContext): Promise<number> {
+  let messages = 0;
+  for (const t of ctx.tenants) messages += (await ctx.jsm.streams.purge(STREAM_EVENTS, { filter: subjects.usage(t.tenantId) })).purged;
+  return messages;
 }
 
 /**
