@@ -3,8 +3,8 @@ import { subjects } from '../lib/nats.js';
 
 /** Core-api's own invalidation subjects: every core-api process listens. */
 export const coreSubjects = {
-  apiKeyRevoked: 'inv.api-keys',
-  familyRevoked: 'inv.oauth-families',
+  apiKeyRevoked: subjects.apiKeyRevoked,
+  familyRevoked: subjects.familyRevoked,
   jobQueued: 'core.jobs.queued',
 } as const;
 

@@ -15,6 +15,11 @@ export async function applyClickhouse(url: string): Promise<void> {
     .split(/;\s*(?:\n|$)/).map((s) => s.trim()).filter(Boolean);
   for (const stmt of ddl) {
     const res = await fetch(url, { method: 'POST', body: stmt });
+    if (!res.ok && /^ALTER TABLE \S+ ADD COLUMN /i.test(stmt)) {
+      const text = await res.text();
+      if (/already exists/i.test(text)) continue;
+      throw new InfraError(`ClickHouse DDL failed: ${text.trim()}\n${stmt.slice(0, 200)}`);
+    }
     if (!res.ok) throw new InfraError(`ClickHouse DDL failed: ${(await res.text()).trim()}\n${stmt.slice(0, 200)}`);
   }
 }

@@ -57,6 +57,10 @@ export const consumerConfigs = [
   { stream: STREAM_EVENTS, config: writer(consumers.billingWriter, 'ev.billing.>') },
   // The catalog needs only the Cs-Names header: do not ship it the payloads.
   { stream: STREAM_EVENTS, config: { ...writer(consumers.catalog, 'ev.usage.>'), headers_only: true } },
+  // Backfill has its own writer so a large backfill never delays live events, and its own catalog
+  // consumer because nats-server 2.9 takes one filter subject per consumer.
+  { stream: STREAM_EVENTS, config: { ...writer(consumers.backfillWriter, 'ev.backfill.>'), max_ack_pending: 2_000 } },
+  { stream: STREAM_EVENTS, config: { ...writer(consumers.catalogBackfill, 'ev.backfill.>'), headers_only: true } },
 ];
 
 export async function applyStreams(jsm: JetStreamManager, o: StreamOptions): Promise<void> {

@@ -10,7 +10,9 @@ import { bodyProblem, fromAjv, IngestError, unprocessable } from './errors.js';
 import type { IngestionKeys, Org } from './keys.js';
 import type { IngestMetrics } from './metrics.js';
 import type { Publisher } from './publisher.js';
+import type { DailyQuota } from './quota.js';
 import type { Resolver } from './resolver.js';
+import { hasLoneSurrogate, UNPAIRED_SURROGATE_ESCAPE } from './json.js';
 import { prepareUsage } from './usage.js';
 
 export interface IngestOptions {
@@ -25,6 +27,7 @@ export interface IngestDeps {
   keys: IngestionKeys;
   resolver: Resolver;
   limiter: SharedRateLimiter;
+  quota: DailyQuota;
   publisher: Publisher;
   metrics: IngestMetrics;
   log: Logger;
@@ -34,7 +37,6 @@ export interface IngestDeps {
 
 const usageBatch = compile(UsageBatchA);
 const billingBatch = compile(BillingBatch);
-const UNPAIRED_SURROGATE_ESCAPE = /\\u[dD][89a-fA-F][0-9a-fA-F]{2}/;
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
 type Kind = 'usage' | 'billing';
@@ -79,7 +81,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
           return send(c, 422, { detail: err.details });
         case 429:
           return send(c, 429, {
-            detail: { type: 'rate_limited', title: 'Too Many Requests', status: 429, detail: err.message, retry_after: err.retryAfter },
+            detail: { type: err.code ?? 'rate_limited', title: err.code ? 'Daily Event Quota Exceeded' : 'Too Many Requests', status: 429, detail: err.message, retry_after: err.retryAfter },
           }, [['Retry-After', String(err.retryAfter)]]);
         case 503:
           log.error({ trace_id: c.traceId, err: err.message }, 'event store refused the batch');
@@ -133,6 +135,11 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     if (c.kind === 'usage') {
       const { events } = parse(head, body, usageBatch) as { events: UsageEventA[] };
       const p = await prepareUsage(events, { tenantId: org.tenantId, batchId: c.traceId, now, resolver: deps.resolver, futureSkewMs: opts.futureSkewMs, ageGraceMs: opts.ageGraceMs });
+      const quota = deps.quota.take(org.tenantId, org.plan, p.accepted);
+      if (quota) {
+        const d = await quota;
+        if (!d.ok) throw new IngestError(429, `Daily event quota of ${d.limit} events for the ${org.plan} plan is used up; it resets at 00:00 UTC`, [], d.retryAfter, 'daily_quota_exceeded');
+      }
       if (p.accepted > 0) {
         await deps.publisher.publish(subjects.usage(org.tenantId), Buffer.from(p.rows), c.traceId, { 'Cs-Rows': String(p.accepted), 'Cs-Names': p.names.join(',') });
       }
@@ -217,21 +224,3 @@ function readHeadFast(req: HttpRequest, res: HttpResponse): RequestHead {
   return { method: 'POST', url: req.getUrl(), query: '', headers, remoteAddress: '' };
 }
 
-/** Iterative on purpose: a body within the size cap can nest deeper than the call stack. */
-function hasLoneSurrogate(root: unknown): boolean {
-  const pending: unknown[] = [root];
-  while (pending.length > 0) {
-    const v = pending.pop();
-    if (typeof v === 'string') {
-      if (!v.isWellFormed()) return true;
-    } else if (Array.isArray(v)) {
-      for (const x of v) pending.push(x);
-    } else if (v !== null && typeof v === 'object') {
-      for (const k in v as Record<string, unknown>) {
-        if (!k.isWellFormed()) return true;
-        pending.push((v as Record<string, unknown>)[k]);
-      }
-    }
-  }
-  return false;
-}

@@ -16,10 +16,10 @@ export interface PreparedBilling {
 export async function prepareBilling(events: BillingEvent[], ctx: { tenantId: string; batchId: string; now: number; resolver: Resolver }): Promise<PreparedBilling> {
   const { tenantId, resolver } = ctx;
   const ids = events.map((e) => e.customer_id.toLowerCase());
-  await resolver.prepare(tenantId, ids, []);
+  const customers = await resolver.prepare(tenantId, ids, []);
   const details: Detail[] = [];
   for (let i = 0; i < ids.length; i++) {
-    if (!resolver.hasCustomer(tenantId, ids[i])) {
+    if (!customers.has(ids[i])) {
       details.push({ type: 'unknown_customer', loc: ['body', 'events', i, 'customer_id'], msg: 'No customer with this customer_id in the workspace', input: events[i].customer_id });
     }
   }

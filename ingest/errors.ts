@@ -10,7 +10,7 @@ export interface Detail {
 
 /** A failure that answers the whole request; turned into SPEC.md's surface-A shapes in one place (app.ts). */
 export class IngestError extends Error {
-  constructor(readonly status: 401 | 413 | 422 | 429 | 500 | 503, message: string, readonly details: Detail[] = [], readonly retryAfter = 0) {
+  constructor(readonly status: 401 | 413 | 422 | 429 | 500 | 503, message: string, readonly details: Detail[] = [], readonly retryAfter = 0, readonly code?: 'daily_quota_exceeded') {
     super(message);
   }
 }

@@ -12,6 +12,15 @@ import { IngestionKeys } from './keys.js';
 import { IngestMetrics } from './metrics.js';
 import { Publisher } from './publisher.js';
 import { Resolver } from './resolver.js';
+import { DailyQuota, parseQuotas, type DailyQuotas } from './quota.js';
+import { EventQuery } from './event-query.js';
+import { SurfaceBStore } from './store-b.js';
+import { surfaceB } from './surface-b.js';
+import { ApiKeyStore } from '../lib/credentials/api-keys.js';
+import { AuditLog } from '../lib/credentials/audit.js';
+import { Authenticator, RevokedFamilies } from '../lib/credentials/authenticate.js';
+import { Allowlist, parseCidr } from '../lib/credentials/ip.js';
+import { SharedTokenVerifier } from '../lib/credentials/tokens.js';
 
 export const IngestConfig = Type.Object({
   INGEST_HOST: Type.String({ default: '127.0.0.1', description: 'Address the ingest tier listens on.' }),
@@ -25,13 +34,38 @@ export const IngestConfig = Type.Object({
   INGEST_FUTURE_SKEW_MS: Type.Integer({ minimum: 0, default: 300_000, description: 'How far ahead of the server clock a timestamp may be.' }),
   INGEST_AGE_GRACE_MS: Type.Integer({ minimum: 0, default: 60_000, description: 'Allowance on the 30-day window for clock skew and transit.' }),
   CUSTOMER_CACHE_NEGATIVE_TTL_MS: Type.Integer({ minimum: 0, default: 1000, description: 'How long an unknown customer reference is remembered.' }),
+  CUSTOMER_CACHE_MAX_AGE_MS: Type.Integer({ minimum: 1000, default: 60_000, description: 'A tenant\'s customer cache is rebuilt after this long even without invalidations.' }),
+  INGEST_PG_POOL: Type.Integer({ minimum: 2, default: 16, description: 'PostgreSQL connections per ingest process (surface B holds one per request until the PubAck).' }),
+  PUBLIC_BASE_URL: Type.String({ default: 'http://127.0.0.1:3200', description: 'Origin clients see; problem+json type URIs of surface B.' }),
+  INGEST_TRUSTED_PROXIES: Type.String({ default: '127.0.0.1/32,::1/128', description: 'CIDR ranges whose X-Forwarded-For is believed (the edge) for API-key IP allowlists; empty: none.' }),
+  JWT_PUBLIC_KEY: Type.String({ default: '', description: 'Ed25519 public key (SPKI PEM, \\n allowed) of core-api access tokens; empty: read from PostgreSQL (signing_keys).' }),
+  JWT_KEY_ID: Type.String({ default: 'default', description: 'signing_keys row to read when JWT_PUBLIC_KEY is empty.' }),
+  JWT_ISSUER: Type.String({ default: '', description: 'Required iss of access tokens (core-api PUBLIC_BASE_URL); empty: any issuer signed by the key.' }),
+  CLICKHOUSE_URL: Type.String({ default: 'http://127.0.0.1:18123', description: 'ClickHouse HTTP interface for GET /v1/events.' }),
+  CLICKHOUSE_DATABASE: Type.String({ default: 'csp' }),
+  EVENTS_QUERY_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 10_000, description: 'Timeout of one GET /v1/events query.' }),
+  EVENTS_BATCHES_PER_MIN: Type.Integer({ minimum: 1, default: 60, description: 'POST /v1/events requests per minute per workspace.' }),
+  EVENTS_BACKFILLS_PER_MIN: Type.Integer({ minimum: 1, default: 10, description: 'POST /v1/events/backfill requests per minute per workspace.' }),
+  EVENTS_READS_PER_MIN: Type.Integer({ minimum: 1, default: 120, description: 'GET /v1/events requests per minute per workspace.' }),
+  EVENTS_MAX_BODY_BYTES: Type.Integer({ minimum: 1024, default: 3 * 1024 * 1024, description: 'Surface B body cap, before and after gunzip (413 beyond).' }),
+  EVENTS_MAX_PAYLOAD_BYTES: Type.Integer({ minimum: 65_536, default: 8 * 1024 * 1024 - 65_536, description: 'Largest stored form of one surface-B request (one JetStream message).' }),
+  EVENTS_DAILY_QUOTAS: Type.String({ default: 'starter=1000000,growth=10000000,scale=100000000,enterprise=unlimited', description: 'Events per UTC day by plan, both surfaces together; unlimited or a plan left out: no quota.' }),
+  IDEMPOTENCY_WAIT_MS: Type.Integer({ minimum: 100, default: 10_000, description: 'How long a request waits for another one holding the same Idempotency-Key before answering 409.' }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
 
 const boot = createLogger('ingest');
 let cfg: ReturnType<typeof loadConfig<typeof IngestConfig>>;
+let quotas: DailyQuotas;
 try {
   cfg = loadConfig(IngestConfig);
+  try {
+    quotas = parseQuotas(cfg.EVENTS_DAILY_QUOTAS);
+  } catch (err) {
+    throw new ConfigError(`invalid configuration:\n  EVENTS_DAILY_QUOTAS: ${(err as Error).message}`);
+  }
+  const badProxy = cfg.INGEST_TRUSTED_PROXIES.split(',').map((s) => s.trim()).filter(Boolean).find((c) => !parseCidr(c));
+  if (badProxy) throw new ConfigError(`invalid configuration:\n  INGEST_TRUSTED_PROXIES: "${badProxy}" is not a CIDR range`);
 } catch (err) {
   if (!(err instanceof ConfigError)) throw err;
   boot.fatal(err.message);
@@ -48,20 +82,52 @@ if (cfg.INGEST_PROCESSES > 1 && process.env.INGEST_WORKER === undefined) {
 async function serve(): Promise<void> {
   const log = createLogger('ingest', cfg.LOG_LEVEL);
   const uws = loadUws();
-  const sql = connectPg(cfg.DATABASE_URL, 8);
+  const sql = connectPg(cfg.DATABASE_URL, cfg.INGEST_PG_POOL);
   const nc = await connectNats(cfg.NATS_URL, `ingest-${process.pid}`, log);
   const js = nc.jetstream();
   const keys = new IngestionKeys(sql);
   await keys.load();
-  const resolver = new Resolver(sql, { negativeTtlMs: cfg.CUSTOMER_CACHE_NEGATIVE_TTL_MS, maxEntriesPerTenant: 500_000, productTtlMs: 60_000 });
+  const resolver = new Resolver(sql, { negativeTtlMs: cfg.CUSTOMER_CACHE_NEGATIVE_TTL_MS, maxEntriesPerTenant: 500_000, productTtlMs: 60_000, maxAgeMs: cfg.CUSTOMER_CACHE_MAX_AGE_MS });
+  const apiKeys = new ApiKeyStore(sql);
+  const revoked = new RevokedFamilies();
+  const tokens = new SharedTokenVerifier(sql, { publicPem: cfg.JWT_PUBLIC_KEY, kid: cfg.JWT_KEY_ID, issuer: cfg.JWT_ISSUER });
+  await tokens.load();
+  // Access tokens live an hour at most (SPEC.md); a day covers any configured lifetime.
+  await revoked.load(sql, 86_400);
+  nc.subscribe(subjects.apiKeyRevoked, { callback: (_e, m) => apiKeys.invalidate(m.string()) });
+  nc.subscribe(subjects.familyRevoked, { callback: (_e, m) => revoked.add(m.string()) });
+  // Invalidations sent while we were cut off from NATS were missed: forget what we cached.
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === 'reconnect') {
+      apiKeys.clear();
+      resolver.invalidateAll();
+      await revoked.load(sql, 86_400).catch(() => {});
+    }
+  })();
   nc.subscribe(subjects.ingestionKeyChanged, { callback: (_e, m) => keys.invalidate(m.string()) });
   nc.subscribe(subjects.customersChanged('*'), { callback: (_e, m) => resolver.invalidateCustomers(m.subject.split('.')[2]) });
   nc.subscribe(subjects.productsChanged('*'), { callback: (_e, m) => resolver.invalidateProducts(m.subject.split('.')[2]) });
 
   const traffic: Traffic = { inflight: 0, lastRequestAt: 0, draining: false, closed: false };
-  const app = routes(uws.App(), {
-    keys, resolver, limiter: new SharedRateLimiter(sql), publisher: new Publisher(js, cfg.INGEST_PUBLISH_TIMEOUT_MS),
-    metrics: new IngestMetrics(), log, ready: () => !nc.isClosed(),
+  const limiter = new SharedRateLimiter(sql);
+  const quota = new DailyQuota(sql, limiter, quotas);
+  const publisher = new Publisher(js, cfg.INGEST_PUBLISH_TIMEOUT_MS);
+  const metrics = new IngestMetrics();
+  const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
+  const withB = surfaceB(uws.App(), {
+    auth: new Authenticator(apiKeys, tokens, revoked), audit, limiter, quota, resolver, metrics, log,
+    store: new SurfaceBStore(sql, publisher, quota, { maxPayloadBytes: cfg.EVENTS_MAX_PAYLOAD_BYTES, idempotencyWaitMs: cfg.IDEMPOTENCY_WAIT_MS }),
+    events: new EventQuery(cfg.CLICKHOUSE_URL, cfg.CLICKHOUSE_DATABASE, cfg.EVENTS_QUERY_TIMEOUT_MS),
+    baseUrl: cfg.PUBLIC_BASE_URL.replace(/\/+$/, ''),
+    trustedProxies: new Allowlist(cfg.INGEST_TRUSTED_PROXIES.split(',').map((s) => s.trim()).filter(Boolean)),
+    opts: {
+      maxBodyBytes: cfg.EVENTS_MAX_BODY_BYTES, batchesPerMinute: cfg.EVENTS_BATCHES_PER_MIN, backfillsPerMinute: cfg.EVENTS_BACKFILLS_PER_MIN,
+      readsPerMinute: cfg.EVENTS_READS_PER_MIN, futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS, ageGraceMs: cfg.INGEST_AGE_GRACE_MS,
+    },
+  }, traffic);
+  const app = routes(withB, {
+    keys, resolver, limiter, quota, publisher,
+    metrics, log, ready: () => !nc.isClosed(),
     opts: { maxBodyBytes: cfg.INGEST_MAX_BODY_BYTES, requestsPerMinute: cfg.INGEST_RATE_LIMIT_PER_MIN, futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS, ageGraceMs: cfg.INGEST_AGE_GRACE_MS },
   }, traffic);
 
@@ -82,6 +148,7 @@ async function serve(): Promise<void> {
     while ((traffic.inflight > 0 || Date.now() - traffic.lastRequestAt < 250) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     traffic.closed = true;
     while (traffic.inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await audit.close();
     await nc.drain();
     await sql.end({ timeout: 5 });
     log.info('ingest stopped');

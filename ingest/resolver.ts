@@ -9,6 +9,13 @@ interface TenantCache {
   missing: Map<string, number>;
   /** product code → id, product ids; loaded whole per tenant. */
   products?: { byCode: Map<string, string>; ids: Set<string>; loadedAt: number };
+  createdAt: number;
+}
+
+/** The answers one request works from: the cache as it was when the request's look-ups were made. */
+export interface CustomerView {
+  has(id: string): boolean;
+  byExternal(source: string, externalId: string): string | undefined;
 }
 
 export interface ResolverOptions {
@@ -16,6 +23,8 @@ export interface ResolverOptions {
   negativeTtlMs: number;
   /** Entries per tenant before its cache is dropped and refilled. */
   maxEntriesPerTenant: number;
+  /** A tenant's cache is rebuilt after this long even without invalidations (a missed message heals). */
+  maxAgeMs?: number;
   productTtlMs: number;
 }
 
@@ -24,7 +33,9 @@ export const extKey = (source: string, externalId: string) => `${source}\u0000${
 /**
  * Customer and product look-ups for the ingest tier: answers from memory, and fetches every miss
  * of a request in one query. core-api announces customer changes on `inv.customers.<tenant>`;
- * the tenant's cache is dropped on each, so a change is seen by the next request.
+ * the tenant's cache is dropped on each, so a change is seen by the next request. A request keeps
+ * the cache object it filled: an invalidation arriving while its query runs replaces the tenant's
+ * cache but cannot empty the answers the request is about to read.
  */
 export class Resolver {
   private tenants = new Map<string, TenantCache>();
@@ -33,8 +44,9 @@ export class Resolver {
 
   private cache(tenantId: string): TenantCache {
     let c = this.tenants.get(tenantId);
-    if (!c || c.ids.size + c.ext.size + c.missing.size > this.opts.maxEntriesPerTenant) {
-      c = { ids: new Set(), ext: new Map(), missing: new Map(), products: c?.products };
+    const now = Date.now();
+    if (!c || c.ids.size + c.ext.size + c.missing.size > this.opts.maxEntriesPerTenant || now - c.createdAt > (this.opts.maxAgeMs ?? Infinity)) {
+      c = { ids: new Set(), ext: new Map(), missing: new Map(), products: c?.products, createdAt: now };
       this.tenants.set(tenantId, c);
     }
     return c;
@@ -42,7 +54,12 @@ export class Resolver {
 
   invalidateCustomers(tenantId: string): void {
     const c = this.tenants.get(tenantId);
-    if (c) this.tenants.set(tenantId, { ids: new Set(), ext: new Map(), missing: new Map(), products: c.products });
+    if (c) this.tenants.set(tenantId, { ids: new Set(), ext: new Map(), missing: new Map(), products: c.products, createdAt: Date.now() });
+  }
+
+  /** After a NATS reconnect: invalidations may have been missed while cut off. */
+  invalidateAll(): void {
+    this.tenants.clear();
   }
 
   invalidateProducts(tenantId: string): void {
@@ -50,8 +67,8 @@ export class Resolver {
     if (c) c.products = undefined;
   }
 
-  /** Makes every given reference answerable by `hasCustomer` / `customerByExternal`, with at most one query. */
-  async prepare(tenantId: string, ids: Iterable<string>, exts: Iterable<[string, string]>): Promise<void> {
+  /** Answers every given reference, with at most one query for those not in memory. */
+  async prepare(tenantId: string, ids: Iterable<string>, exts: Iterable<[string, string]>): Promise<CustomerView> {
     const c = this.cache(tenantId);
     const now = Date.now();
     const wantIds: string[] = [];
@@ -69,7 +86,8 @@ export class Resolver {
         wantExt.push(ext);
       }
     }
-    if (wantIds.length === 0 && wantSrc.length === 0) return;
+    const view: CustomerView = { has: (id) => c.ids.has(id), byExternal: (src, ext) => c.ext.get(extKey(src, ext)) };
+    if (wantIds.length === 0 && wantSrc.length === 0) return view;
     const rows = await this.sql<{ id: string; external_source: string; external_id: string | null }[]>`
       SELECT id::text, external_source, external_id FROM customers
       WHERE tenant_id = ${tenantId} AND deleted_at IS NULL
@@ -87,14 +105,7 @@ export class Resolver {
         c.missing.delete(k);
       }
     }
-  }
-
-  hasCustomer(tenantId: string, id: string): boolean {
-    return this.tenants.get(tenantId)?.ids.has(id) ?? false;
-  }
-
-  customerByExternal(tenantId: string, source: string, externalId: string): string | undefined {
-    return this.tenants.get(tenantId)?.ext.get(extKey(source, externalId));
+    return view;
   }
 
   /** Loads the tenant's products when missing or stale; products are few per tenant. */

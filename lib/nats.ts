@@ -19,12 +19,18 @@ export const STREAM_DLQ = 'DLQ';
 export const subjects = {
   usage: (tenant: string) => `ev.usage.${tenant}`,
   billing: (tenant: string) => `ev.billing.${tenant}`,
+  /** Surface B backfill: historical events, written by their own consumer so live events never wait behind them. */
+  backfill: (tenant: string) => `ev.backfill.${tenant}`,
   dlq: (consumer: string, original: string) => `dlq.${consumer}.${original}`,
   /** Core NATS: an ingestion key was regenerated (payload: tenant id). */
   ingestionKeyChanged: 'inv.ingestion-key',
   /** Core NATS: a customer of the tenant changed (payload: JSON {tenant_id, ids?}). */
   customersChanged: (tenant: string) => `inv.customers.${tenant}`,
   productsChanged: (tenant: string) => `inv.products.${tenant}`,
+  /** Core NATS: an API key was revoked (payload: key id); every tier that accepts bearer credentials listens. */
+  apiKeyRevoked: 'inv.api-keys',
+  /** Core NATS: an OAuth refresh-token family was revoked (payload: family id). */
+  familyRevoked: 'inv.oauth-families',
 } as const;
 
 /** Durable consumers; infra/streams.ts creates them with the stream so no event predates its consumer. */
@@ -32,4 +38,6 @@ export const consumers = {
   usageWriter: 'clickhouse-writer-usage',
   billingWriter: 'clickhouse-writer-billing',
   catalog: 'event-catalog',
+  backfillWriter: 'clickhouse-writer-backfill',
+  catalogBackfill: 'event-catalog-backfill',
 } as const;

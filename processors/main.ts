@@ -8,6 +8,7 @@ import { onShutdown } from '../lib/lifecycle.js';
 import { createLogger } from '../lib/logger.js';
 import { STREAM_EVENTS, connectNats, consumers } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
+import { backfillJobHooks } from './backfill-jobs.js';
 import { EventCatalog } from './catalog.js';
 import { ClickHouse } from './clickhouse.js';
 import { WriterMetrics } from './metrics.js';
@@ -24,6 +25,7 @@ export const ProcessorsConfig = Type.Object({
   WRITER_BATCH_BYTES: Type.Integer({ minimum: 1024, default: 32 * 1024 * 1024, description: 'Bytes per ClickHouse insert (upper bound).' }),
   WRITER_BATCH_MS: Type.Integer({ minimum: 1, default: 200, description: 'Longest time a row waits for its insert to start.' }),
   WRITER_INSERT_STREAMS: Type.Integer({ minimum: 1, default: 2, description: 'Concurrent inserts per table.' }),
+  WRITER_BACKFILL_INSERT_STREAMS: Type.Integer({ minimum: 1, default: 1, description: 'Concurrent inserts of the backfill writer (kept below live events).' }),
   WRITER_PULL_BYTES: Type.Integer({ minimum: 65536, default: 16 * 1024 * 1024, description: 'Bytes requested from JetStream per pull.' }),
   CLICKHOUSE_TIMEOUT_MS: Type.Integer({ minimum: 1000, default: 60_000, description: 'ClickHouse request timeout.' }),
   PROCESSORS_THREADS: Type.Integer({ minimum: 1, default: 1, description: 'piscina worker threads for CPU work.' }),
@@ -63,15 +65,16 @@ const deps = { js, ch, pool, log, metrics };
 const writers = [
   new ClickhouseWriter({ ...common, consumer: consumers.usageWriter, table: 'events' }, deps),
   new ClickhouseWriter({ ...common, consumer: consumers.billingWriter, table: 'billing_events' }, deps),
+  new ClickhouseWriter({ ...common, insertStreams: cfg.WRITER_BACKFILL_INSERT_STREAMS, instance: `${instance}b`, consumer: consumers.backfillWriter, table: 'events', ...backfillJobHooks(sql) }, deps),
 ];
-const catalog = new EventCatalog(js, sql, consumers.catalog, log);
+const catalogs = [new EventCatalog(js, sql, consumers.catalog, log), new EventCatalog(js, sql, consumers.catalogBackfill, log)];
 for (const w of writers) await w.start();
-await catalog.start();
+for (const c of catalogs) await c.start();
 let ready = true;
 
 // Backlog gauges: how far the consumers are behind.
 const sampler = setInterval(() => {
-  for (const name of [consumers.usageWriter, consumers.billingWriter, consumers.catalog]) {
+  for (const name of [consumers.usageWriter, consumers.billingWriter, consumers.backfillWriter, consumers.catalog, consumers.catalogBackfill]) {
     jsm.consumers.info(STREAM_EVENTS, name).then((i) => {
       metrics.pending.set({ consumer: name }, i.num_pending);
       metrics.ackPending.set({ consumer: name }, i.num_ack_pending);
@@ -98,7 +101,7 @@ onShutdown(log, async () => {
   ready = false;
   clearInterval(sampler);
   // Stop pulling, write and ack what is held, then drain the connection.
-  await Promise.all([...writers.map((w) => w.stop()), catalog.stop()]);
+  await Promise.all([...writers.map((w) => w.stop()), ...catalogs.map((c) => c.stop())]);
   await nc.drain();
   await Promise.all([sql.end({ timeout: 5 }), ch.close(), pool.destroy()]);
   server.close();

@@ -22,6 +22,13 @@ export interface WriterOptions {
   pullBytes: number;
   /** Identifies this process's inserts among all writers' (query_id prefix). */
   instance: string;
+  /**
+   * Called with messages whose rows are in ClickHouse, before they are acked. If it throws, the
+   * messages are retried (and found already stored), so the hook runs at least once per message.
+   */
+  onStored?: (messages: JsMsg[]) => Promise<void>;
+  /** Called before a message is acked after being dead-lettered. */
+  onDeadLettered?: (message: JsMsg, reason: string) => Promise<void>;
 }
 
 interface Deps {
@@ -116,7 +123,9 @@ export class ClickhouseWriter {
         const t0 = performance.now();
         await this.d.ch.insert(this.o.table, body(batch), queryId);
         this.d.metrics.inserted(this.o.table, batch.reduce((n, m) => n + rowsOf(m), 0), performance.now() - t0);
-        this.done(batch);
+        // From here on the rows are stored: a failing hook retries through reconcile, never re-inserts.
+        verify = true;
+        await this.done(batch);
         return;
       } catch (err) {
         if (isDataError(err)) {
@@ -140,7 +149,8 @@ export class ClickhouseWriter {
     }
   }
 
-  private done(batch: JsMsg[]): void {
+  private async done(batch: JsMsg[]): Promise<void> {
+    if (batch.length && this.o.onStored) await this.o.onStored(batch);
     for (const m of batch) {
       m.ack();
       this.held.delete(m.seq);
@@ -175,7 +185,7 @@ export class ClickhouseWriter {
       else partial.push(m);
     }
     if (present.length) this.d.log.info({ table: this.o.table, messages: present.length }, 'already stored; acknowledging without insert');
-    this.done(present);
+    await this.done(present);
     if (partial.length) {
       const list = partial.map((m) => `'${batchIdOf(m)}'`).join(',');
       this.d.log.warn({ table: this.o.table, messages: partial.length }, 'partly stored; removing their rows before inserting again');
@@ -206,7 +216,7 @@ export class ClickhouseWriter {
       try {
         await this.d.ch.insert(this.o.table, body([m]), `cw-${this.o.instance}-${++this.querySeq}`);
         this.d.metrics.inserted(this.o.table, rowsOf(m), 0);
-        this.done([m]);
+        await this.done([m]);
       } catch (e) {
         if (!isDataError(e)) throw e;
         await this.deadLetter(m, `ClickHouse rejected the rows: ${String((e as Error).message).slice(0, 500)}`);
@@ -227,7 +237,9 @@ export class ClickhouseWriter {
     await this.d.js.publish(subjects.dlq(this.o.consumer, m.subject), m.data, { headers: h, msgID: `dlq-${this.o.consumer}-${m.seq}` });
     this.d.log.error({ consumer: this.o.consumer, seq: m.seq, subject: m.subject, reason }, 'message dead-lettered');
     this.d.metrics.deadLettered(this.o.table);
-    this.done([m]);
+    await this.o.onDeadLettered?.(m, reason);
+    m.ack();
+    this.held.delete(m.seq);
   }
 
   /** Stops pulling, writes what it holds, waits for in-flight inserts (bounded by the caller's grace). */

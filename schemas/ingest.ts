@@ -49,7 +49,7 @@ export const BillingBatch = Type.Object({
 export const EventError = Type.Object({
   index: Type.Integer({ minimum: 0 }),
   event_name: Type.String(),
-  code: StringEnum(['unknown_customer', 'unknown_external_customer', 'invalid_customer_id', 'invalid_timestamp', 'properties_too_large', 'invalid_properties']),
+  code: StringEnum(['unknown_customer', 'unknown_external_customer', 'invalid_customer_id', 'invalid_timestamp', 'properties_too_large', 'invalid_properties', 'reserved_event_name']),
   message: Type.String(),
 });
 

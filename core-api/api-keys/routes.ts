@@ -1,8 +1,8 @@
 import { ApiKeyCreate, ApiKeyCreated, ApiKeyList, IngestionKeyCreated, IngestionKeyInfo } from '../../schemas/core/credentials.js';
 import { IdParams } from '../../schemas/core/common.js';
 import type { Role } from '../../schemas/core/scopes.js';
-import { parseCidr } from '../auth/ip.js';
-import { allowedFor } from '../auth/scopes.js';
+import { parseCidr } from '../../lib/credentials/ip.js';
+import { allowedFor } from '../../lib/credentials/scopes.js';
 import { newApiKey, newIngestionKey, sha256 } from '../auth/secrets.js';
 import { json, noContent, type Ctx, type Reply } from '../http/context.js';
 import { ApiError, invalid, notFound, type FieldError } from '../http/errors.js';

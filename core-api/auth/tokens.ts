@@ -1,22 +1,10 @@
 import { generateKeyPairSync, createPublicKey, randomUUID } from 'node:crypto';
-import { createSigner, createVerifier, TokenError } from 'fast-jwt';
+import { createSigner } from 'fast-jwt';
+import { TokenVerifier, type TokenChecker, type VerifyResult } from '../../lib/credentials/tokens.js';
 import type { Sql } from '../../lib/pg.js';
 import type { Role } from '../../schemas/core/scopes.js';
 
-export interface AccessClaims {
-  /** user id */
-  sub: string;
-  tid: string;
-  role: Role;
-  scope: string;
-  act: 'user';
-  cid: string;
-  /** Refresh-token family: revoking it ends the access tokens of the grant too. */
-  fam: string;
-  jti: string;
-  iat: number;
-  exp: number;
-}
+export type { AccessClaims, VerifyResult } from '../../lib/credentials/tokens.js';
 
 export interface SigningKey {
   kid: string;
@@ -41,15 +29,13 @@ export async function loadSigningKey(sql: Sql, configured: { privatePem: string;
   return { kid: 'default', privatePem: row.private_pem, publicPem: row.public_pem };
 }
 
-export type VerifyResult = { ok: true; claims: AccessClaims } | { ok: false; reason: 'expired' | 'invalid' };
-
-export class AccessTokens {
+export class AccessTokens implements TokenChecker {
   private readonly sign: (payload: Record<string, unknown>) => string;
-  private readonly verify: (token: string) => AccessClaims;
+  private readonly verifier: TokenVerifier;
 
-  constructor(key: SigningKey, private readonly issuer: string, readonly ttlSeconds: number) {
+  constructor(key: SigningKey, issuer: string, readonly ttlSeconds: number) {
     this.sign = createSigner({ key: key.privatePem, algorithm: 'EdDSA', kid: key.kid, iss: issuer, expiresIn: ttlSeconds * 1000 });
-    this.verify = createVerifier({ key: key.publicPem, algorithms: ['EdDSA'], allowedIss: issuer, cache: 10_000 }) as (t: string) => AccessClaims;
+    this.verifier = new TokenVerifier(key.publicPem, issuer);
   }
 
   issue(c: { userId: string; tenantId: string; role: Role; scopes: string[]; clientId: string; familyId: string }): string {
@@ -57,13 +43,6 @@ export class AccessTokens {
   }
 
   check(token: string): VerifyResult {
-    try {
-      const claims = this.verify(token);
-      if (typeof claims.tid !== 'string' || typeof claims.sub !== 'string' || typeof claims.scope !== 'string') return { ok: false, reason: 'invalid' };
-      return { ok: true, claims };
-    } catch (err) {
-      if (err instanceof TokenError && err.code === TokenError.codes.expired) return { ok: false, reason: 'expired' };
-      return { ok: false, reason: 'invalid' };
-    }
+    return this.verifier.check(token);
   }
 }

@@ -3,7 +3,7 @@ import { IdParams, PageQuery } from '../../schemas/core/common.js';
 import {
   Contact, ContactCreate, ContactList, Customer, CustomerCreate, CustomerDetail, CustomerList, CustomerListQuery, CustomerPatch, DeleteQuery,
 } from '../../schemas/core/customers.js';
-import { holds } from '../auth/scopes.js';
+import { holds } from '../../lib/credentials/scopes.js';
 import { json, noContent, type Ctx, type Reply } from '../http/context.js';
 import { decodeCursor, page } from '../http/cursor.js';
 import { ApiError, notFound } from '../http/errors.js';

@@ -1,17 +1,8 @@
+import type { Principal } from '../../lib/credentials/principal.js';
 import type { Logger } from '../../lib/logger.js';
-import type { Role } from '../../schemas/core/scopes.js';
 
-export interface Principal {
-  tenantId: string;
-  kind: 'api_key' | 'user';
-  /** API key id or user id. */
-  actorId: string;
-  role: Role;
-  scopes: ReadonlySet<string>;
-  /** OAuth: the app acting for the user. */
-  clientId?: string;
-  expiresAt?: Date | null;
-}
+export type { Principal };
+
 
 export interface Ctx {
   traceId: string;

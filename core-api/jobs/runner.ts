@@ -80,7 +80,7 @@ export class JobRunner {
       const [job] = await this.sql<JobRow[]>`
         UPDATE jobs SET status = 'running', started_at = coalesce(started_at, now()), heartbeat_at = now(), processed = 0,
           counts = '{}', errors = '[]'
-        WHERE id = (SELECT id FROM jobs WHERE status = 'queued' OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => ${STALE_S}))
+        WHERE id = (SELECT id FROM jobs WHERE type = 'customers.bulk_import' AND (status = 'queued' OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => ${STALE_S})))
                     ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1)
         RETURNING id::text, tenant_id::text, params, input, total`;
       if (!job) return;

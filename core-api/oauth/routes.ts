@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { AuthorizeQuery, OAuthAppCreate, OAuthAppCreated, OAuthAppList, OAuthError, TokenRequest, TokenResponse } from '../../schemas/core/credentials.js';
 import { SCOPES, type Role } from '../../schemas/core/scopes.js';
-import { allowedFor } from '../auth/scopes.js';
+import { allowedFor } from '../../lib/credentials/scopes.js';
 import { hashPassword, sha256, verifyPassword } from '../auth/secrets.js';
 import type { AccessTokens } from '../auth/tokens.js';
 import { json, type Ctx, type Reply } from '../http/context.js';

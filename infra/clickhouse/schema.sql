@@ -30,6 +30,11 @@ CREATE TABLE IF NOT EXISTS csp.events (
 PARTITION BY toYYYYMM(ts)
 ORDER BY (tenant_id, customer_id, event_name, ts);
 
+-- Surface B's acting user, added after the CREATE so existing installations get them too.
+-- ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS: infra/apply.ts treats "already exists" as done.
+ALTER TABLE csp.events ADD COLUMN user_email String;
+ALTER TABLE csp.events ADD COLUMN user_external_id String;
+
 CREATE TABLE IF NOT EXISTS csp.billing_events (
   tenant_id    UUID,
   customer_id  UUID,

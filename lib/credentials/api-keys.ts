@@ -1,6 +1,6 @@
-import type { Sql } from '../../lib/pg.js';
+import { createHash } from 'node:crypto';
+import type { Sql } from '../pg.js';
 import type { Role } from '../../schemas/core/scopes.js';
-import { sha256 } from './secrets.js';
 import { Allowlist } from './ip.js';
 
 export interface KeyRecord {
@@ -32,7 +32,7 @@ export class ApiKeyStore {
   constructor(private readonly sql: Sql) {}
 
   async find(key: string): Promise<KeyRecord | null> {
-    const hash = sha256(key).toString('hex');
+    const hash = createHash('sha256').update(key).digest('hex');
     const now = Date.now();
     const hit = this.byHash.get(hash);
     if (hit && now - hit.loadedAt < TTL_MS) return hit;

@@ -1,5 +1,5 @@
-import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import type { Logger } from '../logger.js';
+import type { Sql } from '../pg.js';
 
 interface Entry {
   tenant_id: string;

@@ -1,8 +1,8 @@
-import type { Sql } from '../../lib/pg.js';
-import { ApiError } from '../http/errors.js';
-import type { Principal } from '../http/context.js';
+import type { Sql } from '../pg.js';
+import { ApiError } from '../problem.js';
+import type { Principal } from './principal.js';
 import { API_KEY_RE, type ApiKeyStore } from './api-keys.js';
-import type { AccessTokens } from './tokens.js';
+import type { TokenChecker, VerifyResult } from './tokens.js';
 
 const JWT_RE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 const challenge = (error?: string): Array<[string, string]> => [['WWW-Authenticate', error ? `Bearer error="${error}"` : 'Bearer']];
@@ -30,7 +30,7 @@ export class RevokedFamilies {
 }
 
 export class Authenticator {
-  constructor(private readonly keys: ApiKeyStore, private readonly tokens: AccessTokens, private readonly revoked: RevokedFamilies) {}
+  constructor(private readonly keys: ApiKeyStore, private readonly tokens: TokenChecker, private readonly revoked: RevokedFamilies) {}
 
   async authenticate(authorization: string | undefined, ip: string): Promise<Principal> {
     if (!authorization) throw new ApiError('unauthenticated', 'Missing credential: send Authorization: Bearer <access token or API key>.', undefined, challenge());
@@ -38,7 +38,7 @@ export class Authenticator {
     if (!m) throw new ApiError('unauthenticated', 'Malformed Authorization header: expected "Bearer <token>".', undefined, challenge('invalid_request'));
     const token = m[1];
     if (token.startsWith('svc_sk_')) return this.apiKey(token, ip);
-    if (JWT_RE.test(token)) return this.accessToken(token);
+    if (JWT_RE.test(token)) return this.accessToken(await this.tokens.check(token));
     throw new ApiError('unauthenticated', 'The bearer credential is neither an API key nor an access token.', undefined, challenge('invalid_token'));
   }
 
@@ -51,8 +51,7 @@ export class Authenticator {
     return { tenantId: rec.tenantId, kind: 'api_key', actorId: rec.id, role: rec.role, scopes: rec.scopes, expiresAt: rec.expiresAt };
   }
 
-  private accessToken(token: string): Principal {
-    const r = this.tokens.check(token);
+  private accessToken(r: VerifyResult): Principal {
     if (!r.ok) {
       if (r.reason === 'expired') throw new ApiError('token_expired', 'The access token has expired; use the refresh token to get a new one.', undefined, challenge('invalid_token'));
       throw new ApiError('unauthenticated', 'Invalid access token.', undefined, challenge('invalid_token'));

@@ -1,6 +1,6 @@
 import { ROLE_SCOPES, type Role, type Scope } from '../../schemas/core/scopes.js';
-import { ApiError } from '../http/errors.js';
-import type { Principal } from '../http/context.js';
+import { ApiError } from '../problem.js';
+import type { Principal } from './principal.js';
 
 export const holds = (p: Principal, scope: string): boolean => p.scopes.has(scope) || p.scopes.has('admin:*');
 

@@ -126,13 +126,13 @@ export const BulkImportAccepted = Type.Object({ job_id: Uuid, status: Type.Liter
 export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed'] as const;
 export const Job = Type.Object({
   id: Uuid,
-  type: Type.String({ description: '`customers.bulk_import`' }),
+  type: Type.String({ description: '`customers.bulk_import` or `events.backfill`' }),
   status: StringEnum(JOB_STATUSES),
   progress: Type.Object({ total: Type.Integer(), processed: Type.Integer(), percent: Type.Integer({ minimum: 0, maximum: 100 }) }),
-  counts: Type.Object({ created: Type.Integer(), updated: Type.Integer(), skipped: Type.Integer(), failed: Type.Integer() }),
+  counts: Type.Record(Type.String(), Type.Integer(), { description: 'Bulk import: created, updated, skipped, failed. Backfill: accepted, rejected, duplicates (silently ignored, counted in accepted), stored (rows written to the event store).' }),
   errors: Type.Array(Type.Object({ index: Type.Integer(), field: Nullable(Type.String()), code: Type.String(), message: Type.String() }), { description: 'Per-row errors (first 1000).' }),
   error: Nullable(Type.String({ description: 'Why the whole job failed, if it did.' })),
-  params: Type.Object({ mode: StringEnum(IMPORT_MODES), conflict_resolution: StringEnum(CONFLICT_RESOLUTIONS) }),
+  params: Type.Object({ mode: Type.Optional(StringEnum(IMPORT_MODES)), conflict_resolution: Type.Optional(StringEnum(CONFLICT_RESOLUTIONS)) }, { description: 'Bulk import only; `{}` for a backfill.' }),
   created_at: Timestamp,
   started_at: Nullable(Timestamp),
   finished_at: Nullable(Timestamp),

@@ -1,0 +1,107 @@
+import { ApiError } from '../lib/problem.js';
+
+export interface EventFilter {
+  tenantId: string;
+  customerId?: string;
+  eventName?: string;
+  /** Inclusive, ms since epoch. */
+  fromMs: number;
+  /** Exclusive, ms since epoch. */
+  toMs: number;
+  limit: number;
+  cursor?: string;
+}
+
+interface Position {
+  ts: number;
+  ms: number;
+  id: string;
+}
+
+interface Row {
+  event_id: string;
+  customer_id: string;
+  event_name: string;
+  t: number;
+  ts_ms: number;
+  r: number;
+  surface: string;
+  external_id: string;
+  user_id: string;
+  user_email: string;
+  user_external_id: string;
+  properties: string;
+}
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const SNAKE_RE = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/;
+
+/** Keyset position (ts, ts_ms, event_id) of the last row shown, opaque to clients (base64url JSON). */
+export const encodeCursor = (p: Position): string => Buffer.from(JSON.stringify([p.ts, p.ms, p.id])).toString('base64url');
+
+export function decodeCursor(cursor: string): Position {
+  try {
+    const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
+    if (Array.isArray(v) && v.length === 3 && Number.isInteger(v[0]) && v[0] >= 0 && Number.isInteger(v[1]) && v[1] >= 0 && v[1] < 1000 && typeof v[2] === 'string' && UUID_RE.test(v[2])) {
+      return { ts: v[0], ms: v[1], id: v[2] };
+    }
+  } catch { /* falls through */ }
+  throw new ApiError('invalid_cursor', 'The cursor is not valid; pass next_cursor from a previous page unchanged.', [{ field: 'cursor', code: 'invalid_cursor', message: 'cursor was not produced by this API' }]);
+}
+
+/**
+ * The debug query of GET /v1/events over ClickHouse's HTTP interface (a GET request, which
+ * ClickHouse runs read-only). ClickHouse 18.16 has no query parameters, so every value placed in
+ * the SQL is validated to a UUID, a snake_case name or an integer first. Newest events first.
+ */
+export class EventQuery {
+  constructor(private readonly url: string, private readonly database: string, private readonly timeoutMs: number) {}
+
+  async page(f: EventFilter): Promise<{ data: unknown[]; next_cursor: string | null; has_more: boolean }> {
+    if (!UUID_RE.test(f.tenantId) || (f.customerId !== undefined && !UUID_RE.test(f.customerId)) || (f.eventName !== undefined && !SNAKE_RE.test(f.eventName))) {
+      throw new Error('unvalidated filter value');
+    }
+    const from = Math.floor(f.fromMs);
+    const to = Math.floor(f.toMs);
+    const where = [
+      `tenant_id = toUUID('${f.tenantId}')`,
+      `ts >= toDateTime(${Math.floor(from / 1000)})`, `ts <= toDateTime(${Math.floor(to / 1000)})`,
+      `toUInt64(ts) * 1000 + ts_ms >= ${from}`, `toUInt64(ts) * 1000 + ts_ms < ${to}`,
+    ];
+    if (f.customerId) where.push(`customer_id = toUUID('${f.customerId}')`);
+    if (f.eventName) where.push(`event_name = '${f.eventName}'`);
+    if (f.cursor) {
+      const p = decodeCursor(f.cursor);
+      where.push(`(ts < toDateTime(${p.ts}) OR (ts = toDateTime(${p.ts}) AND (ts_ms < ${p.ms} OR (ts_ms = ${p.ms} AND toString(event_id) < '${p.id}'))))`);
+    }
+    const query = `SELECT toString(event_id) AS event_id, toString(customer_id) AS customer_id, event_name, toUInt32(ts) AS t, ts_ms,
+        toUInt32(received_at) AS r, surface, external_id, user_id, user_email, user_external_id, properties
+      FROM ${this.database}.events WHERE ${where.join(' AND ')}
+      ORDER BY ts DESC, ts_ms DESC, toString(event_id) DESC LIMIT ${f.limit + 1} FORMAT JSONEachRow`;
+    const res = await fetch(`${this.url}/?query=${encodeURIComponent(query)}`, { signal: AbortSignal.timeout(this.timeoutMs) });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`ClickHouse answered ${res.status}: ${text.slice(0, 300)}`);
+    const rows = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Row);
+    const hasMore = rows.length > f.limit;
+    const shown = hasMore ? rows.slice(0, f.limit) : rows;
+    const last = shown[shown.length - 1];
+    return {
+      data: shown.map((r) => ({
+        event_id: r.event_id, customer_id: r.customer_id, event_name: r.event_name,
+        timestamp: new Date(r.t * 1000 + r.ts_ms).toISOString(), received_at: new Date(r.r * 1000).toISOString(), surface: r.surface,
+        external_id: r.external_id || null, user_id: r.user_id || null, user_email: r.user_email || null, user_external_id: r.user_external_id || null,
+        properties: safeJson(r.properties),
+      })),
+      next_cursor: hasMore && last ? encodeCursor({ ts: last.t, ms: last.ts_ms, id: last.event_id }) : null,
+      has_more: hasMore,
+    };
+  }
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return {};
+  }
+}

@@ -1,0 +1,141 @@
+import { ApiError } from '../lib/problem.js';
+import type { Sql } from '../lib/pg.js';
+import { payloadOf, type PreparedB } from './events-b.js';
+import type { Publisher } from './publisher.js';
+import type { DailyQuota } from './quota.js';
+
+export interface Answer {
+  status: number;
+  body: Buffer;
+  headers: Array<[string, string]>;
+}
+
+export interface StoreRequest {
+  tenantId: string;
+  plan: string;
+  subject: string;
+  /** Nats-Msg-Id and batch_id of the rows. */
+  msgId: string;
+  prepared: PreparedB;
+  idempotency?: { scope: string; key: string; hash: Buffer };
+  /** Backfill: the job row is written with the events. */
+  job?: { id: string; rejected: number };
+  /** Computed before anything is stored, so a replay returns exactly these bytes. */
+  answer: Answer;
+}
+
+export interface StoreResult extends Answer {
+  replayed: boolean;
+  stored: number;
+}
+
+export interface StoreOptions {
+  /** Largest JetStream message (nats max_payload, minus headers). */
+  maxPayloadBytes: number;
+  /** How long a request waits for another request holding the same Idempotency-Key. */
+  idempotencyWaitMs: number;
+}
+
+const pgCode = (err: unknown) => (err as { code?: string })?.code;
+
+/**
+ * Stores one surface-B request atomically: the Idempotency-Key claim, the deduplication keys, the
+ * daily quota, the backfill job row and the JetStream publish. The PostgreSQL transaction stays
+ * open until the PubAck and is rolled back when the publish fails, so a failed request records
+ * nothing and its retry is not mistaken for a duplicate. Two requests carrying the same key wait
+ * on each other's row lock: the second sees the first's outcome.
+ */
+export class SurfaceBStore {
+  constructor(private readonly sql: Sql, private readonly publisher: Publisher, private readonly quota: DailyQuota, private readonly o: StoreOptions) {}
+
+  async store(r: StoreRequest): Promise<StoreResult> {
+    if (!r.idempotency && !r.job && r.prepared.keyCustomers.length === 0) return this.publish(r, null);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.sql.begin((tx) => this.inTransaction(tx as unknown as Sql, r));
+      } catch (err) {
+        // Overlapping key sets are inserted in one order, but a deadlock is still retried rather than failed.
+        if (pgCode(err) === '40P01' && attempt < 2) continue;
+        throw err;
+      }
+    }
+  }
+
+  private async inTransaction(tx: Sql, r: StoreRequest): Promise<StoreResult> {
+    const idem = r.idempotency;
+    if (idem) {
+      await tx.unsafe(`SET LOCAL lock_timeout = ${Math.floor(this.o.idempotencyWaitMs)}`);
+      let claimed;
+      try {
+        claimed = await tx`
+          INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, status, body) VALUES (${r.tenantId}, ${idem.scope}, ${idem.key}, ${idem.hash}, 0, 'null')
+          ON CONFLICT (tenant_id, scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = 0, body = 'null', response = NULL, response_headers = NULL, created_at = now()
+            WHERE idempotency_keys.created_at < now() - interval '24 hours'
+          RETURNING 1`;
+      } catch (err) {
+        if (pgCode(err) === '55P03') throw new ApiError('idempotency_key_in_use', 'Another request with this Idempotency-Key is still being processed; retry shortly to receive its response.', undefined, [['Retry-After', '1']]);
+        throw err;
+      }
+      await tx.unsafe('SET LOCAL lock_timeout = 0');
+      if (claimed.length === 0) {
+        const [prev] = await tx<{ request_hash: Buffer; status: number; response: Buffer | null; response_headers: Array<[string, string]> | null }[]>`
+          SELECT request_hash, status, response, response_headers FROM idempotency_keys WHERE tenant_id = ${r.tenantId} AND scope = ${idem.scope} AND key = ${idem.key}`;
+        if (!Buffer.from(prev.request_hash).equals(idem.hash)) {
+          throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was used in the last 24 hours with a different request body; use a new key for a different request.');
+        }
+        if (prev.response === null) throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was used in the last 24 hours by another endpoint; use a new key.');
+        return { status: prev.status, body: Buffer.from(prev.response), headers: prev.response_headers ?? [], replayed: true, stored: 0 };
+      }
+    }
+    const p = r.prepared;
+    let fresh: Uint8Array | null = null;
+    if (p.keyCustomers.length) {
+      // One statement for the whole request; sorted so concurrent requests lock shared keys in one order.
+      const inserted = await tx<{ c: string; e: string }[]>`
+        INSERT INTO event_dedup (tenant_id, customer_id, external_id)
+        SELECT ${r.tenantId}::uuid, c, e FROM unnest(${p.keyCustomers}::uuid[], ${p.keyExternal}::text[]) AS u(c, e) ORDER BY c, e
+        ON CONFLICT DO NOTHING
+        RETURNING customer_id::text AS c, external_id AS e`;
+      fresh = new Uint8Array(p.keyCustomers.length);
+      if (inserted.length === p.keyCustomers.length) fresh.fill(1);
+      else for (const row of inserted) fresh[p.keyIndex!.get(`${row.c} ${row.e}`)!] = 1;
+    }
+    const out = await this.publish(r, fresh, tx);
+    if (idem) {
+      await tx`
+        UPDATE idempotency_keys SET status = ${out.status}, body = ${out.body.toString('utf8')}::text::jsonb, response = ${out.body},
+          response_headers = ${JSON.stringify(out.headers)}::text::jsonb
+        WHERE tenant_id = ${r.tenantId} AND scope = ${idem.scope} AND key = ${idem.key}`;
+    }
+    return out;
+  }
+
+  /** Quota, job row, publish: what every request does, inside the transaction when there is one. */
+  private async publish(r: StoreRequest, fresh: Uint8Array | null, tx?: Sql): Promise<StoreResult> {
+    const { payload, stored, names } = payloadOf(r.prepared, fresh);
+    const bytes = Buffer.from(payload);
+    if (bytes.length > this.o.maxPayloadBytes) {
+      throw new ApiError('payload_too_large', `The events of this request take ${bytes.length} bytes once stored, more than the ${this.o.maxPayloadBytes} one request may hold; send smaller batches.`);
+    }
+    const charge = this.quota.take(r.tenantId, r.plan, stored);
+    if (charge) {
+      const d = await charge;
+      if (!d.ok) {
+        throw new ApiError('daily_quota_exceeded', `The daily event quota of ${d.limit} events of the ${r.plan} plan is used up for today; it resets at 00:00 UTC.`, undefined, [['Retry-After', String(d.retryAfter)]]);
+      }
+    }
+    if (r.job && tx) {
+      const counts = { accepted: r.prepared.accepted, rejected: r.job.rejected, duplicates: r.prepared.accepted - stored, stored: 0 };
+      await tx`
+        INSERT INTO jobs (id, tenant_id, type, status, params, input, total, counts, finished_at)
+        VALUES (${r.job.id}, ${r.tenantId}, 'events.backfill', ${stored > 0 ? 'queued' : 'succeeded'}, '{}', '[]', ${stored}, ${JSON.stringify(counts)}::text::jsonb,
+          ${stored > 0 ? null : new Date()})`;
+    }
+    if (stored > 0) {
+      const meta: Record<string, string> = { 'Cs-Rows': String(stored), 'Cs-Names': names.join(',') };
+      if (r.job) meta['Cs-Job-Id'] = r.job.id;
+      await this.publisher.publish(r.subject, bytes, r.msgId, meta);
+    }
+    return { ...r.answer, replayed: false, stored };
+  }
+}
