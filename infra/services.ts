@@ -11,6 +11,7 @@ const PACKAGES: Array<{ pkg: string; bin: string }> = [
   { pkg: 'nats-server', bin: 'nats-server' },
   { pkg: 'clickhouse-server', bin: 'clickhouse-server' },
   { pkg: 'clickhouse-client', bin: 'clickhouse-client' },
+  { pkg: 'caddy', bin: 'caddy' },
 ];
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
@@ -57,6 +58,7 @@ function vars(p: StackProfile): Record<string, string | number> {
   return {
     PROFILE: p.name, DATA_DIR: p.dataDir, NATS_PORT: p.natsPort, NATS_MONITOR_PORT: p.natsMonitorPort,
     CH_HTTP_PORT: p.chHttpPort, CH_TCP_PORT: p.chTcpPort,
+    EDGE_PORT: p.edgePort, EDGE_HTTP_PORT: p.edgeHttpPort, INGEST_PORT: p.ingestPort, API_PORT: p.apiPort,
   };
 }
 
@@ -175,7 +177,37 @@ const postgresService: Service = {
   },
 };
 
-export const SERVICES: Service[] = [nats, clickhouse, postgresService];
+const edgePidFile = (p: StackProfile) => path.join(p.dataDir, 'caddy.pid');
+/** Caddy in front of the tiers: it starts before them and answers 502 until they are up. */
+const edge: Service = {
+  name: 'caddy (edge)',
+  async up(p) {
+    return alive(readPid(edgePidFile(p))) && (await portOpen(p.edgePort));
+  },
+  async start(p) {
+    await claimPort(p.edgePort, 'caddy (https)');
+    await claimPort(p.edgeHttpPort, 'caddy (http)');
+    fs.mkdirSync(path.join(p.dataDir, 'caddy'), { recursive: true });
+    const conf = path.join(p.dataDir, 'Caddyfile');
+    fs.writeFileSync(conf, render('infra/caddy/Caddyfile', vars(p)));
+    const log = path.join(p.dataDir, 'caddy.log');
+    // HOME and XDG dirs inside .data: Caddy writes its autosave and local CA nowhere else.
+    const home = path.join(p.dataDir, 'caddy');
+    const pid = spawnDetached(findBin('caddy')!, ['run', '--config', conf, '--adapter', 'caddyfile'], log, {
+      env: { ...process.env, HOME: home, XDG_DATA_HOME: home, XDG_CONFIG_HOME: home },
+    });
+    fs.writeFileSync(edgePidFile(p), String(pid));
+    await waitFor('caddy', () => portOpen(p.edgePort), 20_000, log);
+  },
+  stop: (p) => stopByPidFile(edgePidFile(p)),
+};
+
+export const SERVICES: Service[] = [nats, clickhouse, postgresService, edge];
+
+/** The edge's local CA certificate (PEM), for clients that want to verify it. */
+export function edgeCaFile(p: StackProfile): string {
+  return path.join(p.dataDir, 'caddy', 'pki', 'authorities', 'local', 'root.crt');
+}
 
 export async function upAll(p: StackProfile, say: Say): Promise<void> {
   fs.mkdirSync(p.dataDir, { recursive: true });
