@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ROOT, stackProfile, stackUrls } from '../lib/stack.js';
+import { edgeCaFile } from './services.js';
 
 /**
  * npm start: brings the local stack up (installing what is missing when root), bootstraps a demo
@@ -55,6 +56,7 @@ for (const t of tiers) {
 
 process.stdout.write([
   '',
+  `Edge (HTTPS):        https://127.0.0.1:${profile.edgePort}/v1/…  (CA: ${path.relative(ROOT, edgeCaFile(profile))}; http://127.0.0.1:${profile.edgeHttpPort} redirects)`,
   `Surface A (ingest):  ${ingestUrl}/v1/ingest/events`,
   `Core API:            ${apiUrl}/v1`,
   `Workspace:           ${creds.tenant_id}`,
