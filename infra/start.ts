@@ -30,6 +30,9 @@ if (!fs.existsSync(credsFile)) {
     say(`bootstrap failed: ${b.stderr}`);
     process.exit(1);
   }
+  // A few demo customers (external ids cust-000001…) so the example requests below resolve.
+  const tenant = (JSON.parse(b.stdout) as { tenant_id: string }).tenant_id;
+  spawnSync(node, [dist('core-api/bin/seed.js'), '--tenant', tenant, '--customers', '100', '--products', '3'], { env, stdio: 'ignore' });
   fs.writeFileSync(credsFile, b.stdout, { mode: 0o600 });
 }
 const creds = JSON.parse(fs.readFileSync(credsFile, 'utf8')) as Record<string, string>;
