@@ -78,7 +78,7 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
   const send = (c: Ctx, status: number, body: string | Buffer, headers: Array<[string, string]>) => {
     const all: Array<[string, string]> = [['X-Trace-Id', c.traceId], ['Cache-Control', 'no-store'], ...headers];
     if (c.rate) all.push(['X-RateLimit-Limit', String(c.rate.limit)], ['X-RateLimit-Remaining', String(c.rate.remaining)], ['X-RateLimit-Reset', String(c.rate.resetAt)]);
-    reply(c.res, c.state, STATUS_TEXT[status] ?? `${status} Unknown`, all, body, status === 413 || traffic.draining);
+    reply(c.res, c.state, STATUS_TEXT[status] ?? `${status} Unknown`, all, body, traffic.draining);
     metrics.observe(c.kind === 'query' ? 'events_query' : c.kind === 'backfill' ? 'events_backfill' : 'events_b', status, performance.now() - c.started);
     if (c.principal) {
       deps.audit.record({ tenant_id: c.principal.tenantId, actor_kind: c.principal.kind, actor_id: c.principal.actorId, trace_id: c.traceId, method: c.head.method, endpoint: c.head.url, status, ip: c.ip, at: new Date() });
