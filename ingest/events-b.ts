@@ -36,7 +36,8 @@ export interface ContextB {
   oldest: number;
   /** Newest accepted timestamp (now plus clock skew). */
   newest: number;
-  maxAgeText: string;
+  /** Message of a too-old timestamp. */
+  tooOld: string;
   resolver: Resolver;
 }
 
@@ -109,7 +110,7 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
     if (e.timestamp !== undefined) {
       ts = Date.parse(e.timestamp);
       if (!(ts >= ctx.oldest)) {
-        errors.push({ index: i, code: 'invalid_timestamp', message: `timestamp is more than ${ctx.maxAgeText} in the past` });
+        errors.push({ index: i, code: 'invalid_timestamp', message: ctx.tooOld });
         continue;
       }
       if (ts > ctx.newest) {

@@ -145,7 +145,7 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
       prepareB(events, {
         tenantId: p.tenantId, batchId: c.traceId, now, resolver: deps.resolver,
         oldest: now - (backfill ? MAX_BACKFILL_AGE_MS : MAX_EVENT_AGE_MS) - opts.ageGraceMs, newest: now + opts.futureSkewMs,
-        maxAgeText: backfill ? '2 years' : '30 days (use POST /v1/events/backfill for older events)',
+        tooOld: backfill ? 'timestamp is more than 2 years in the past' : 'timestamp is more than 30 days in the past; send older events to POST /v1/events/backfill',
       }),
     ]);
     const jobId = backfill ? uuidv7(now) : undefined;
