@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { consumers, STREAM_EVENTS } from '../lib/nats.js';
 import type { BenchContext } from './context.js';
 import type { LatencySummary } from './histogram.js';
-import { load, purgeBenchSubjects, startIngest, type Measured } from './ingest-scenario.js';
+import { failOnErrors, load, purgeBenchSubjects, startIngest, type Measured } from './ingest-scenario.js';
 import { lagSummary } from './lag.js';
 import { round } from './meter.js';
 import { ProcSampler, type Usage } from './proc-stats.js';
@@ -137,6 +137,7 @@ export async function e2eScenario(ctx: BenchContext): Promise<E2eResult> {
 
     say(`e2e 1/2: queueing ${ctx.opts.backlogEvents.toLocaleString('en-US')} events with processors stopped`);
     const backlog = await load(ctx, ingest, {}, { label: 'e2e-backlog', durationS: 600, maxEvents: ctx.opts.backlogEvents });
+    failOnErrors(backlog, ingest);
     let procPid = 0;
     const drainSampler = new ProcSampler({ processors: () => (procPid ? [procPid] : []), ...serverGroups(ctx.profile) }).start();
     const base1 = await ctx.ch.eventsRows();

@@ -3,7 +3,7 @@ import { sampler, type BenchContext } from './context.js';
 import type { LoadConfig } from './load.js';
 import type { LoadResult } from './meter.js';
 import type { Usage } from './proc-stats.js';
-import { runChild, say, startTier, type Tier } from './tiers.js';
+import { BenchError, runChild, say, startTier, type Tier } from './tiers.js';
 
 export type Measured = LoadResult & { usage: Usage };
 
@@ -36,6 +36,12 @@ export async function load(ctx: BenchContext, ingest: Tier, extra: Record<string
   }
 }
 
+/** A run where more than 1 % of requests failed measures a failure, not throughput. */
+export function failOnErrors(r: LoadResult, tier: Tier): void {
+  if (r.errors <= r.requests * 0.01 && r.accepted > 0) return;
+  throw new BenchError(`${r.label}: ${r.errors} of ${r.requests} requests failed ${JSON.stringify(r.statusCounts)}; ingest's last output:\n${tier.output().trim().split('\n').slice(-3).join('\n').slice(0, 1500)}`);
+}
+
 /** Drops what the benchmark's workspaces left in EVENTS when no writer was there to consume it. */
 export async function purgeBenchSubjects(ctx: BenchContext): Promise<number> {
   let messages = 0;
@@ -54,8 +60,10 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
   try {
     await load(ctx, ingest, {}, { label: 'ingest-warmup', durationS: 3 });
     const full = await load(ctx, ingest, {}, { label: 'ingest-full', durationS: ctx.opts.durationS });
+    failOnErrors(full, ingest);
     const rate = Math.round(full.eventsPerSec / 2 / 1000) * 1000;
     const half = await load(ctx, ingest, {}, { label: 'ingest-half', durationS: ctx.opts.durationS, rateEventsPerSec: rate });
+    failOnErrors(half, ingest);
     return { processes: ctx.opts.ingestProcesses, connections: ctx.opts.connections, full, half };
   } finally {
     await ingest.stop();

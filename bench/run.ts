@@ -11,7 +11,7 @@ import { e2eScenario } from './e2e.js';
 import { ingestScenario } from './ingest-scenario.js';
 import { machine, rows, table, writeResults, type Section, type Stored } from './report.js';
 import { waitQuiet } from './proc-stats.js';
-import { BenchError, ClickHouse, killAllStarted, node, say, stackUp } from './tiers.js';
+import { BenchError, ClickHouse, killAllStarted, node, say, snapshotDist, stackUp } from './tiers.js';
 import type { BenchTenant } from './workload.js';
 
 /**
@@ -100,6 +100,7 @@ async function main(): Promise<void> {
   const env = { STACK_PROFILE: profile.name, DATABASE_URL: urls.DATABASE_URL };
   say(`profile ${profile.name}; scenarios ${[...o.only].join(', ')}`);
   await stackUp(profile);
+  snapshotDist();
   const tenants = await workspaces(o, env, urls.DATABASE_URL);
   say(`${tenants.length} workspaces with ${o.customers} customers each`);
   const nc = await connect({ servers: urls.NATS_URL, name: 'bench-run' });

@@ -7,6 +7,19 @@ import { ROOT, type StackProfile, type StackUrls } from '../lib/stack.js';
 
 const execFileP = promisify(execFile);
 export const dist = (p: string) => path.join(ROOT, 'dist', p);
+
+let tierDist = path.join(ROOT, 'dist');
+/**
+ * Runs the tiers from a copy of dist/ taken at the start, so that a rebuild of the working tree
+ * during the run cannot swap modules under a tier that is restarting a worker. The copy lives
+ * under bench/ so that node_modules still resolves from the repository root.
+ */
+export function snapshotDist(): void {
+  const to = path.join(ROOT, 'bench', '.run', 'dist');
+  fs.rmSync(to, { recursive: true, force: true });
+  fs.cpSync(path.join(ROOT, 'dist'), to, { recursive: true, filter: (src) => !src.endsWith('.map') });
+  tierDist = to;
+}
 export const say = (line: string) => process.stderr.write(`bench ${new Date().toISOString().slice(11, 19)}: ${line}\n`);
 
 /** Every process this run started, so that an error or Ctrl-C never leaves one behind. */
@@ -96,7 +109,7 @@ export interface Tier {
  * GET /readyz = 200. A tier that exits or stays unready fails the run with its last output.
  */
 export async function startTier(name: 'ingest' | 'processors', portEnv: string, env: Record<string, string>, timeoutMs = 60_000): Promise<Tier> {
-  const script = dist(`${name}/main.js`);
+  const script = path.join(tierDist, name, 'main.js');
   if (!fs.existsSync(script)) throw new BenchError(`${path.relative(ROOT, script)} does not exist (build it first)`);
   const port = await freePort();
   let out = '';
@@ -131,7 +144,8 @@ export async function startTier(name: 'ingest' | 'processors', portEnv: string, 
   return {
     name, url, proc, pid: proc.pid!, startedMs: t0, readyMs, output: () => out,
     async stop() {
-      killTree(proc, 'SIGTERM');
+      // The tier's own signal handling stops its workers; the group is only for the SIGKILL fallback.
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
       const t = setTimeout(() => killTree(proc, 'SIGKILL'), 20_000);
       await exited;
       clearTimeout(t);
