@@ -19,8 +19,8 @@ interface Position {
 }
 
 interface Row {
-  event_id: string;
-  customer_id: string;
+  eid: string;
+  cid: string;
   event_name: string;
   t: number;
   ts_ms: number;
@@ -74,10 +74,11 @@ export class EventQuery {
       const p = decodeCursor(f.cursor);
       where.push(`(ts < toDateTime(${p.ts}) OR (ts = toDateTime(${p.ts}) AND (ts_ms < ${p.ms} OR (ts_ms = ${p.ms} AND toString(event_id) < '${p.id}'))))`);
     }
-    const query = `SELECT toString(event_id) AS event_id, toString(customer_id) AS customer_id, event_name, toUInt32(ts) AS t, ts_ms,
+    // Aliases differ from column names: ClickHouse resolves aliases in WHERE too.
+    const query = `SELECT toString(event_id) AS eid, toString(customer_id) AS cid, event_name, toUInt32(ts) AS t, ts_ms,
         toUInt32(received_at) AS r, surface, external_id, user_id, user_email, user_external_id, properties
       FROM ${this.database}.events WHERE ${where.join(' AND ')}
-      ORDER BY ts DESC, ts_ms DESC, toString(event_id) DESC LIMIT ${f.limit + 1} FORMAT JSONEachRow`;
+      ORDER BY ts DESC, ts_ms DESC, eid DESC LIMIT ${f.limit + 1} FORMAT JSONEachRow`;
     const res = await fetch(`${this.url}/?query=${encodeURIComponent(query)}`, { signal: AbortSignal.timeout(this.timeoutMs) });
     const text = await res.text();
     if (!res.ok) throw new Error(`ClickHouse answered ${res.status}: ${text.slice(0, 300)}`);
@@ -87,12 +88,12 @@ export class EventQuery {
     const last = shown[shown.length - 1];
     return {
       data: shown.map((r) => ({
-        event_id: r.event_id, customer_id: r.customer_id, event_name: r.event_name,
+        event_id: r.eid, customer_id: r.cid, event_name: r.event_name,
         timestamp: new Date(r.t * 1000 + r.ts_ms).toISOString(), received_at: new Date(r.r * 1000).toISOString(), surface: r.surface,
         external_id: r.external_id || null, user_id: r.user_id || null, user_email: r.user_email || null, user_external_id: r.user_external_id || null,
         properties: safeJson(r.properties),
       })),
-      next_cursor: hasMore && last ? encodeCursor({ ts: last.t, ms: last.ts_ms, id: last.event_id }) : null,
+      next_cursor: hasMore && last ? encodeCursor({ ts: last.t, ms: last.ts_ms, id: last.eid }) : null,
       has_more: hasMore,
     };
   }

@@ -93,7 +93,8 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
       e = new ApiError('service_unavailable', 'The event store is full; no event of this request was stored. Retry later.', undefined, [['Retry-After', String(err.retryAfter || 5)]]);
     } else {
       log.error({ trace_id: c.traceId, err }, 'surface B request failed');
-      e = new ApiError('internal_error', 'No event of this request was stored. Retry with backoff; quote the trace_id when contacting support.');
+      e = new ApiError('internal_error', c.kind === 'query' ? 'The query failed. Retry with backoff; quote the trace_id when contacting support.'
+        : 'No event of this request was stored. Retry with backoff; quote the trace_id when contacting support.');
     }
     if (e.status < 500) log.debug({ trace_id: c.traceId, code: e.code }, 'request refused');
     send(c, e.status, JSON.stringify(problemBody(deps.baseUrl, e, c.head.url, c.traceId)), [['Content-Type', 'application/problem+json'], ...e.headers]);
