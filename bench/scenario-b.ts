@@ -1,0 +1,113 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { connectPg } from '../lib/pg.js';
+import { subjects, STREAM_EVENTS } from '../lib/nats.js';
+import type { BenchContext } from './context.js';
+import { Http1Connection, requestBuffer } from './http1.js';
+import { say, startTier } from './tiers.js';
+
+export interface ScenarioBResult {
+  processes: number;
+  connections: number;
+  batchEvents: number;
+  duplicateShare: number;
+  durationS: number;
+  requests: number;
+  failures: number;
+  eventsPerSec: number;
+  /** Events the service stored (accepted minus the silently ignored duplicates). */
+  storedPerSec: number;
+  latencyMs: { p50: number; p90: number; p99: number; max: number };
+}
+
+const BATCH = 1000;
+const DUPLICATES = 0.1;
+
+/**
+ * Surface B at full load: `connections` keep-alive clients each send 1000-event batches to
+ * POST /v1/events with a bearer API key; every event carries an external_id and 10% repeat an id
+ * already sent, so deduplication does real work. No processors run; what was stored is purged.
+ */
+export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
+  const sql = connectPg(ctx.urls.DATABASE_URL, 2);
+  const keys = new Map<string, string>();
+  try {
+    for (const t of ctx.tenants) {
+      const key = `svc_sk_test_${randomBytes(32).toString('base64url')}`;
+      await sql`INSERT INTO api_keys (tenant_id, name, key_hash, prefix, last4, scopes, role)
+        VALUES (${t.tenantId}, 'bench surface B', ${createHash('sha256').update(key).digest()}, 'svc_sk_test_', ${key.slice(-4)}, ${['events:write']}, 'admin')`;
+      keys.set(t.tenantId, key);
+    }
+  } finally {
+    await sql.end();
+  }
+  const ingest = await startTier('ingest', 'INGEST_PORT', {
+    NATS_URL: ctx.urls.NATS_URL, DATABASE_URL: ctx.urls.DATABASE_URL, CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL, STACK_PROFILE: ctx.profile.name,
+    INGEST_PROCESSES: String(ctx.opts.ingestProcesses), INGEST_RATE_LIMIT_PER_MIN: '100000000', EVENTS_BATCHES_PER_MIN: '100000000', EVENTS_DAILY_QUOTAS: '',
+  });
+  say(`surface B: ${ctx.opts.ingestProcesses} ingest processes ready on ${ingest.url}`);
+  const { hostname, port } = new URL(ingest.url);
+  const latencies: number[] = [];
+  let requests = 0;
+  let failures = 0;
+  let events = 0;
+  let stored = 0;
+  let seq = 0;
+  // Deduplication keys are kept forever: ids unique to this run keep earlier runs from counting as duplicates.
+  const run = randomBytes(4).toString('hex');
+  const body = (): { buf: Buffer; fresh: number } => {
+    const t = ctx.tenants[seq % ctx.tenants.length];
+    const n = seq++;
+    const dup = Math.floor(BATCH * DUPLICATES);
+    const list = new Array(BATCH);
+    const prev = n - ctx.tenants.length;
+    for (let i = 0; i < BATCH; i++) {
+      // The first tenth repeats (customer, external_id) pairs of the tenant's previous batch; the rest are new.
+      const repeat = i < dup && prev >= 0;
+      const [bn, bi] = repeat ? [prev, i + dup] : [n, i];
+      const c = t.customers[(bn * 7 + bi) % t.customers.length];
+      const ext = `b-${run}-${bn}-${bi}`;
+      list[i] = { customer_id: c[0], event_name: ['page_view', 'login', 'report_exported'][i % 3], external_id: ext, user_external_id: `u-${i % 50}`, properties: { i, plan: i % 2 ? 'pro' : 'free' } };
+    }
+    const fresh = n >= ctx.tenants.length ? BATCH - dup : BATCH;
+    return { buf: requestBuffer(hostname, Number(port), '/v1/events', { 'content-type': 'application/json', authorization: `Bearer ${keys.get(t.tenantId)}` }, JSON.stringify({ events: list })), fresh };
+  };
+  const durationMs = ctx.opts.durationS * 1000;
+  const started = performance.now();
+  const lane = () => new Promise<void>((resolve) => {
+    const conn = new Http1Connection(hostname, Number(port));
+    const next = () => {
+      if (performance.now() - started > durationMs) {
+        conn.close();
+        resolve();
+        return;
+      }
+      const { buf, fresh } = body();
+      const t0 = performance.now();
+      conn.send(buf, (err, status) => {
+        requests++;
+        if (err || status !== 200) failures++;
+        else {
+          latencies.push(performance.now() - t0);
+          events += BATCH;
+          stored += fresh;
+        }
+        next();
+      });
+    };
+    next();
+  });
+  try {
+    await Promise.all(Array.from({ length: ctx.opts.connections }, lane));
+  } finally {
+    await ingest.stop();
+    for (const t of ctx.tenants) await ctx.jsm.streams.purge(STREAM_EVENTS, { filter: subjects.usage(t.tenantId) });
+  }
+  const s = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  const q = (p: number) => Math.round((latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0) * 10) / 10;
+  return {
+    processes: ctx.opts.ingestProcesses, connections: ctx.opts.connections, batchEvents: BATCH, duplicateShare: DUPLICATES, durationS: Math.round(s),
+    requests, failures, eventsPerSec: Math.round(events / s), storedPerSec: Math.round(stored / s),
+    latencyMs: { p50: q(0.5), p90: q(0.9), p99: q(0.99), max: Math.round((latencies[latencies.length - 1] ?? 0) * 10) / 10 },
+  };
+}
