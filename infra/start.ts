@@ -48,7 +48,8 @@ const tiers = specs.filter((t) => fs.existsSync(dist(t.file)));
 const children: ChildProcess[] = [];
 let stopping = false;
 for (const t of tiers) {
-  const child = spawn(node, [dist(t.file)], { env: { ...env, ...t.env }, stdio: ['ignore', 'inherit', 'inherit'] });
+  // Own process group: Ctrl-C reaches only this launcher, which asks each tier once to drain.
+  const child = spawn(node, [dist(t.file)], { env: { ...env, ...t.env }, stdio: ['ignore', 'inherit', 'inherit'], detached: true });
   child.on('exit', (code, signal) => {
     if (stopping) return;
     say(`${t.name} exited (${signal ?? code}); stopping the others`);
@@ -83,5 +84,8 @@ async function shutdown(code: number): Promise<void> {
   })));
   process.exit(code);
 }
+process.on('exit', () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
 process.on('SIGINT', () => void shutdown(0));
 process.on('SIGTERM', () => void shutdown(0));

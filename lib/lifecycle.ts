@@ -6,6 +6,8 @@ export function onShutdown(log: Logger, stop: () => Promise<void>, graceMs = 20_
   let stopping = false;
   const handler = (signal: NodeJS.Signals) => {
     if (stopping) {
+      // A supervised worker gets the terminal's signal and its supervisor's: keep draining.
+      if (process.send) return;
       log.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
     }

@@ -62,7 +62,8 @@ export class ClickhouseWriter {
   private pendingBytes = 0;
   private oldest = 0;
   private inflight = 0;
-  private slotWaiters: Array<() => void> = [];
+  private flushing?: Promise<void>;
+  private slotFreed?: () => void;
   private held = new Map<number, JsMsg>();
   private messages?: ConsumerMessages;
   private stopping = false;
@@ -97,9 +98,20 @@ export class ClickhouseWriter {
     }
   }
 
-  /** Takes the pending messages as one batch once an insert slot is free (backpressure). */
-  private async flush(): Promise<void> {
-    while (this.inflight >= this.o.insertStreams) await new Promise<void>((r) => this.slotWaiters.push(r));
+  /**
+   * Takes the pending messages as one batch once an insert slot is free (backpressure). Callers
+   * (the consume loop and the timer) share one flush in progress, so a freed slot always wakes
+   * the flush that is waiting for it.
+   */
+  private flush(): Promise<void> {
+    this.flushing ??= this.flushWhenSlotFree().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  private async flushWhenSlotFree(): Promise<void> {
+    while (this.inflight >= this.o.insertStreams) await new Promise<void>((r) => { this.slotFreed = r; });
     if (this.pending.length === 0) return;
     const batch = this.pending;
     this.pending = [];
@@ -108,7 +120,9 @@ export class ClickhouseWriter {
     this.inflight++;
     void this.write(batch).finally(() => {
       this.inflight--;
-      this.slotWaiters.shift()?.();
+      const wake = this.slotFreed;
+      this.slotFreed = undefined;
+      wake?.();
     });
   }
 
