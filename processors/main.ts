@@ -22,7 +22,7 @@ export const ProcessorsConfig = Type.Object({
   CLICKHOUSE_DATABASE: Type.String({ default: 'csp' }),
   DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
   WRITER_BATCH_ROWS: Type.Integer({ minimum: 1, default: 100_000, description: 'Rows per ClickHouse insert (upper bound).' }),
-  WRITER_BATCH_BYTES: Type.Integer({ minimum: 1024, default: 32 * 1024 * 1024, description: 'Bytes per ClickHouse insert (upper bound).' }),
+  WRITER_BATCH_BYTES: Type.Integer({ minimum: 1024, default: 16 * 1024 * 1024, description: 'Bytes per ClickHouse insert (upper bound).' }),
   WRITER_BATCH_MS: Type.Integer({ minimum: 1, default: 200, description: 'Longest time a row waits for its insert to start.' }),
   WRITER_INSERT_STREAMS: Type.Integer({ minimum: 1, default: 2, description: 'Concurrent inserts per table.' }),
   WRITER_BACKFILL_INSERT_STREAMS: Type.Integer({ minimum: 1, default: 1, description: 'Concurrent inserts of the backfill writer (kept below live events).' }),
