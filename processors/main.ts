@@ -61,11 +61,11 @@ const common = {
   batchRows: cfg.WRITER_BATCH_ROWS, batchBytes: cfg.WRITER_BATCH_BYTES, batchMs: cfg.WRITER_BATCH_MS,
   insertStreams: cfg.WRITER_INSERT_STREAMS, pullBytes: cfg.WRITER_PULL_BYTES, instance,
 };
-const deps = { js, ch, pool, log, metrics };
+const deps = { js, ch, pool, log, metrics, running: new Set<string>() };
 const writers = [
   new ClickhouseWriter({ ...common, consumer: consumers.usageWriter, table: 'events' }, deps),
   new ClickhouseWriter({ ...common, consumer: consumers.billingWriter, table: 'billing_events' }, deps),
-  new ClickhouseWriter({ ...common, insertStreams: cfg.WRITER_BACKFILL_INSERT_STREAMS, instance: `${instance}b`, consumer: consumers.backfillWriter, table: 'events', ...backfillJobHooks(sql) }, deps),
+  new ClickhouseWriter({ ...common, insertStreams: cfg.WRITER_BACKFILL_INSERT_STREAMS, consumer: consumers.backfillWriter, table: 'events', ...backfillJobHooks(sql) }, deps),
 ];
 const catalogs = [new EventCatalog(js, sql, consumers.catalog, log), new EventCatalog(js, sql, consumers.catalogBackfill, log)];
 for (const w of writers) await w.start();

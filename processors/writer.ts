@@ -20,7 +20,7 @@ export interface WriterOptions {
   insertStreams: number;
   /** Bytes requested from JetStream per pull (nats-server cuts off a client holding > 64 MB). */
   pullBytes: number;
-  /** Identifies this process's inserts among all writers' (query_id prefix). */
+  /** Identifies this process in its inserts' query_ids. */
   instance: string;
   /**
    * Called with messages whose rows are in ClickHouse, before they are acked. If it throws, the
@@ -37,6 +37,8 @@ interface Deps {
   pool: Piscina;
   log: Logger;
   metrics: WriterMetrics;
+  /** query_ids of this process's inserts whose requests are still open (shared by its writers). */
+  running: Set<string>;
 }
 
 const COMMA = Buffer.from(',');
@@ -130,12 +132,12 @@ export class ClickhouseWriter {
     let verify = batch.some((m) => m.redelivered);
     let attempt = 0;
     while (batch.length) {
-      const queryId = `cw-${this.o.instance}-${++this.querySeq}`;
+      const queryId = this.nextQueryId();
       try {
-        if (verify) batch = await this.reconcile(batch, queryId);
+        if (verify) batch = await this.reconcile(batch);
         if (!batch.length) return;
         const t0 = performance.now();
-        await this.d.ch.insert(this.o.table, body(batch), queryId);
+        await this.insert(body(batch), queryId);
         this.d.metrics.inserted(this.o.table, batch.reduce((n, m) => n + rowsOf(m), 0), performance.now() - t0);
         // From here on the rows are stored: a failing hook retries through reconcile, never re-inserts.
         verify = true;
@@ -171,17 +173,32 @@ export class ClickhouseWriter {
     }
   }
 
+  private nextQueryId(): string {
+    return `cw-${this.o.instance}-${this.o.consumer}-${++this.querySeq}`;
+  }
+
+  /** Every insert in flight in this process is registered, so reconcile can tell them apart. */
+  private async insert(payload: Buffer, queryId: string): Promise<void> {
+    this.d.running.add(queryId);
+    try {
+      await this.d.ch.insert(this.o.table, payload, queryId);
+    } finally {
+      this.d.running.delete(queryId);
+    }
+  }
+
   /**
-   * Which messages of the batch are already stored? Waits first for inserts of other writer
-   * instances (e.g. one killed mid-insert) still running in ClickHouse, so their rows are counted.
+   * Which messages of the batch are already stored? Waits first for writer inserts still running
+   * in ClickHouse that no live request of this process is waiting for: those of a killed writer,
+   * or one of ours whose request failed (a timeout) while ClickHouse went on. Their rows count.
    */
-  private async reconcile(batch: JsMsg[], queryId: string): Promise<JsMsg[]> {
+  private async reconcile(batch: JsMsg[]): Promise<JsMsg[]> {
     const table = `${this.d.ch.database}.${this.o.table}`;
     const deadline = Date.now() + 120_000;
     for (;;) {
-      const [{ n }] = await this.d.ch.rows<{ n: string }>(
-        `SELECT count() AS n FROM system.processes WHERE query_id LIKE 'cw-%' AND query_id NOT LIKE 'cw-${this.o.instance}-%' AND query LIKE 'INSERT INTO ${table} %'`);
-      if (Number(n) === 0 || Date.now() > deadline) break;
+      const running = await this.d.ch.rows<{ q: string }>(
+        `SELECT query_id AS q FROM system.processes WHERE query_id LIKE 'cw-%' AND query LIKE 'INSERT INTO ${table} %'`);
+      if (!running.some((r) => !this.d.running.has(r.q)) || Date.now() > deadline) break;
       await sleep(200);
     }
     const ids = batch.map(batchIdOf);
@@ -210,7 +227,6 @@ export class ClickhouseWriter {
         await sleep(100);
       }
     }
-    void queryId;
     return [...absent, ...partial];
   }
 
@@ -228,7 +244,7 @@ export class ClickhouseWriter {
     }
     for (const m of rest) {
       try {
-        await this.d.ch.insert(this.o.table, body([m]), `cw-${this.o.instance}-${++this.querySeq}`);
+        await this.insert(body([m]), this.nextQueryId());
         this.d.metrics.inserted(this.o.table, rowsOf(m), 0);
         await this.done([m]);
       } catch (e) {
