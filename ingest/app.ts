@@ -2,7 +2,7 @@ import type { Logger } from '../lib/logger.js';
 import { uuidv7 } from '../lib/ids.js';
 import { subjects } from '../lib/nats.js';
 import type { SharedRateLimiter } from '../lib/rate-limit.js';
-import { BodyError, isUtf8, readBody, reply, STATUS_TEXT, type HttpResponse, type HttpRequest, type RequestHead, type TemplatedApp } from '../lib/uws.js';
+import { readBody, reply, STATUS_TEXT, type HttpResponse, type HttpRequest, type RequestHead, type TemplatedApp } from '../lib/uws.js';
 import { compile } from '../schemas/ajv.js';
 import { BillingBatch, UsageBatchA, type BillingEvent, type UsageEventA } from '../schemas/ingest.js';
 import { prepareBilling } from './billing.js';
@@ -12,7 +12,7 @@ import type { IngestMetrics } from './metrics.js';
 import type { Publisher } from './publisher.js';
 import type { DailyQuota } from './quota.js';
 import type { Resolver } from './resolver.js';
-import { hasLoneSurrogate, UNPAIRED_SURROGATE_ESCAPE } from './json.js';
+import { decodeJson } from './json.js';
 import { prepareUsage } from './usage.js';
 
 export interface IngestOptions {
@@ -107,19 +107,13 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
       throw unprocessable([{ type: 'content_type_invalid', loc: ['header', 'content-type'], msg: 'Content-Type must be application/json', input: ct ?? null }]);
     }
     if (body.length === 0) throw bodyProblem('missing', 'Request body is empty; expected a JSON object with "events"');
-    if (!isUtf8(body)) throw bodyProblem('json_invalid', 'Request body is not valid UTF-8');
-    const text = body.toString('utf8');
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (err) {
-      const pos = /position (\d+)/.exec(String((err as Error).message))?.[1];
-      throw unprocessable([{ type: 'json_invalid', loc: ['body', pos === undefined ? 0 : Number(pos)], msg: 'JSON decode error', input: {} }]);
+    const decoded = decodeJson(body);
+    if (!decoded.ok) {
+      if (decoded.reason === 'not_utf8') throw bodyProblem('json_invalid', 'Request body is not valid UTF-8');
+      if (decoded.reason === 'lone_surrogate') throw bodyProblem('string_unicode', `Request body ${decoded.message}`);
+      throw unprocessable([{ type: 'json_invalid', loc: ['body', decoded.position ?? 0], msg: 'JSON decode error', input: {} }]);
     }
-    // JSON.parse accepts "\ud800" escapes that no UTF-8 store can hold; refuse them up front.
-    if (UNPAIRED_SURROGATE_ESCAPE.test(text) && hasLoneSurrogate(parsed)) {
-      throw bodyProblem('string_unicode', 'Request body contains an unpaired UTF-16 surrogate escape (\\ud800-\\udfff)');
-    }
+    const parsed = decoded.value;
     if (!v.check(parsed)) {
       v.explain(parsed);
       throw unprocessable(fromAjv(v.explain.errors ?? v.check.errors ?? [], parsed));

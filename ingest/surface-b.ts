@@ -9,7 +9,7 @@ import type { Logger } from '../lib/logger.js';
 import { subjects } from '../lib/nats.js';
 import { ApiError, fieldErrors, invalid, problemBody } from '../lib/problem.js';
 import type { Decision, SharedRateLimiter } from '../lib/rate-limit.js';
-import { isUtf8, readBody, readHead, reply, STATUS_TEXT, type HttpRequest, type HttpResponse, type RequestHead, type TemplatedApp } from '../lib/uws.js';
+import { readBody, readHead, reply, STATUS_TEXT, type HttpRequest, type HttpResponse, type RequestHead, type TemplatedApp } from '../lib/uws.js';
 import { compile } from '../schemas/ajv.js';
 import { compileQuery } from '../schemas/core/validate.js';
 import { BatchShapeB, EventsQuery, MAX_BACKFILL_AGE_MS } from '../schemas/events.js';
@@ -18,7 +18,7 @@ import type { Traffic } from './app.js';
 import { IngestError } from './errors.js';
 import { prepareB } from './events-b.js';
 import type { EventQuery } from './event-query.js';
-import { hasLoneSurrogate, UNPAIRED_SURROGATE_ESCAPE } from './json.js';
+import { decodeJson } from './json.js';
 import type { IngestMetrics } from './metrics.js';
 import type { DailyQuota } from './quota.js';
 import type { Resolver } from './resolver.js';
@@ -114,17 +114,12 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
     const ct = head.headers['content-type'];
     if (ct === undefined || !JSON_TYPE.test(ct)) throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
     if (body.length === 0) throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object with "events".');
-    if (!isUtf8(body)) throw new ApiError('malformed_json', 'The request body is not valid UTF-8.');
-    const text = body.toString('utf8');
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (err) {
-      throw new ApiError('malformed_json', `The request body is not valid JSON: ${(err as Error).message}.`);
+    const decoded = decodeJson(body);
+    if (!decoded.ok) {
+      if (decoded.reason === 'lone_surrogate') throw invalid([{ field: 'events', code: 'invalid_unicode', message: `The body ${decoded.message}.` }]);
+      throw new ApiError('malformed_json', decoded.reason === 'not_utf8' ? 'The request body is not valid UTF-8.' : `The request body is not valid JSON: ${decoded.message}.`);
     }
-    if (UNPAIRED_SURROGATE_ESCAPE.test(text) && hasLoneSurrogate(parsed)) {
-      throw invalid([{ field: 'events', code: 'invalid_unicode', message: 'The body contains an unpaired UTF-16 surrogate escape (\\ud800-\\udfff).' }]);
-    }
+    const parsed = decoded.value;
     if (!shape.check(parsed)) {
       shape.explain(parsed);
       throw invalid(fieldErrors(shape.explain.errors ?? shape.check.errors));
