@@ -7,7 +7,7 @@ import type { BenchTenant, WorkloadOptions } from './workload.js';
 
 export interface BenchOptions {
   profile: 'dev' | 'test';
-  only: Set<'ceilings' | 'ingest' | 'e2e'>;
+  only: Set<'ceilings' | 'ingest' | 'events-b' | 'e2e' | 'outage'>;
   /** Seconds per scenario (ceilings, ingest at full load, ingest at half load). */
   durationS: number;
   /** Seconds of the sustained end-to-end scenario. */
@@ -16,6 +16,8 @@ export interface BenchOptions {
   e2eRate: number;
   /** Events queued while processors are down, then drained to measure their landing rate. */
   backlogEvents: number;
+  /** Events published into EVENTS while ClickHouse is down, in messages of 100 rows. */
+  outageEvents: number;
   connections: number;
   ingestProcesses: number;
   publishInflight: number;
@@ -48,6 +50,6 @@ export function serverGroups(p: StackProfile): Record<string, () => number[]> {
   return { 'nats-server': pid('nats.pid'), clickhouse: pid('clickhouse.pid'), postgres: pid('pg/postmaster.pid') };
 }
 
-export function sampler(ctx: BenchContext, extra: Record<string, () => number[]>): ProcSampler {
-  return new ProcSampler({ ...extra, ...serverGroups(ctx.profile) }).start();
+export function sampler(ctx: BenchContext, extra: Record<string, () => number[]>, alone: string[] = []): ProcSampler {
+  return new ProcSampler({ ...extra, ...serverGroups(ctx.profile) }, 500, alone).start();
 }

@@ -40,7 +40,7 @@ export interface E2eResult {
 }
 
 /** Polls ClickHouse's row count every ~100 ms into [epoch ms, rows since start]. */
-class LandedPoller {
+export class LandedPoller {
   readonly samples: Array<[number, number]> = [];
   private active = true;
   private loop: Promise<void>;
@@ -92,7 +92,7 @@ class LandedPoller {
   }
 }
 
-function startProcessors(ctx: BenchContext): Promise<Tier> {
+export function startProcessors(ctx: BenchContext): Promise<Tier> {
   return startTier('processors', 'PROCESSORS_PORT', {
     NATS_URL: ctx.urls.NATS_URL, CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL, DATABASE_URL: ctx.urls.DATABASE_URL, STACK_PROFILE: ctx.profile.name,
   }, 120_000);
@@ -104,7 +104,7 @@ async function writerBacklog(ctx: BenchContext): Promise<{ pending: number; wait
 }
 
 /** Lets a processors tier empty what others left in EVENTS, so the drain below times only ours. */
-async function emptyWriterBacklog(ctx: BenchContext): Promise<void> {
+export async function emptyWriterBacklog(ctx: BenchContext): Promise<void> {
   const b = await writerBacklog(ctx);
   if (b.waiting > 0) say(`warning: something else is pulling from ${consumers.usageWriter} (${b.waiting} pull requests waiting); processors figures will be off`);
   if (b.pending === 0) return;

@@ -117,7 +117,7 @@ export const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 export const round = (n: number, d = 0) => Math.round(n * 10 ** d) / 10 ** d;
 
 /** Child side of the parent/child protocol: one config message in, one result message out. */
-export function childMain<C>(run: (config: C) => Promise<LoadResult>): void {
+export function childMain<C, R = LoadResult>(run: (config: C) => Promise<R>): void {
   process.once('message', (config: C) => {
     run(config).then(
       (result) => process.send!({ result }, () => process.exit(0)),

@@ -80,7 +80,14 @@ export class ProcSampler {
   private m0 = machineTicks();
   private m1 = this.m0;
 
-  constructor(private readonly groups: Record<string, () => number[]>, private readonly intervalMs = 500) {}
+  /** Called after every sample with each group's summed RSS in bytes, for figures over time. */
+  onSample?: (rss: Record<string, number>) => void;
+
+  /**
+   * `alone`: groups that are just their listed processes, without descendants (the benchmark's
+   * own process, whose children are the tiers it measures).
+   */
+  constructor(private readonly groups: Record<string, () => number[]>, private readonly intervalMs = 500, private readonly alone: string[] = []) {}
 
   private all0 = new Map<number, Stat>();
   private members = new Set<number>();
@@ -96,9 +103,10 @@ export class ProcSampler {
 
   private sample(initial: boolean): Map<number, Stat> {
     const all = snapshot();
+    const now: Record<string, number> = {};
     for (const [name, roots] of Object.entries(this.groups)) {
       let rss = 0;
-      for (const pid of tree(all, roots())) {
+      for (const pid of this.alone.includes(name) ? roots().filter((p) => all.has(p)) : tree(all, roots())) {
         const st = all.get(pid)!;
         this.members.add(pid);
         rss += st.rss;
@@ -108,7 +116,9 @@ export class ProcSampler {
         this.last.set(`${name}:${pid}`, st.ticks - this.seen.get(pid)!);
       }
       this.maxRss.set(name, Math.max(this.maxRss.get(name) ?? 0, rss));
+      now[name] = rss;
     }
+    this.onSample?.(now);
     this.t1 = performance.now();
     this.m1 = machineTicks();
     return all;

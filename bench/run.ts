@@ -9,24 +9,26 @@ import { ceilings } from './ceilings.js';
 import type { BenchContext, BenchOptions } from './context.js';
 import { e2eScenario } from './e2e.js';
 import { ingestScenario } from './ingest-scenario.js';
+import { outageScenario } from './outage.js';
 import { machine, rows, table, writeResults, type Section, type Stored } from './report.js';
 import { waitQuiet } from './proc-stats.js';
-import { BenchError, ClickHouse, killAllStarted, node, say, snapshotDist, stackUp } from './tiers.js';
+import { scenarioB } from './scenario-b.js';
+import { BenchError, ClickHouse, killAllStarted, node, runUndo, say, snapshotDist, stackUp, undoPending } from './tiers.js';
 import type { BenchTenant } from './workload.js';
 
 /**
- * npm run bench [-- --only ceilings,ingest,e2e] [--duration S] [--e2e-duration S] [--e2e-rate N]
- *   [--connections N] [--profile dev|test]
+ * npm run bench [-- --only ceilings,ingest,events-b,e2e,outage] [--duration S] [--e2e-duration S] [--e2e-rate N]
+ *   [--outage-events N] [--connections N] [--profile dev|test]
  * Every option also reads from BENCH_<NAME> (e.g. BENCH_DURATION=30, BENCH_PROFILE=test).
  */
-const SCENARIOS = ['ceilings', 'ingest', 'e2e'] as const;
+const SCENARIOS = ['ceilings', 'ingest', 'events-b', 'e2e', 'outage'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 function options(): BenchOptions {
   const { values } = parseArgs({
     options: {
       only: { type: 'string' }, profile: { type: 'string' }, duration: { type: 'string' }, 'e2e-duration': { type: 'string' },
-      'e2e-rate': { type: 'string' }, 'backlog-events': { type: 'string' }, connections: { type: 'string' }, 'ingest-processes': { type: 'string' },
+      'e2e-rate': { type: 'string' }, 'backlog-events': { type: 'string' }, 'outage-events': { type: 'string' }, connections: { type: 'string' }, 'ingest-processes': { type: 'string' },
       'publish-inflight': { type: 'string' }, 'quiet-wait': { type: 'string' }, 'ch-rows': { type: 'string' }, tenants: { type: 'string' }, customers: { type: 'string' },
     },
   });
@@ -49,6 +51,7 @@ function options(): BenchOptions {
     e2eDurationS: num('e2e-duration', 60),
     e2eRate: num('e2e-rate', 200_000),
     backlogEvents: num('backlog-events', 2_000_000),
+    outageEvents: num('outage-events', 3_000_000),
     connections: num('connections', 64),
     ingestProcesses: num('ingest-processes', Number(process.env.INGEST_PROCESSES ?? 2)),
     publishInflight: num('publish-inflight', 256),
@@ -130,7 +133,14 @@ async function main(): Promise<void> {
   try {
     await attempt('ceilings', async () => void (stored.ceilings = section(await ceilings(ctx))));
     await attempt('ingest', async () => void (stored.ingest = section(await ingestScenario(ctx))));
+    await attempt('events-b', async () => {
+      const b = await scenarioB(ctx);
+      // As for surface A: a run where more than 1 % of requests failed measures a failure, not throughput.
+      if (b.requests === 0 || b.failures > b.requests * 0.01) throw new BenchError(`events-b: ${b.failures} of ${b.requests} requests failed ${JSON.stringify(b.statusCounts)}`);
+      stored.eventsB = section(b);
+    });
     await attempt('e2e', async () => void (stored.e2e = section(await e2eScenario(ctx))));
+    await attempt('outage', async () => void (stored.outage = section(await outageScenario(ctx))));
   } finally {
     await nc.close();
   }
@@ -139,16 +149,24 @@ async function main(): Promise<void> {
 }
 
 let interrupted = false;
-process.on('SIGINT', () => {
-  if (interrupted) process.exit(130);
-  interrupted = true;
-  say('interrupted: stopping what this run started');
-  killAllStarted();
-  process.exit(130);
-});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) {
+      // A server the run stopped (ClickHouse in the outage scenario) must not be left down.
+      if (undoPending()) say('still starting again what the benchmark stopped; wait for it');
+      else process.exit(130);
+      return;
+    }
+    interrupted = true;
+    say('interrupted: stopping what this run started');
+    killAllStarted();
+    void runUndo().finally(() => process.exit(130));
+  });
+}
 
-main().catch((err: unknown) => {
+main().catch(async (err: unknown) => {
   say(err instanceof BenchError ? err.message : `failed: ${(err as Error)?.stack ?? String(err)}`);
   killAllStarted();
+  await runUndo();
   process.exit(1);
 });

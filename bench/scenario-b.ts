@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { connectPg } from '../lib/pg.js';
 import { subjects, STREAM_EVENTS } from '../lib/nats.js';
-import type { BenchContext } from './context.js';
+import { sampler, type BenchContext } from './context.js';
 import { Http1Connection, requestBuffer } from './http1.js';
+import type { Usage } from './proc-stats.js';
 import { say, startTier } from './tiers.js';
 
 export interface ScenarioBResult {
@@ -13,10 +14,15 @@ export interface ScenarioBResult {
   durationS: number;
   requests: number;
   failures: number;
+  /** Answers by status (and "error" for a lost connection). */
+  statusCounts: Record<string, number>;
+  /** Events the 200s listed as rejected (none expected: every event is valid). */
+  rejected: number;
   eventsPerSec: number;
   /** Events the service stored (accepted minus the silently ignored duplicates). */
   storedPerSec: number;
   latencyMs: { p50: number; p90: number; p99: number; max: number };
+  usage: Usage;
 }
 
 const BATCH = 1000;
@@ -49,29 +55,50 @@ export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
   const latencies: number[] = [];
   let requests = 0;
   let failures = 0;
+  let rejected = 0;
+  const statusCounts: Record<string, number> = {};
   let events = 0;
   let stored = 0;
   let seq = 0;
   // Deduplication keys are kept forever: ids unique to this run keep earlier runs from counting as duplicates.
   const run = randomBytes(4).toString('hex');
+  const dup = Math.floor(BATCH * DUPLICATES);
+  const extId = (bn: number, bi: number) => `b-${run}-${String(bn).padStart(9, '0')}-${String(bi).padStart(4, '0')}`;
+  // One request per tenant built once, with fixed-width ids patched in per batch: the load
+  // generator shares the two cores with ingest, and serializing 1000 events per request would
+  // take it a core of its own.
+  const templates = ctx.tenants.map((t) => {
+    const list = Array.from({ length: BATCH }, (_, i) => ({
+      customer_id: t.customers[0][0], event_name: ['page_view', 'login', 'report_exported'][i % 3], external_id: extId(0, i), user_external_id: `u-${i % 50}`, properties: { i, plan: i % 2 ? 'pro' : 'free' },
+    }));
+    const buf = requestBuffer(hostname, Number(port), '/v1/events', { 'content-type': 'application/json', authorization: `Bearer ${keys.get(t.tenantId)}` }, JSON.stringify({ events: list }));
+    const at = (key: string) => {
+      const needle = Buffer.from(`"${key}":"`);
+      const out: number[] = [];
+      for (let i = buf.indexOf(needle); i >= 0; i = buf.indexOf(needle, i + needle.length)) out.push(i + needle.length);
+      return out;
+    };
+    return { t, buf, customerAt: at('customer_id'), extAt: at('external_id') };
+  });
   const body = (): { buf: Buffer; fresh: number } => {
-    const t = ctx.tenants[seq % ctx.tenants.length];
+    const tpl = templates[seq % templates.length];
+    const t = tpl.t;
     const n = seq++;
-    const dup = Math.floor(BATCH * DUPLICATES);
-    const list = new Array(BATCH);
     const prev = n - ctx.tenants.length;
+    const buf = Buffer.from(tpl.buf);
     for (let i = 0; i < BATCH; i++) {
       // The first tenth repeats (customer, external_id) pairs of the tenant's previous batch; the rest are new.
       const repeat = i < dup && prev >= 0;
-      const [bn, bi] = repeat ? [prev, i + dup] : [n, i];
-      const c = t.customers[(bn * 7 + bi) % t.customers.length];
-      const ext = `b-${run}-${bn}-${bi}`;
-      list[i] = { customer_id: c[0], event_name: ['page_view', 'login', 'report_exported'][i % 3], external_id: ext, user_external_id: `u-${i % 50}`, properties: { i, plan: i % 2 ? 'pro' : 'free' } };
+      const bn = repeat ? prev : n;
+      const bi = repeat ? i + dup : i;
+      buf.write(t.customers[(bn * 7 + bi) % t.customers.length][0], tpl.customerAt[i], 'latin1');
+      buf.write(extId(bn, bi), tpl.extAt[i], 'latin1');
     }
-    const fresh = n >= ctx.tenants.length ? BATCH - dup : BATCH;
-    return { buf: requestBuffer(hostname, Number(port), '/v1/events', { 'content-type': 'application/json', authorization: `Bearer ${keys.get(t.tenantId)}` }, JSON.stringify({ events: list })), fresh };
+    return { buf, fresh: n >= ctx.tenants.length ? BATCH - dup : BATCH };
   };
   const durationMs = ctx.opts.durationS * 1000;
+  // The batches are built in this process, so it is the load generator here.
+  const s0 = sampler(ctx, { ingest: () => [ingest.pid], load: () => [process.pid] }, ['load']);
   const started = performance.now();
   const lane = () => new Promise<void>((resolve) => {
     const conn = new Http1Connection(hostname, Number(port));
@@ -83,22 +110,29 @@ export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
       }
       const { buf, fresh } = body();
       const t0 = performance.now();
-      conn.send(buf, (err, status) => {
+      conn.send(buf, (err, status, reply) => {
         requests++;
+        const code = err ? 'error' : String(status);
+        statusCounts[code] = (statusCounts[code] ?? 0) + 1;
         if (err || status !== 200) failures++;
         else {
           latencies.push(performance.now() - t0);
-          events += BATCH;
-          stored += fresh;
+          // The answer's own count: a silently ignored duplicate is counted as accepted, a rejected event is not.
+          const r = JSON.parse(reply) as { accepted: number; rejected: number };
+          events += r.accepted;
+          rejected += r.rejected;
+          stored += r.rejected ? Math.max(0, fresh - r.rejected) : fresh;
         }
         next();
       });
     };
     next();
   });
+  let usage: Usage;
   try {
     await Promise.all(Array.from({ length: ctx.opts.connections }, lane));
   } finally {
+    usage = s0.stop();
     await ingest.stop();
     for (const t of ctx.tenants) await ctx.jsm.streams.purge(STREAM_EVENTS, { filter: subjects.usage(t.tenantId) });
   }
@@ -107,7 +141,8 @@ export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
   const q = (p: number) => Math.round((latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0) * 10) / 10;
   return {
     processes: ctx.opts.ingestProcesses, connections: ctx.opts.connections, batchEvents: BATCH, duplicateShare: DUPLICATES, durationS: Math.round(s),
-    requests, failures, eventsPerSec: Math.round(events / s), storedPerSec: Math.round(stored / s),
+    requests, failures, statusCounts, rejected, eventsPerSec: Math.round(events / s), storedPerSec: Math.round(stored / s),
     latencyMs: { p50: q(0.5), p90: q(0.9), p99: q(0.99), max: Math.round((latencies[latencies.length - 1] ?? 0) * 10) / 10 },
+    usage,
   };
 }

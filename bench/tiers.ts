@@ -45,6 +45,31 @@ export function killAllStarted(): void {
 
 process.on('exit', killAllStarted);
 
+/**
+ * Steps that must run however the run ends (a server the benchmark stopped must be started
+ * again), also on Ctrl-C, where no finally block runs. Each runs once: the scenario's finally
+ * and the signal handler share the same promise.
+ */
+const undoSteps = new Set<() => Promise<void>>();
+
+export function mustUndo(step: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  const once = () => {
+    running ??= step().finally(() => undoSteps.delete(once));
+    return running;
+  };
+  undoSteps.add(once);
+  return once;
+}
+
+export function undoPending(): boolean {
+  return undoSteps.size > 0;
+}
+
+export async function runUndo(): Promise<void> {
+  for (const step of [...undoSteps]) await step().catch((err: unknown) => say(`cleanup failed: ${(err as Error)?.message ?? String(err)}`));
+}
+
 export class BenchError extends Error {}
 
 /** Runs `node dist/infra/cli.js up --profile X`: starts only what is not running yet. */
