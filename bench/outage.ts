@@ -40,6 +40,11 @@ export interface OutageResult {
     stalledAt?: number;
     usage: Usage;
   };
+  /**
+   * Pull requests other clients had open on the usage writer's consumer before processors
+   * started: another writer shares the backlog, so the figures cover only part of it.
+   */
+  otherPullRequests: number;
   /** Exact count of the backlog's rows and messages (batch ids) in ClickHouse after the drain. */
   check: { published: number; stored: number; publishedMessages: number; storedMessages: number };
   /** Every 2 s: [seconds since the outage began, phase, processors RSS MB, writer's un-acked messages, messages not yet delivered]. */
@@ -123,6 +128,8 @@ export async function outageScenario(ctx: BenchContext): Promise<OutageResult> {
   const baseParts = await ctx.ch.eventsRows();
   const messages = Math.ceil(ctx.opts.outageEvents / ctx.workload.eventsPerBody);
 
+  const otherPullRequests = (await ctx.jsm.consumers.info(STREAM_EVENTS, consumers.usageWriter)).num_waiting;
+  if (otherPullRequests) say(`warning: another client is pulling from ${consumers.usageWriter} (${otherPullRequests} pull requests waiting); it shares the backlog`);
   let processors: Tier | undefined;
   let phase = 'idle';
   const t0 = Date.now();
@@ -208,6 +215,7 @@ export async function outageScenario(ctx: BenchContext): Promise<OutageResult> {
         stalledAt: drained ? undefined : landed,
         usage: drainUsage,
       },
+      otherPullRequests,
       check: { published: backlog.rows, stored: rowsNow - baseRows, publishedMessages: backlog.messages, storedMessages: batchesNow - baseBatches },
       timeline,
     };

@@ -121,13 +121,14 @@ function outageRows(o: OutageResult, chBest: CeilingsResult['clickhouse']['best'
   const d = o.drain;
   const c = o.check;
   const exact = c.stored === c.published && c.storedMessages === c.publishedMessages;
+  const shared = o.otherPullRequests ? `; another client had ${o.otherPullRequests} pull requests open on the writer's consumer and shared the backlog` : '';
   return [
     {
       figure: `Processors RSS with ClickHouse down while a ${k(o.backlog.rows)}-event backlog (${gb(o.backlog.bytes)}) builds`,
       measured: `max ${o.outage.maxRssMb} MB over ${o.outage.seconds} s (idle before ${o.idleRssMb} MB; ${o.outage.startRssMb} MB when ClickHouse went down, ${o.outage.endRssMb} MB at the end); backlog published in ${o.backlog.seconds} s (${n(o.backlog.rows / o.backlog.seconds)} events/s)`,
       target: 'bounded: RSS does not grow with the backlog',
       ratio: `max RSS / backlog ${((o.outage.maxRssMb * 1024 * 1024) / o.backlog.bytes).toFixed(3)}; growth during the outage / backlog ${((growth * 1024 * 1024) / o.backlog.bytes).toFixed(3)}`,
-      bound: held,
+      bound: held + shared,
     },
     {
       figure: `Backlog drain after ClickHouse returns (${k(o.backlog.rows)} events)`,
@@ -141,7 +142,7 @@ function outageRows(o: OutageResult, chBest: CeilingsResult['clickhouse']['best'
       measured: `${n(c.stored)} rows in ${n(c.storedMessages)} batches stored for ${n(c.published)} events in ${n(c.publishedMessages)} messages published`,
       target: 'equal',
       ratio: exact ? 'equal' : `${n(c.stored - c.published)} rows, ${n(c.storedMessages - c.publishedMessages)} batches difference`,
-      bound: '—',
+      bound: shared ? shared.slice(2) : '—',
     },
   ];
 }
