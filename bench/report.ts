@@ -169,7 +169,7 @@ export function writeResults(dir: string, s: Stored): void {
   const sections = (['ceilings', 'ingest', 'eventsB', 'e2e', 'outage'] as const).filter((x) => s[x]).map((x) => {
     const sec = s[x]!;
     const m = sec.machine;
-    return `- **${x}**: ${sec.at}, \`${sec.command}\`\n  on ${m.cores} cores (${m.cpu}), ${m.memoryGb} GB RAM, Linux ${m.kernel}, Node ${m.node}, nats-server ${m.natsServer}, ClickHouse ${m.clickhouse}; options ${JSON.stringify(sec.options)}`;
+    return `- **${x === 'eventsB' ? 'events-b' : x}**: ${sec.at}, \`${sec.command}\`\n  on ${m.cores} cores (${m.cpu}), ${m.memoryGb} GB RAM, Linux ${m.kernel}, Node ${m.node}, nats-server ${m.natsServer}, ClickHouse ${m.clickhouse}; options ${JSON.stringify(sec.options)}`;
   });
   const md = `# Benchmark results
 
