@@ -1,4 +1,5 @@
 import type { ConsumerMessages, JetStreamClient, JsMsg } from 'nats';
+import { isUuid } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { STREAM_EVENTS } from '../lib/nats.js';
 import type { Sql } from '../lib/pg.js';
@@ -15,6 +16,7 @@ export class EventCatalog {
   private loop?: Promise<void>;
   private timer?: NodeJS.Timeout;
   private writing: Promise<void> = Promise.resolve();
+  private stopping = false;
 
   constructor(private readonly js: JetStreamClient, private readonly sql: Sql, private readonly consumer: string, private readonly log: Logger) {}
 
@@ -44,7 +46,8 @@ export class EventCatalog {
     const tenants: string[] = [];
     const names: string[] = [];
     for (const m of batch) {
-      const tenant = m.subject.split('.')[2];
+      const tenant = m.subject.split('.')[2] ?? '';
+      if (!isUuid(tenant)) continue;
       for (const name of (m.headers?.get('Cs-Names') ?? '').split(',')) {
         const k = `${tenant}|${name}`;
         if (!name || this.known.has(k)) continue;
@@ -56,12 +59,16 @@ export class EventCatalog {
     for (let attempt = 0; ; attempt++) {
       try {
         if (names.length) {
+          // A workspace deleted meanwhile has no catalog: its names are dropped, not retried forever.
           await this.sql`
             INSERT INTO event_catalog (tenant_id, event_name)
-            SELECT * FROM unnest(${tenants}::uuid[], ${names}::text[]) ON CONFLICT DO NOTHING`;
+            SELECT u.tenant_id, u.event_name FROM unnest(${tenants}::uuid[], ${names}::text[]) AS u (tenant_id, event_name)
+            JOIN tenants t ON t.id = u.tenant_id
+            ON CONFLICT DO NOTHING`;
         }
         break;
       } catch (err) {
+        if (this.stopping) return; // un-acked: redelivered to the next process
         this.log.warn({ err: String(err), attempt }, 'event catalog write failed; retrying');
         for (const m of batch) m.working();
         await new Promise((r) => setTimeout(r, Math.min(10_000, 200 * 2 ** attempt)));
@@ -72,6 +79,7 @@ export class EventCatalog {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
     clearInterval(this.timer);
     await this.messages?.close();
     await this.loop;
