@@ -13,12 +13,14 @@ import type { PlanLimits } from './http/limits.js';
 import { jobRoutes } from './jobs/routes.js';
 import type { JobRunner } from './jobs/runner.js';
 import { oauthRoutes } from './oauth/routes.js';
+import type { SharedRateLimiter } from '../lib/rate-limit.js';
 import { userRoutes } from './users/routes.js';
 
 export interface AppDeps extends Deps {
   tokens: AccessTokens;
   runner: JobRunner;
   limits: PlanLimits;
+  limiter: SharedRateLimiter;
 }
 
 const TAGS = [

@@ -89,7 +89,8 @@ async function serve(): Promise<void> {
   const defaults: PlanLimits = { reads_per_min: cfg.API_READS_PER_MIN, writes_per_min: cfg.API_WRITES_PER_MIN, bulk_imports_per_hour: cfg.API_BULK_IMPORTS_PER_HOUR };
   const runner = new JobRunner(sql, notify, log.child({ mod: 'jobs' }));
   const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
-  const routes = buildRoutes({ sql, notify, log, baseUrl, tokens, runner, limits: defaults });
+  const limiter = new SharedRateLimiter(sql);
+  const routes = buildRoutes({ sql, notify, log, baseUrl, tokens, runner, limits: defaults, limiter });
 
   let dbOk = true;
   const probe = setInterval(() => {
@@ -108,7 +109,7 @@ async function serve(): Promise<void> {
   const app = mount(uws.App(), {
     router: new Router(routes),
     auth: new Authenticator(keys, tokens, revoked),
-    limits: new Limits(sql, new SharedRateLimiter(sql), defaults, planLimits),
+    limits: new Limits(sql, limiter, defaults, planLimits),
     audit, metrics: new ApiMetrics(), log, baseUrl,
     trustedProxies: new Allowlist(cfg.API_TRUSTED_PROXIES.split(',').map((s) => s.trim()).filter(Boolean)),
     maxBodyBytes: cfg.API_MAX_BODY_BYTES,

@@ -7,6 +7,7 @@ import type { AccessTokens } from '../auth/tokens.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
 import { ApiError, invalid, type ErrorCode, type FieldError } from '../http/errors.js';
 import type { Route } from '../http/router.js';
+import type { SharedRateLimiter } from '../../lib/rate-limit.js';
 import type { Deps } from '../deps.js';
 import { consentPage, errorPage } from './page.js';
 
@@ -45,7 +46,13 @@ const oauthError = (code: ErrorCode, error: string, description: string) => new 
 
 export interface OAuthDeps extends Deps {
   tokens: AccessTokens;
+  /** Counts sign-in attempts per account across every core-api process. */
+  limiter: SharedRateLimiter;
 }
+
+/** Online password guessing: at most this many sign-in attempts per account and window. */
+export const SIGN_IN_ATTEMPTS = 20;
+const SIGN_IN_WINDOW_MS = 15 * 60_000;
 
 export function oauthRoutes(d: OAuthDeps): Route[] {
   const { sql } = d;
@@ -139,6 +146,12 @@ export function oauthRoutes(d: OAuthDeps): Route[] {
     if ('redirectError' in r) return r.redirectError;
     if (f.decision !== 'approve') return redirectTo(r.redirect, { error: 'access_denied', error_description: 'The user denied the request', state: r.state });
     const email = (f.email ?? '').trim();
+    const attempt = await d.limiter.take(r.app.tenant_id, `signin:${email.toLowerCase().slice(0, 320)}`, SIGN_IN_ATTEMPTS, SIGN_IN_WINDOW_MS);
+    if (!attempt.ok) {
+      const minutes = Math.ceil(attempt.retryAfter / 60);
+      const page = consentPage({ appName: r.app.name, scopes: r.scopes, hidden: hiddenOf(f), email, error: `Too many sign-in attempts for this account; try again in ${minutes} minute${minutes === 1 ? '' : 's'}.` }, 429);
+      return { ...page, headers: [...(page.headers ?? []), ['Retry-After', String(attempt.retryAfter)]] };
+    }
     const [user] = email && email.length <= 320
       ? await sql<{ id: string; role: Role; password_hash: string | null }[]>`
           SELECT id::text, role, password_hash FROM users WHERE tenant_id = ${r.app.tenant_id} AND lower(email) = lower(${email})`

@@ -212,3 +212,23 @@ t.test('access tokens expire after their lifetime: 401 token_expired', async (t)
   isProblem(t, r, 401, 'token_expired');
   t.equal((await refresh(short.url, app, tok.refresh_token)).status, 200, 'refresh still works');
 });
+
+t.test('sign-in attempts per account are limited: past 20 in 15 minutes even the right password is refused', async (t) => {
+  const other = await bootstrap();
+  const otherApp = await registerApp(api.url, other.api_key, ['customers:read']);
+  const p = pkce();
+  const q = new URLSearchParams({ response_type: 'code', client_id: otherApp.client_id, redirect_uri: otherApp.redirect_uris[0], scope: 'customers:read', state: 's', code_challenge: p.challenge, code_challenge_method: 'S256' });
+  const hidden = hiddenFields((await call(api.url, 'GET', `/v1/oauth/authorize?${q}`)).text);
+  for (let i = 0; i < 20; i++) {
+    const wrong = await postForm(api.url, '/v1/oauth/authorize', { ...hidden, email: other.admin_email, password: `guess-${i}`, decision: 'approve' });
+    if (wrong.status !== 401) t.fail(`attempt ${i + 1} answered ${wrong.status}`);
+  }
+  const right = await postForm(api.url, '/v1/oauth/authorize', { ...hidden, email: other.admin_email, password: other.admin_password, decision: 'approve' });
+  t.equal(right.status, 429, 'the 21st attempt is refused');
+  t.equal(right.headers.get('location'), null, 'no code is issued');
+  t.ok(Number(right.headers.get('retry-after')) > 0, 'Retry-After says when to come back');
+  t.match(right.text, 'Too many sign-in attempts');
+  // Another account of the same workspace is not affected.
+  const stranger = await postForm(api.url, '/v1/oauth/authorize', { ...hidden, email: 'someone-else@example.com', password: 'x', decision: 'approve' });
+  t.equal(stranger.status, 401);
+});
