@@ -13,6 +13,7 @@ import type { PlanLimits } from './http/limits.js';
 import { jobRoutes } from './jobs/routes.js';
 import type { JobRunner } from './jobs/runner.js';
 import { oauthRoutes } from './oauth/routes.js';
+import { INGEST_ROUTES } from '../schemas/ingest-openapi.js';
 import type { SharedRateLimiter } from '../lib/rate-limit.js';
 import { userRoutes } from './users/routes.js';
 
@@ -29,6 +30,7 @@ const TAGS = [
   { name: 'API keys', description: 'Server-to-server credentials (admin).' },
   { name: 'OAuth', description: 'OAuth 2.0 Authorization Code + PKCE: apps, the sign-in page and the token endpoint.' },
   { name: 'Settings', description: 'Workspace settings (admin): the ingestion key.' },
+  { name: 'Ingestion', description: 'Usage and billing events (served by the ingest tier): surface A with X-API-Key, surface B with a bearer credential.' },
   { name: 'Meta', description: 'The interface description.' },
 ];
 
@@ -61,7 +63,7 @@ export function openApiDocument(routes: Route[], d: Pick<AppDeps, 'baseUrl' | 'l
     `Rate limits per workspace (default plan figures): reads ${d.limits.reads_per_min}/min, writes ${d.limits.writes_per_min}/min, bulk imports ${d.limits.bulk_imports_per_hour}/hour; every authenticated response carries X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (unix seconds); 429 carries Retry-After.`,
     'Lists use cursor pagination: pass `next_cursor` as `cursor` while `has_more` is true. A resource of another workspace answers 404. A malformed id in a path answers 404.',
   ].join('\n\n');
-  return buildOpenApi(routes, { title: 'Customer Success Platform — Core API', version: '1.0.0', description, baseUrl: d.baseUrl, scopes: SCOPE_DESCRIPTIONS, errorCodes, problem: Problem, tags: TAGS });
+  return buildOpenApi([...routes, ...INGEST_ROUTES], { title: 'Customer Success Platform — Core API', version: '1.0.0', description, baseUrl: d.baseUrl, scopes: SCOPE_DESCRIPTIONS, errorCodes, problem: Problem, tags: TAGS });
 }
 
 export { json };

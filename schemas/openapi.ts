@@ -7,7 +7,10 @@ export interface OpenApiRoute {
   summary: string;
   description?: string;
   tag: string;
-  auth: 'bearer' | 'none';
+  /** bearer: API key or OAuth token; ingestionKey: the organization's X-API-Key (surface A). */
+  auth: 'bearer' | 'none' | 'ingestionKey';
+  /** false: the route answers errors in its own shapes (its `responses`), not problem+json. */
+  problems?: boolean;
   scope?: string | null;
   role?: string;
   bucket?: string;
@@ -44,6 +47,7 @@ const STATUS_DESCRIPTIONS: Record<number, string> = {
   422: 'Semantic error (`renewal_date_in_past`, `idempotency_key_reused`, `unprocessable`).',
   429: 'Rate limited (`rate_limited`); see Retry-After.',
   500: 'Server error (`internal_error`).',
+  503: 'Service unavailable (`service_unavailable`); see Retry-After.',
 };
 
 /** Plain JSON of a TypeBox schema (its symbols dropped). */
@@ -69,7 +73,7 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
     if (r.role) notes.push(`Role: ${r.role}.`);
     if (r.auth === 'bearer') notes.push(`Rate-limit bucket: ${r.bucket ?? (r.method === 'GET' ? 'read' : 'write')}.`);
     op.description = notes.join('\n\n');
-    op.security = r.auth === 'bearer' ? [{ oauth2: r.scope ? [r.scope] : [] }, { bearerApiKey: r.scope ? [r.scope] : [] }] : [];
+    op.security = r.auth === 'bearer' ? [{ oauth2: r.scope ? [r.scope] : [] }, { bearerApiKey: r.scope ? [r.scope] : [] }] : r.auth === 'ingestionKey' ? [{ ingestionKey: [] }] : [];
     if (r.scope) op['x-required-scope'] = r.scope;
     const parameters: unknown[] = [];
     for (const m of r.path.matchAll(/\{(\w+)\}/g)) {
@@ -93,11 +97,12 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
       if (doc.schema) resp.content = { [ct]: { schema: plain(doc.schema), ...(doc.example !== undefined ? { example: doc.example } : {}) } };
       else if (doc.contentType) resp.content = { [ct]: { schema: { type: 'string' } } };
       if (r.auth === 'bearer') resp.headers = rateHeaders;
+      else if (r.auth === 'ingestionKey') resp.headers = { 'X-Trace-Id': rateHeaders['X-Trace-Id'], ...(Number(status) === 429 || Number(status) === 503 ? { 'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' } } } : {}) };
       else if (Number(status) === 303) resp.headers = { Location: { description: 'redirect_uri with code and state, or error and state.', schema: { type: 'string' } } };
       responses[status] = resp;
     }
     const errorStatuses = new Set<number>([...(r.body || r.query ? [400] : []), ...(r.auth === 'bearer' ? [401, 403, 429] : []), ...(r.errors ?? []), 500]);
-    for (const s of [...errorStatuses].sort()) if (!responses[s]) responses[s] = { $ref: `#/components/responses/Problem${s}` };
+    if (r.problems !== false) for (const s of [...errorStatuses].sort()) if (!responses[s]) responses[s] = { $ref: `#/components/responses/Problem${s}` };
     op.responses = responses;
     const path = (paths[r.path] ??= {});
     path[r.method.toLowerCase()] = op;
@@ -138,6 +143,7 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
         'X-Trace-Id': { description: 'Identifier of this request; quote it to support.', schema: { type: 'string' } },
       },
       securitySchemes: {
+        ingestionKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'The organization\'s ingestion key `sk_live_` + 64 hex (surface A only); the workspace is derived from it.' },
         bearerApiKey: { type: 'http', scheme: 'bearer', description: 'API key `svc_sk_live_…` or `svc_sk_test_…` sent as `Authorization: Bearer <key>`. Scopes are fixed at creation.' },
         oauth2: {
           type: 'oauth2',

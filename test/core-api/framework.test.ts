@@ -101,10 +101,19 @@ t.test('OpenAPI document is valid 3.1 and covers every route', async (t) => {
     'POST /v1/customers/{id}/restore', 'GET /v1/customers/trash', 'GET /v1/customers/{id}/contacts', 'POST /v1/customers/{id}/contacts',
     'POST /v1/customers/bulk-import', 'GET /v1/jobs/{id}', 'GET /v1/users', 'GET /v1/users/me', 'POST /v1/users', 'PATCH /v1/users/{id}/role',
     'POST /v1/api-keys', 'GET /v1/api-keys', 'DELETE /v1/api-keys/{id}', 'POST /v1/oauth/apps', 'GET /v1/oauth/apps', 'GET /v1/oauth/authorize',
-    'POST /v1/oauth/token', 'GET /v1/settings/ingestion-key', 'POST /v1/settings/ingestion-key', 'GET /v1/openapi.json']) {
+    'POST /v1/oauth/token', 'GET /v1/settings/ingestion-key', 'POST /v1/settings/ingestion-key', 'GET /v1/openapi.json',
+    'POST /v1/ingest/events', 'POST /v1/ingest/billing-events', 'POST /v1/events', 'POST /v1/events/backfill', 'GET /v1/events']) {
     t.ok(ops.includes(want), want);
   }
   t.ok(doc.components.securitySchemes.oauth2.flows.authorizationCode.scopes['customers:read']);
   t.equal(doc.paths['/v1/customers'].get['x-required-scope'], 'customers:read');
   t.ok(doc.components.responses.Problem400.content['application/problem+json'].example.errors);
+  // Surface A answers in its own shapes and authenticates with X-API-Key.
+  const a = doc.paths['/v1/ingest/events'].post;
+  t.same(a.security, [{ ingestionKey: [] }]);
+  t.same(doc.components.securitySchemes.ingestionKey, { type: 'apiKey', in: 'header', name: 'X-API-Key', description: doc.components.securitySchemes.ingestionKey.description });
+  t.same(Object.keys(a.responses).sort(), ['202', '401', '413', '422', '429', '500', '503']);
+  t.equal(a.requestBody.content['application/json'].schema.properties.events.maxItems, 100);
+  t.equal(doc.paths['/v1/events'].post['x-required-scope'], 'events:write');
+  t.equal(doc.paths['/v1/events'].get['x-required-scope'], 'events:read');
 });
