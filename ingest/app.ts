@@ -59,6 +59,25 @@ export interface Traffic {
   lastRequestAt: number;
   draining: boolean;
   closed: boolean;
+  /** Bytes of request bodies being worked on; a request that would pass the budget is turned away. */
+  bodyBytes: number;
+  maxBodyBytesInFlight: number;
+}
+
+/**
+ * Backpressure on memory: a process works on at most `maxBodyBytesInFlight` bytes of bodies at
+ * once (parsed, a body takes several times its size). One request is always let through.
+ * Returns the release function, or undefined when the caller must answer 503.
+ */
+export function admitBody(traffic: Traffic, bytes: number): (() => void) | undefined {
+  if (traffic.bodyBytes > 0 && traffic.bodyBytes + bytes > traffic.maxBodyBytesInFlight) return undefined;
+  traffic.bodyBytes += bytes;
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    traffic.bodyBytes -= bytes;
+  };
 }
 
 export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): TemplatedApp {
@@ -84,8 +103,8 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
             detail: { type: err.code ?? 'rate_limited', title: err.code ? 'Daily Event Quota Exceeded' : 'Too Many Requests', status: 429, detail: err.message, retry_after: err.retryAfter },
           }, [['Retry-After', String(err.retryAfter)]]);
         case 503:
-          log.error({ trace_id: c.traceId, err: err.message }, 'event store refused the batch');
-          return send(c, 503, { type: 'service_unavailable', title: 'Service Unavailable', status: 503, detail: 'The event store is full; no event of this request was stored. Retry later.' }, [['Retry-After', String(err.retryAfter || 5)]]);
+          log.error({ trace_id: c.traceId, err: err.message }, 'batch refused');
+          return send(c, 503, { type: 'service_unavailable', title: 'Service Unavailable', status: 503, detail: `${err.message}; no event of this request was stored. Retry later.` }, [['Retry-After', String(err.retryAfter || 5)]]);
       }
     }
     log.error({ trace_id: c.traceId, err }, 'ingestion failed');
@@ -166,12 +185,14 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     const head = readHeadFast(req, res);
     traffic.inflight++;
     readBody(res, head, opts.maxBodyBytes, c.state, (err, body) => {
+      const release = err ? undefined : admitBody(traffic, body.length);
       const run = err
         ? Promise.reject(err.kind === 'too_large'
           ? new IngestError(413, err.message, [{ type: 'payload_too_large', loc: ['body'], msg: `Request body exceeds ${opts.maxBodyBytes} bytes`, input: null }])
           : bodyProblem('content_encoding_invalid', err.message, ['header', 'content-encoding']))
-        : handle(c, head, body);
+        : release ? handle(c, head, body) : Promise.reject(new IngestError(503, 'The server is busy', [], 1));
       run.catch((e: unknown) => fail(c, e)).finally(() => {
+        release?.();
         traffic.inflight--;
       });
     });

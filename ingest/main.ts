@@ -51,6 +51,8 @@ export const IngestConfig = Type.Object({
   EVENTS_MAX_PAYLOAD_BYTES: Type.Integer({ minimum: 65_536, default: 8 * 1024 * 1024 - 65_536, description: 'Largest stored form of one surface-B request (one JetStream message).' }),
   EVENTS_DAILY_QUOTAS: Type.String({ default: 'starter=1000000,growth=10000000,scale=100000000,enterprise=unlimited', description: 'Events per UTC day by plan, both surfaces together; unlimited or a plan left out: no quota.' }),
   IDEMPOTENCY_WAIT_MS: Type.Integer({ minimum: 100, default: 10_000, description: 'How long a request waits for another one holding the same Idempotency-Key before answering 409.' }),
+  INGEST_MAX_INFLIGHT_BYTES: Type.Integer({ minimum: 1024, default: 16 * 1024 * 1024, description: 'Request-body bytes one process works on at once; past it new requests get 503 with Retry-After (memory backpressure).' }),
+  INGEST_MAX_OLD_SPACE_MB: Type.Integer({ minimum: 0, default: 192, description: "V8 old-space cap of each worker process (0: Node's default); bounds RSS under load." }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
 
@@ -74,7 +76,7 @@ try {
 
 if (cfg.INGEST_PROCESSES > 1 && process.env.INGEST_WORKER === undefined) {
   boot.info({ processes: cfg.INGEST_PROCESSES, port: cfg.INGEST_PORT }, 'starting ingest processes');
-  supervise(boot, cfg.INGEST_PROCESSES, 'INGEST_WORKER');
+  supervise(boot, cfg.INGEST_PROCESSES, 'INGEST_WORKER', cfg.INGEST_MAX_OLD_SPACE_MB ? [`--max-old-space-size=${cfg.INGEST_MAX_OLD_SPACE_MB}`] : []);
 } else {
   await serve();
 }
@@ -108,7 +110,7 @@ async function serve(): Promise<void> {
   nc.subscribe(subjects.customersChanged('*'), { callback: (_e, m) => resolver.invalidateCustomers(m.subject.split('.')[2]) });
   nc.subscribe(subjects.productsChanged('*'), { callback: (_e, m) => resolver.invalidateProducts(m.subject.split('.')[2]) });
 
-  const traffic: Traffic = { inflight: 0, lastRequestAt: 0, draining: false, closed: false };
+  const traffic: Traffic = { inflight: 0, lastRequestAt: 0, draining: false, closed: false, bodyBytes: 0, maxBodyBytesInFlight: cfg.INGEST_MAX_INFLIGHT_BYTES };
   const limiter = new SharedRateLimiter(sql);
   const quota = new DailyQuota(sql, limiter, quotas);
   const publisher = new Publisher(js, cfg.INGEST_PUBLISH_TIMEOUT_MS);

@@ -14,7 +14,7 @@ import { compile } from '../schemas/ajv.js';
 import { compileQuery } from '../schemas/core/validate.js';
 import { BatchShapeB, EventsQuery, MAX_BACKFILL_AGE_MS } from '../schemas/events.js';
 import { MAX_EVENT_AGE_MS } from '../schemas/ingest.js';
-import type { Traffic } from './app.js';
+import { admitBody, type Traffic } from './app.js';
 import { IngestError } from './errors.js';
 import { prepareB } from './events-b.js';
 import type { EventQuery } from './event-query.js';
@@ -193,10 +193,14 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
       return;
     }
     readBody(res, head, opts.maxBodyBytes, state, (err, body) => {
+      const release = err ? undefined : admitBody(traffic, body.length);
       const run = err
         ? Promise.reject(err.kind === 'too_large' ? new ApiError('payload_too_large', `The request body exceeds ${opts.maxBodyBytes} bytes; send smaller batches.`) : new ApiError('unsupported_media_type', err.message))
-        : ingest(c, body);
-      run.catch((e: unknown) => fail(c, e)).finally(done);
+        : release ? ingest(c, body) : Promise.reject(new ApiError('service_unavailable', 'The server is busy; nothing was stored. Retry shortly.', undefined, [['Retry-After', '1']]));
+      run.catch((e: unknown) => fail(c, e)).finally(() => {
+        release?.();
+        done();
+      });
     });
   };
 
