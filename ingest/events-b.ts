@@ -2,7 +2,7 @@ import type { ErrorObject } from 'ajv';
 import { isUuid, uuidv7 } from '../lib/ids.js';
 import { compile } from '../schemas/ajv.js';
 import { MAX_EXTERNAL_ID, RESERVED_EVENT_NAMES, UsageBatchB, UsageEventB, type EventBErrorCode } from '../schemas/events.js';
-import { MAX_PROPERTIES_BYTES } from '../schemas/ingest.js';
+import { eventTime, isRejection, storedProperties } from './event-rules.js';
 import type { Resolver } from './resolver.js';
 
 export interface EventErrorB {
@@ -106,38 +106,15 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
       errors.push({ index: i, code: 'unknown_customer', message: 'No customer with this customer_id in the workspace' });
       continue;
     }
-    let ts = ctx.now;
-    if (e.timestamp !== undefined) {
-      ts = Date.parse(e.timestamp);
-      if (!(ts >= ctx.oldest)) {
-        errors.push({ index: i, code: 'invalid_timestamp', message: ctx.tooOld });
-        continue;
-      }
-      if (ts > ctx.newest) {
-        errors.push({ index: i, code: 'invalid_timestamp', message: 'timestamp is in the future' });
-        continue;
-      }
+    const ts = eventTime(e.timestamp, ctx);
+    if (typeof ts !== 'number') {
+      errors.push({ index: i, code: ts.code, message: ts.message });
+      continue;
     }
-    let properties = '{}';
-    const pk: string[] = [];
-    const pv: string[] = [];
-    if (e.properties !== undefined) {
-      try {
-        properties = JSON.stringify(e.properties);
-      } catch {
-        errors.push({ index: i, code: 'invalid_properties', message: 'properties nest too deeply to be stored' });
-        continue;
-      }
-      if (properties.length > MAX_PROPERTIES_BYTES || (properties.length * 3 > MAX_PROPERTIES_BYTES && Buffer.byteLength(properties) > MAX_PROPERTIES_BYTES)) {
-        errors.push({ index: i, code: 'properties_too_large', message: `properties exceed ${MAX_PROPERTIES_BYTES} bytes serialized as JSON` });
-        continue;
-      }
-      const p = e.properties as Record<string, unknown>;
-      for (const k in p) {
-        const v = p[k];
-        pk.push(k);
-        pv.push(typeof v === 'string' ? v : JSON.stringify(v));
-      }
+    const props = storedProperties(e.properties as Record<string, unknown> | undefined);
+    if (isRejection(props)) {
+      errors.push({ index: i, code: props.code, message: props.message });
+      continue;
     }
     let key = -1;
     if (e.external_id !== undefined) {
@@ -171,9 +148,9 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
       product_code: '',
       surface: 'b',
       external_id: e.external_id ?? '',
-      properties,
-      prop_keys: pk,
-      prop_values: pv,
+      properties: props.json,
+      prop_keys: props.keys,
+      prop_values: props.values,
       user_email: e.user_email ?? '',
       user_external_id: e.user_external_id ?? '',
     });

@@ -1,8 +1,8 @@
 import type { Sql } from '../lib/pg.js';
+import { PlanCache } from '../lib/plans.js';
 import type { Decision, SharedRateLimiter } from '../lib/rate-limit.js';
 
 export const DAY_MS = 24 * 3600_000;
-const PLAN_TTL_MS = 60_000;
 
 /** Events per UTC day by plan; a plan missing here (enterprise) is unlimited. */
 export type DailyQuotas = Partial<Record<string, number>>;
@@ -13,23 +13,19 @@ export type DailyQuotas = Partial<Record<string, number>>;
  * is the number of events stored. Unlimited plans never touch the counter.
  */
 export class DailyQuota {
-  private plans = new Map<string, { plan: string; at: number }>();
+  private plans: PlanCache;
 
-  constructor(private readonly sql: Sql, private readonly limiter: SharedRateLimiter, private readonly quotas: DailyQuotas) {}
+  constructor(sql: Sql, private readonly limiter: SharedRateLimiter, private readonly quotas: DailyQuotas) {
+    this.plans = new PlanCache(sql);
+  }
 
   limitOf(plan: string): number | undefined {
     return this.quotas[plan];
   }
 
-  /** The workspace's plan, cached for a minute (surface B knows only the tenant from its credential). */
-  async planOf(tenantId: string): Promise<string> {
-    const hit = this.plans.get(tenantId);
-    if (hit && Date.now() - hit.at < PLAN_TTL_MS) return hit.plan;
-    const [row] = await this.sql<{ plan: string }[]>`SELECT plan FROM tenants WHERE id = ${tenantId}`;
-    const plan = row?.plan ?? 'starter';
-    if (this.plans.size > 100_000) this.plans.clear();
-    this.plans.set(tenantId, { plan, at: Date.now() });
-    return plan;
+  /** The workspace's plan (surface B knows only the tenant from its credential). */
+  planOf(tenantId: string): Promise<string> {
+    return this.plans.planOf(tenantId);
   }
 
   /** `null` when the plan is unlimited or nothing is charged. */

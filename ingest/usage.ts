@@ -1,6 +1,7 @@
 import { isUuid, uuidv7 } from '../lib/ids.js';
 import { RESERVED_EVENT_NAMES } from '../schemas/events.js';
-import { MAX_EVENT_AGE_MS, MAX_PROPERTIES_BYTES, type UsageEventA } from '../schemas/ingest.js';
+import { MAX_EVENT_AGE_MS, type UsageEventA } from '../schemas/ingest.js';
+import { eventTime, isRejection, storedProperties } from './event-rules.js';
 import { unprocessable, type Detail } from './errors.js';
 import type { Resolver } from './resolver.js';
 
@@ -68,8 +69,7 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
   const errors: EventError[] = [];
   const names = new Set<string>();
   const receivedAt = Math.floor(ctx.now / 1000);
-  const oldest = ctx.now - MAX_EVENT_AGE_MS - ctx.ageGraceMs;
-  const newest = ctx.now + ctx.futureSkewMs;
+  const window = { now: ctx.now, oldest: ctx.now - MAX_EVENT_AGE_MS - ctx.ageGraceMs, newest: ctx.now + ctx.futureSkewMs, tooOld: 'timestamp is more than 30 days in the past' };
   let i = 0;
   let e: UsageEventA;
   const fail = (code: EventErrorCode, message: string) => errors.push({ index: i, event_name: e.event_name, code, message });
@@ -98,38 +98,15 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
       }
       customerId = found;
     }
-    let ts = ctx.now;
-    if (e.timestamp !== undefined) {
-      ts = Date.parse(e.timestamp);
-      if (!(ts >= oldest)) {
-        fail('invalid_timestamp', 'timestamp is more than 30 days in the past');
-        continue;
-      }
-      if (ts > newest) {
-        fail('invalid_timestamp', 'timestamp is in the future');
-        continue;
-      }
+    const ts = eventTime(e.timestamp, window);
+    if (typeof ts !== 'number') {
+      fail(ts.code, ts.message);
+      continue;
     }
-    let properties = '{}';
-    const keys: string[] = [];
-    const values: string[] = [];
-    if (e.properties !== undefined) {
-      try {
-        properties = JSON.stringify(e.properties);
-      } catch {
-        fail('invalid_properties', 'properties nest too deeply to be stored');
-        continue;
-      }
-      if (properties.length > MAX_PROPERTIES_BYTES || (properties.length * 3 > MAX_PROPERTIES_BYTES && Buffer.byteLength(properties) > MAX_PROPERTIES_BYTES)) {
-        fail('properties_too_large', `properties exceed ${MAX_PROPERTIES_BYTES} bytes serialized as JSON`);
-        continue;
-      }
-      const p = e.properties as Record<string, unknown>;
-      for (const k in p) {
-        const v = p[k];
-        keys.push(k);
-        values.push(typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v));
-      }
+    const props = storedProperties(e.properties as Record<string, unknown> | undefined);
+    if (isRejection(props)) {
+      fail(props.code, props.message);
+      continue;
     }
     names.add(e.event_name);
     rows.push({
@@ -148,9 +125,9 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
       product_code: e.product_code ?? '',
       surface: 'a',
       external_id: '',
-      properties,
-      prop_keys: keys,
-      prop_values: values,
+      properties: props.json,
+      prop_keys: props.keys,
+      prop_values: props.values,
     });
   }
   const json = rows.length ? JSON.stringify(rows) : '[]';

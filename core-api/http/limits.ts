@@ -1,4 +1,5 @@
 import type { Sql } from '../../lib/pg.js';
+import { PlanCache } from '../../lib/plans.js';
 import type { Decision, SharedRateLimiter } from '../../lib/rate-limit.js';
 import type { Bucket } from './router.js';
 
@@ -10,34 +11,25 @@ export interface PlanLimits {
 
 const WINDOW: Record<Bucket, number> = { read: 60_000, write: 60_000, bulk: 3600_000 };
 const FIELD: Record<Bucket, keyof PlanLimits> = { read: 'reads_per_min', write: 'writes_per_min', bulk: 'bulk_imports_per_hour' };
-const PLAN_TTL_MS = 60_000;
 
 /**
  * Per-workspace limits by plan, counted in PostgreSQL through SharedRateLimiter so they hold across
  * every core-api process. The workspace's plan is cached for a minute.
  */
 export class Limits {
-  private plans = new Map<string, { plan: string; at: number }>();
+  private plans: PlanCache;
 
   constructor(
-    private readonly sql: Sql,
+    sql: Sql,
     private readonly limiter: SharedRateLimiter,
     private readonly defaults: PlanLimits,
     private readonly perPlan: Record<string, Partial<PlanLimits>>,
-  ) {}
-
-  private async plan(tenantId: string): Promise<string> {
-    const hit = this.plans.get(tenantId);
-    if (hit && Date.now() - hit.at < PLAN_TTL_MS) return hit.plan;
-    const [row] = await this.sql<{ plan: string }[]>`SELECT plan FROM tenants WHERE id = ${tenantId}`;
-    const plan = row?.plan ?? 'starter';
-    if (this.plans.size > 100_000) this.plans.clear();
-    this.plans.set(tenantId, { plan, at: Date.now() });
-    return plan;
+  ) {
+    this.plans = new PlanCache(sql);
   }
 
   async limitFor(tenantId: string, bucket: Bucket): Promise<number> {
-    const plan = await this.plan(tenantId);
+    const plan = await this.plans.planOf(tenantId);
     return this.perPlan[plan]?.[FIELD[bucket]] ?? this.defaults[FIELD[bucket]];
   }
 

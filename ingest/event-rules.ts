@@ -1,0 +1,60 @@
+import { MAX_PROPERTIES_BYTES } from '../schemas/ingest.js';
+
+/** A per-event rejection, as both surfaces list it in `errors[]`. */
+export interface Rejection {
+  code: 'invalid_timestamp' | 'invalid_properties' | 'properties_too_large';
+  message: string;
+}
+
+/** The timestamp window: [oldest, newest] in unix ms; `tooOld` is the surface's wording. */
+export interface Window {
+  now: number;
+  oldest: number;
+  newest: number;
+  tooOld: string;
+}
+
+/** Unix ms of the event, or why it is refused. The string was already checked as ISO 8601 with a zone. */
+export function eventTime(timestamp: string | undefined, w: Window): number | Rejection {
+  if (timestamp === undefined) return w.now;
+  const ts = Date.parse(timestamp);
+  if (!(ts >= w.oldest)) return { code: 'invalid_timestamp', message: w.tooOld };
+  if (ts > w.newest) return { code: 'invalid_timestamp', message: 'timestamp is in the future' };
+  return ts;
+}
+
+export interface StoredProperties {
+  json: string;
+  keys: string[];
+  values: string[];
+}
+
+const EMPTY: StoredProperties = { json: '{}', keys: [], values: [] };
+
+/**
+ * Properties as stored: the raw JSON (at most 10,240 bytes) and the top-level keys with their
+ * values as strings (non-strings as JSON), so `properties.plan = 'pro'` needs no JSON parsing.
+ */
+export function storedProperties(properties: Record<string, unknown> | undefined): StoredProperties | Rejection {
+  if (properties === undefined) return EMPTY;
+  let json: string;
+  try {
+    json = JSON.stringify(properties);
+  } catch {
+    return { code: 'invalid_properties', message: 'properties nest too deeply to be stored' };
+  }
+  // Bytes ≥ UTF-16 length ≥ bytes / 3: only the middle band needs the exact count.
+  if (json.length > MAX_PROPERTIES_BYTES || (json.length * 3 > MAX_PROPERTIES_BYTES && Buffer.byteLength(json) > MAX_PROPERTIES_BYTES)) {
+    return { code: 'properties_too_large', message: `properties exceed ${MAX_PROPERTIES_BYTES} bytes serialized as JSON` };
+  }
+  const keys: string[] = [];
+  const values: string[] = [];
+  for (const k in properties) {
+    const v = properties[k];
+    keys.push(k);
+    values.push(typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v));
+  }
+  return { json, keys, values };
+}
+
+export const isRejection = (v: unknown): v is Rejection => typeof v === 'object' && v !== null && 'code' in v;
