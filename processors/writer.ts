@@ -1,4 +1,4 @@
-import { headers as natsHeaders, type ConsumerMessages, type JetStreamClient, type JsMsg } from 'nats';
+import { headers as natsHeaders, type Consumer, type ConsumerMessages, type JetStreamClient, type JsMsg } from 'nats';
 import type { Piscina } from 'piscina';
 import type { Logger } from '../lib/logger.js';
 import { STREAM_EVENTS, subjects } from '../lib/nats.js';
@@ -67,7 +67,7 @@ export class ClickhouseWriter {
   private flushing?: Promise<void>;
   private slotFreed?: () => void;
   private held = new Map<number, JsMsg>();
-  private messages?: ConsumerMessages;
+  private fetching?: ConsumerMessages;
   private stopping = false;
   private querySeq = 0;
   private timers: NodeJS.Timeout[] = [];
@@ -77,7 +77,6 @@ export class ClickhouseWriter {
 
   async start(): Promise<void> {
     const consumer = await this.d.js.consumers.get(STREAM_EVENTS, this.o.consumer);
-    this.messages = await consumer.consume({ max_bytes: this.o.pullBytes });
     this.timers.push(setInterval(() => {
       if (this.pending.length && Date.now() - this.oldest >= this.o.batchMs) void this.flush();
     }, Math.max(10, Math.floor(this.o.batchMs / 4))));
@@ -85,19 +84,43 @@ export class ClickhouseWriter {
     this.timers.push(setInterval(() => {
       for (const m of this.held.values()) m.working();
     }, 3_000));
-    this.loop = this.consume(this.messages);
+    this.loop = this.pull(consumer);
   }
 
-  private async consume(messages: ConsumerMessages): Promise<void> {
-    for await (const m of messages) {
-      if (this.held.has(m.seq)) continue; // a redelivery of a message this process still holds
-      this.held.set(m.seq, m);
-      if (this.pending.length === 0) this.oldest = Date.now();
-      this.pending.push(m);
-      this.pendingRows += rowsOf(m);
-      this.pendingBytes += m.data.length;
-      if (this.pendingRows >= this.o.batchRows || this.pendingBytes >= this.o.batchBytes) await this.flush();
+  /**
+   * Pulls only when the pending batch has room, and holds every message the moment it arrives: a
+   * message never waits in a client-side buffer without in-progress acks, where its ack wait could
+   * run out and JetStream hand it to another writer while this one still inserts it.
+   */
+  private async pull(consumer: Consumer): Promise<void> {
+    while (!this.stopping) {
+      while (!this.stopping && this.pendingFull()) await this.flush();
+      if (this.stopping) break;
+      try {
+        this.fetching = await consumer.fetch({ max_bytes: this.o.pullBytes, expires: 1000 });
+        for await (const m of this.fetching) this.take(m);
+      } catch (err) {
+        if (this.stopping) break;
+        this.d.log.warn({ consumer: this.o.consumer, err: String((err as Error).message ?? err) }, 'pull failed; retrying');
+        await sleep(500);
+      } finally {
+        this.fetching = undefined;
+      }
     }
+  }
+
+  private pendingFull(): boolean {
+    return this.pendingRows >= this.o.batchRows || this.pendingBytes >= this.o.batchBytes;
+  }
+
+  private take(m: JsMsg): void {
+    if (this.held.has(m.seq)) return; // a redelivery of a message this process still holds
+    this.held.set(m.seq, m);
+    if (this.pending.length === 0) this.oldest = Date.now();
+    this.pending.push(m);
+    this.pendingRows += rowsOf(m);
+    this.pendingBytes += m.data.length;
+    if (this.pendingFull()) void this.flush();
   }
 
   /**
@@ -276,7 +299,7 @@ export class ClickhouseWriter {
   async stop(): Promise<void> {
     this.stopping = true;
     for (const t of this.timers) clearInterval(t);
-    await this.messages?.close();
+    this.fetching?.stop();
     await this.loop;
     await this.flush();
     while (this.inflight > 0) await sleep(20);
