@@ -68,6 +68,8 @@ export class ClickhouseWriter {
   private slotFreed?: () => void;
   private held = new Map<number, JsMsg>();
   private fetching?: ConsumerMessages;
+  /** Running average of message sizes; the first pulls assume 100 events of ~1.6 KB. */
+  private avgMessageBytes = 160 * 1024;
   private stopping = false;
   private querySeq = 0;
   private timers: NodeJS.Timeout[] = [];
@@ -97,8 +99,14 @@ export class ClickhouseWriter {
       while (!this.stopping && this.pendingFull()) await this.flush();
       if (this.stopping) break;
       try {
-        this.fetching = await consumer.fetch({ max_bytes: this.o.pullBytes, expires: 1000 });
-        for await (const m of this.fetching) this.take(m);
+        // By count, sized from the messages seen so far to about pullBytes: nats.js ends a fetch
+        // capped by bytes only when its 1 s expiry runs out, even with a backlog waiting.
+        const count = Math.max(1, Math.min(1000, Math.floor(this.o.pullBytes / this.avgMessageBytes)));
+        this.fetching = await consumer.fetch({ max_messages: count, expires: 1000 });
+        for await (const m of this.fetching) {
+          this.avgMessageBytes = this.avgMessageBytes * 0.98 + Math.max(1024, m.data.length) * 0.02;
+          this.take(m);
+        }
       } catch (err) {
         if (this.stopping) break;
         this.d.log.warn({ consumer: this.o.consumer, err: String((err as Error).message ?? err) }, 'pull failed; retrying');
