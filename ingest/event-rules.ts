@@ -1,3 +1,4 @@
+import { uuidv7 } from '../lib/ids.js';
 import { MAX_PROPERTIES_BYTES } from '../schemas/ingest.js';
 
 /** A per-event rejection, as both surfaces list it in `errors[]`. */
@@ -58,3 +59,56 @@ export function storedProperties(properties: Record<string, unknown> | undefined
 }
 
 export const isRejection = (v: unknown): v is Rejection => typeof v === 'object' && v !== null && 'code' in v;
+
+/** What a surface says about one accepted event; the rest of the row is the request's. */
+export interface EventRowFields {
+  customerId: string;
+  eventName: string;
+  ts: number;
+  externalCustomerId: string;
+  externalSource: string;
+  userId: string;
+  productId: string;
+  productCode: string;
+  externalId: string;
+  userEmail: string;
+  userExternalId: string;
+  props: StoredProperties;
+}
+
+export interface RequestStamp {
+  tenantId: string;
+  batchId: string;
+  /** Receipt time, unix ms. */
+  now: number;
+  surface: 'a' | 'b';
+}
+
+/**
+ * One row of csp.events in ClickHouse's JSONEachRow form (processors/tables.ts lists the columns),
+ * stamped with tenant, batch and a fresh event id. Every row has the same keys in the same order.
+ */
+export function eventRow(r: RequestStamp, f: EventRowFields): object {
+  return {
+    tenant_id: r.tenantId,
+    customer_id: f.customerId,
+    event_name: f.eventName,
+    ts: Math.floor(f.ts / 1000),
+    ts_ms: f.ts % 1000,
+    event_id: uuidv7(r.now),
+    batch_id: r.batchId,
+    received_at: Math.floor(r.now / 1000),
+    external_customer_id: f.externalCustomerId,
+    external_source: f.externalSource,
+    user_id: f.userId,
+    product_id: f.productId,
+    product_code: f.productCode,
+    surface: r.surface,
+    external_id: f.externalId,
+    properties: f.props.json,
+    prop_keys: f.props.keys,
+    prop_values: f.props.values,
+    user_email: f.userEmail,
+    user_external_id: f.userExternalId,
+  };
+}

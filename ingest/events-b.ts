@@ -1,8 +1,8 @@
 import type { ErrorObject } from 'ajv';
-import { isUuid, uuidv7 } from '../lib/ids.js';
+import { isUuid } from '../lib/ids.js';
 import { compile } from '../schemas/ajv.js';
 import { MAX_EXTERNAL_ID, RESERVED_EVENT_NAMES, UsageBatchB, UsageEventB, type EventBErrorCode } from '../schemas/events.js';
-import { eventTime, isRejection, storedProperties } from './event-rules.js';
+import { eventRow, eventTime, isRejection, storedProperties } from './event-rules.js';
 import type { Resolver } from './resolver.js';
 
 export interface EventErrorB {
@@ -93,7 +93,7 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
   const keyExternal: string[] = [];
   let keys: Map<string, number> | undefined;
   let inBatchDuplicates = 0;
-  const receivedAt = Math.floor(ctx.now / 1000);
+  const stamp = { tenantId, batchId: ctx.batchId, now: ctx.now, surface: 'b' as const };
   for (let i = 0; i < list.length; i++) {
     if (valid && !valid[i]) continue;
     const e = list[i];
@@ -132,28 +132,20 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
       keyExternal.push(e.external_id);
     }
     rowKey.push(key);
-    rows.push({
-      tenant_id: tenantId,
-      customer_id: customerId,
-      event_name: e.event_name,
-      ts: Math.floor(ts / 1000),
-      ts_ms: ts % 1000,
-      event_id: uuidv7(ctx.now),
-      batch_id: ctx.batchId,
-      received_at: receivedAt,
-      external_customer_id: '',
-      external_source: '',
-      user_id: e.user_external_id ?? e.user_email ?? '',
-      product_id: '',
-      product_code: '',
-      surface: 'b',
-      external_id: e.external_id ?? '',
-      properties: props.json,
-      prop_keys: props.keys,
-      prop_values: props.values,
-      user_email: e.user_email ?? '',
-      user_external_id: e.user_external_id ?? '',
-    });
+    rows.push(eventRow(stamp, {
+      customerId,
+      eventName: e.event_name,
+      ts,
+      externalCustomerId: '',
+      externalSource: '',
+      userId: e.user_external_id ?? e.user_email ?? '',
+      productId: '',
+      productCode: '',
+      externalId: e.external_id ?? '',
+      userEmail: e.user_email ?? '',
+      userExternalId: e.user_external_id ?? '',
+      props,
+    }));
   }
   errors.sort((a, b) => a.index - b.index);
   return { accepted: rows.length + inBatchDuplicates, errors, rows, rowKey: Int32Array.from(rowKey), keyCustomers, keyExternal, keyIndex: keys, inBatchDuplicates };

@@ -1,7 +1,7 @@
-import { isUuid, uuidv7 } from '../lib/ids.js';
+import { isUuid } from '../lib/ids.js';
 import { RESERVED_EVENT_NAMES } from '../schemas/events.js';
 import { MAX_EVENT_AGE_MS, type UsageEventA } from '../schemas/ingest.js';
-import { eventTime, isRejection, storedProperties } from './event-rules.js';
+import { eventRow, eventTime, isRejection, storedProperties } from './event-rules.js';
 import { unprocessable, type Detail } from './errors.js';
 import type { Resolver } from './resolver.js';
 
@@ -68,7 +68,7 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
   const rows: object[] = [];
   const errors: EventError[] = [];
   const names = new Set<string>();
-  const receivedAt = Math.floor(ctx.now / 1000);
+  const stamp = { tenantId, batchId: ctx.batchId, now: ctx.now, surface: 'a' as const };
   const window = { now: ctx.now, oldest: ctx.now - MAX_EVENT_AGE_MS - ctx.ageGraceMs, newest: ctx.now + ctx.futureSkewMs, tooOld: 'timestamp is more than 30 days in the past' };
   let i = 0;
   let e: UsageEventA;
@@ -109,26 +109,20 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
       continue;
     }
     names.add(e.event_name);
-    rows.push({
-      tenant_id: tenantId,
-      customer_id: customerId,
-      event_name: e.event_name,
-      ts: Math.floor(ts / 1000),
-      ts_ms: ts % 1000,
-      event_id: uuidv7(ctx.now),
-      batch_id: ctx.batchId,
-      received_at: receivedAt,
-      external_customer_id: e.external_customer_id ?? '',
-      external_source: e.external_source ?? 'internal',
-      user_id: e.user_id ?? '',
-      product_id: resolver.product(tenantId, e.product_id, e.product_code),
-      product_code: e.product_code ?? '',
-      surface: 'a',
-      external_id: '',
-      properties: props.json,
-      prop_keys: props.keys,
-      prop_values: props.values,
-    });
+    rows.push(eventRow(stamp, {
+      customerId,
+      eventName: e.event_name,
+      ts,
+      externalCustomerId: e.external_customer_id ?? '',
+      externalSource: e.external_source ?? 'internal',
+      userId: e.user_id ?? '',
+      productId: resolver.product(tenantId, e.product_id, e.product_code),
+      productCode: e.product_code ?? '',
+      externalId: '',
+      userEmail: '',
+      userExternalId: '',
+      props,
+    }));
   }
   const json = rows.length ? JSON.stringify(rows) : '[]';
   return { rows: json.slice(1, -1), accepted: rows.length, errors, names: [...names] };
