@@ -7,6 +7,7 @@ import { serverGroups, type BenchContext } from './context.js';
 import { emptyWriterBacklog, LandedPoller, startProcessors } from './e2e.js';
 import { purgeBenchSubjects } from './ingest-scenario.js';
 import { round } from './meter.js';
+import { alive } from '../infra/proc.js';
 import { ProcSampler, readPidFile, type Usage } from './proc-stats.js';
 import { BenchError, dist, mustUndo, runChild, say, sleep, type Tier } from './tiers.js';
 
@@ -62,14 +63,6 @@ function isClickHouse(pid: number): boolean {
   }
 }
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 async function stopClickHouse(ctx: BenchContext): Promise<void> {
   const pid = readPidFile(path.join(ctx.profile.dataDir, 'clickhouse.pid'));

@@ -158,14 +158,7 @@ export class ProcSampler {
   }
 }
 
-export function readPidFile(file: string): number | undefined {
-  try {
-    const pid = Number(fs.readFileSync(file, 'latin1').split('\n')[0].trim());
-    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
-  } catch {
-    return undefined;
-  }
-}
+export { readPid as readPidFile } from '../infra/proc.js';
 
 const mb = (bytes = 0) => Math.round(bytes / 1024 / 1024);
 

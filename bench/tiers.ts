@@ -4,6 +4,9 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { ROOT, type StackProfile, type StackUrls } from '../lib/stack.js';
+import { freePort } from '../infra/proc.js';
+
+export { freePort };
 
 const execFileP = promisify(execFile);
 export const dist = (p: string) => path.join(ROOT, 'dist', p);
@@ -106,16 +109,6 @@ export async function node(script: string, args: string[], env: Record<string, s
   }
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 export interface Tier {
   name: string;

@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
-import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
 import { ROOT, stackProfile, stackUrls } from '../../lib/stack.js';
+import { freePort } from '../../infra/proc.js';
 
 const run = promisify(execFile);
 
@@ -38,16 +38,7 @@ export async function seed(tenantId: string, customers: number, extra: string[] 
   await run(process.execPath, [dist('core-api/bin/seed.js'), '--tenant', tenantId, '--customers', String(customers), ...extra], { env: { ...process.env, STACK_PROFILE: 'test' } });
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
+export { freePort };
 
 export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000, intervalMs = 100): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -2,18 +2,11 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
+import { alive } from '../../infra/proc.js';
 import { runLoad } from '../helpers/load.js';
 import { bootstrap, ch, dist, profile, seed, startTier, waitFor } from '../helpers/stack.js';
 
 const chPid = () => Number(fs.readFileSync(path.join(profile.dataDir, 'clickhouse.pid'), 'utf8'));
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 const stackUp = () => spawnSync(process.execPath, [dist('infra/cli.js'), 'up', '--profile', 'test'], { stdio: 'inherit' }).status;
 
 t.test('while ClickHouse is down, ingestion goes on; when it is back the backlog drains with nothing lost or doubled', async (t) => {
