@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { loadConfig, ConfigError } from '../lib/config.js';
+import { configOrExit, loadConfig, ConfigError } from '../lib/config.js';
 import { createLogger } from '../lib/logger.js';
 import { connectNats } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
@@ -10,7 +10,7 @@ import { buildRoutes } from './app.js';
 import { ApiKeyStore } from '../lib/credentials/api-keys.js';
 import { AuditLog } from '../lib/credentials/audit.js';
 import { Authenticator, RevokedFamilies } from '../lib/credentials/authenticate.js';
-import { Allowlist, parseCidr } from '../lib/credentials/ip.js';
+import { trustedProxies } from '../lib/credentials/ip.js';
 import { AccessTokens, loadSigningKey } from './auth/tokens.js';
 import { Limits, type PlanLimits } from './http/limits.js';
 import { ApiMetrics } from './http/metrics.js';
@@ -39,22 +39,16 @@ export const CoreApiConfig = Type.Object({
 });
 
 const boot = createLogger('core-api');
-let cfg: ReturnType<typeof loadConfig<typeof CoreApiConfig>>;
-let planLimits: Record<string, Partial<PlanLimits>>;
-try {
-  cfg = loadConfig(CoreApiConfig);
+const { cfg, planLimits, proxies } = configOrExit(boot, () => {
+  const cfg = loadConfig(CoreApiConfig);
+  let planLimits: Record<string, Partial<PlanLimits>>;
   try {
     planLimits = JSON.parse(cfg.API_PLAN_LIMITS) as Record<string, Partial<PlanLimits>>;
   } catch {
     throw new ConfigError('invalid configuration:\n  API_PLAN_LIMITS: must be JSON');
   }
-  const badProxy = cfg.API_TRUSTED_PROXIES.split(',').map((s) => s.trim()).filter(Boolean).find((c) => !parseCidr(c));
-  if (badProxy) throw new ConfigError(`invalid configuration:\n  API_TRUSTED_PROXIES: "${badProxy}" is not a CIDR range`);
-} catch (err) {
-  if (!(err instanceof ConfigError)) throw err;
-  boot.fatal(err.message);
-  process.exit(1);
-}
+  return { cfg, planLimits, proxies: trustedProxies('API_TRUSTED_PROXIES', cfg.API_TRUSTED_PROXIES) };
+});
 
 if (cfg.API_PROCESSES > 1 && process.env.API_WORKER === undefined) {
   boot.info({ processes: cfg.API_PROCESSES, port: cfg.API_PORT }, 'starting core-api processes');
@@ -111,7 +105,7 @@ async function serve(): Promise<void> {
     auth: new Authenticator(keys, tokens, revoked),
     limits: new Limits(sql, limiter, defaults, planLimits),
     audit, metrics: new ApiMetrics(), log, baseUrl,
-    trustedProxies: new Allowlist(cfg.API_TRUSTED_PROXIES.split(',').map((s) => s.trim()).filter(Boolean)),
+    trustedProxies: proxies,
     maxBodyBytes: cfg.API_MAX_BODY_BYTES,
     ready: () => dbOk && !nc.isClosed(),
   }, inflight);

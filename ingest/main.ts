@@ -1,6 +1,6 @@
 import os from 'node:os';
 import Type from 'typebox';
-import { loadConfig, ConfigError } from '../lib/config.js';
+import { configOrExit, loadConfig, ConfigError } from '../lib/config.js';
 import { createLogger } from '../lib/logger.js';
 import { connectNats, subjects } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
@@ -19,7 +19,7 @@ import { surfaceB } from './surface-b.js';
 import { ApiKeyStore } from '../lib/credentials/api-keys.js';
 import { AuditLog } from '../lib/credentials/audit.js';
 import { Authenticator, RevokedFamilies } from '../lib/credentials/authenticate.js';
-import { Allowlist, parseCidr } from '../lib/credentials/ip.js';
+import { trustedProxies } from '../lib/credentials/ip.js';
 import { SharedTokenVerifier } from '../lib/credentials/tokens.js';
 
 export const IngestConfig = Type.Object({
@@ -57,22 +57,16 @@ export const IngestConfig = Type.Object({
 });
 
 const boot = createLogger('ingest');
-let cfg: ReturnType<typeof loadConfig<typeof IngestConfig>>;
-let quotas: DailyQuotas;
-try {
-  cfg = loadConfig(IngestConfig);
+const { cfg, quotas, proxies } = configOrExit(boot, () => {
+  const cfg = loadConfig(IngestConfig);
+  let quotas: DailyQuotas;
   try {
     quotas = parseQuotas(cfg.EVENTS_DAILY_QUOTAS);
   } catch (err) {
     throw new ConfigError(`invalid configuration:\n  EVENTS_DAILY_QUOTAS: ${(err as Error).message}`);
   }
-  const badProxy = cfg.INGEST_TRUSTED_PROXIES.split(',').map((s) => s.trim()).filter(Boolean).find((c) => !parseCidr(c));
-  if (badProxy) throw new ConfigError(`invalid configuration:\n  INGEST_TRUSTED_PROXIES: "${badProxy}" is not a CIDR range`);
-} catch (err) {
-  if (!(err instanceof ConfigError)) throw err;
-  boot.fatal(err.message);
-  process.exit(1);
-}
+  return { cfg, quotas, proxies: trustedProxies('INGEST_TRUSTED_PROXIES', cfg.INGEST_TRUSTED_PROXIES) };
+});
 
 if (cfg.INGEST_PROCESSES > 1 && process.env.INGEST_WORKER === undefined) {
   boot.info({ processes: cfg.INGEST_PROCESSES, port: cfg.INGEST_PORT }, 'starting ingest processes');
@@ -121,7 +115,7 @@ async function serve(): Promise<void> {
     store: new SurfaceBStore(sql, publisher, quota, { maxPayloadBytes: cfg.EVENTS_MAX_PAYLOAD_BYTES, idempotencyWaitMs: cfg.IDEMPOTENCY_WAIT_MS }),
     events: new EventQuery(cfg.CLICKHOUSE_URL, cfg.CLICKHOUSE_DATABASE, cfg.EVENTS_QUERY_TIMEOUT_MS),
     baseUrl: cfg.PUBLIC_BASE_URL.replace(/\/+$/, ''),
-    trustedProxies: new Allowlist(cfg.INGEST_TRUSTED_PROXIES.split(',').map((s) => s.trim()).filter(Boolean)),
+    trustedProxies: proxies,
     opts: {
       maxBodyBytes: cfg.EVENTS_MAX_BODY_BYTES, batchesPerMinute: cfg.EVENTS_BATCHES_PER_MIN, backfillsPerMinute: cfg.EVENTS_BACKFILLS_PER_MIN,
       readsPerMinute: cfg.EVENTS_READS_PER_MIN, futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS, ageGraceMs: cfg.INGEST_AGE_GRACE_MS,

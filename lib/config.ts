@@ -25,3 +25,17 @@ export function loadConfig<T extends TSchema>(schema: T, env: NodeJS.ProcessEnv 
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }
+
+/**
+ * Runs a process's configuration step; a ConfigError (bad or missing variables) is logged as one
+ * fatal line and the process exits, anything else propagates.
+ */
+export function configOrExit<T>(log: { fatal(msg: string): void }, build: () => T): T {
+  try {
+    return build();
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    log.fatal(err.message);
+    process.exit(1);
+  }
+}

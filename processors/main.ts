@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import Type from 'typebox';
 import { Piscina } from 'piscina';
-import { ConfigError, loadConfig } from '../lib/config.js';
+import { configOrExit, loadConfig } from '../lib/config.js';
 import { onShutdown } from '../lib/lifecycle.js';
 import { createLogger } from '../lib/logger.js';
 import { STREAM_EVENTS, connectNats, consumers } from '../lib/nats.js';
@@ -33,14 +33,7 @@ export const ProcessorsConfig = Type.Object({
 });
 
 const log = createLogger('processors', process.env.LOG_LEVEL ?? 'info');
-let cfg: ReturnType<typeof loadConfig<typeof ProcessorsConfig>>;
-try {
-  cfg = loadConfig(ProcessorsConfig);
-} catch (err) {
-  if (!(err instanceof ConfigError)) throw err;
-  log.fatal(err.message);
-  process.exit(1);
-}
+const cfg = configOrExit(log, () => loadConfig(ProcessorsConfig));
 
 const instance = `${randomBytes(4).toString('hex')}${process.pid}`;
 const nc = await connectNats(cfg.NATS_URL, `processors-${instance}`, log);

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { ConfigError } from '../config.js';
 
 /** Parses `a.b.c.d/len`, `x::y/len` or a bare address; host bits are cleared. Returns null when invalid. */
 export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
@@ -49,4 +50,12 @@ export function clientIp(peer: string, forwardedFor: string | undefined, trusted
   const hops = forwardedFor.split(',').map((s) => s.trim()).filter(Boolean);
   const last = hops[hops.length - 1];
   return last && net.isIP(normalizeIp(last)) ? normalizeIp(last) : p;
+}
+
+/** A comma-separated list of CIDR ranges from configuration (the edge proxies); a bad entry is a ConfigError. */
+export function trustedProxies(variable: string, value: string): Allowlist {
+  const cidrs = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = cidrs.find((c) => !parseCidr(c));
+  if (bad) throw new ConfigError(`invalid configuration:\n  ${variable}: "${bad}" is not a CIDR range`);
+  return new Allowlist(cidrs);
 }
