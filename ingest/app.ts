@@ -182,7 +182,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     res.onAborted(() => {
       c.state.aborted = true;
     });
-    const head = readHeadFast(req, res);
+    const head = readHeadFast(req);
     traffic.inflight++;
     readBody(res, head, opts.maxBodyBytes, c.state, (err, body) => {
       const release = err ? undefined : admitBody(traffic, body.length);
@@ -230,7 +230,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
 }
 
 /** Only the headers the ingest path reads, copied before the request object dies. */
-function readHeadFast(req: HttpRequest, res: HttpResponse): RequestHead {
+function readHeadFast(req: HttpRequest): RequestHead {
   const headers: Record<string, string> = {};
   for (const h of ['x-api-key', 'content-type', 'content-length', 'content-encoding']) {
     const v = req.getHeader(h);

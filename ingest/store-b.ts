@@ -65,7 +65,7 @@ export class SurfaceBStore {
     const idem = r.idempotency;
     if (idem) {
       await tx.unsafe(`SET LOCAL lock_timeout = ${Math.floor(this.o.idempotencyWaitMs)}`);
-      let claimed;
+      let claimed: Array<Record<string, unknown>>;
       try {
         claimed = await tx`
           INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, status, body) VALUES (${r.tenantId}, ${idem.scope}, ${idem.key}, ${idem.hash}, 0, 'null')

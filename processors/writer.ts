@@ -2,7 +2,7 @@ import { headers as natsHeaders, type Consumer, type ConsumerMessages, type JetS
 import type { Piscina } from 'piscina';
 import type { Logger } from '../lib/logger.js';
 import { STREAM_EVENTS, subjects } from '../lib/nats.js';
-import { ClickHouse, isDataError } from './clickhouse.js';
+import { type ClickHouse, isDataError } from './clickhouse.js';
 import type { WriterMetrics } from './metrics.js';
 import { TABLES } from './tables.js';
 import type { CheckInput } from './workers/check-rows.js';

@@ -210,7 +210,10 @@ function parseJson(head: RequestHead, body: Buffer): unknown {
 
 function rejectForbiddenKeys(v: unknown, path: string): void {
   if (v === null || typeof v !== 'object') return;
-  if (Array.isArray(v)) return v.forEach((x, i) => rejectForbiddenKeys(x, `${path}[${i}]`));
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) rejectForbiddenKeys(v[i], `${path}[${i}]`);
+    return;
+  }
   for (const k of Object.keys(v)) {
     const p = path ? `${path}.${k}` : k;
     if (FORBIDDEN_KEYS.has(k)) throw invalid([{ field: p, code: 'forbidden_key', message: `The key "${k}" is not allowed.` }]);
