@@ -41,7 +41,8 @@ interface Template {
 function offsets(buf: Buffer, key: string): number[] {
   const needle = Buffer.from(`"${key}":"`);
   const out: number[] = [];
-  for (let i = buf.indexOf(needle); i >= 0; i = buf.indexOf(needle, i + needle.length + 36)) out.push(i + needle.length);
+  for (let i = buf.indexOf(needle); i >= 0; i = buf.indexOf(needle, i + needle.length + 36))
+    out.push(i + needle.length);
   return out;
 }
 
@@ -51,10 +52,17 @@ async function run(c: BacklogConfig): Promise<BacklogResult> {
     const t = c.tenants[b.tenant];
     const payload = Buffer.from(rowsPayload(t, b.events, now));
     const tpl = {
-      subject: subjects.usage(t.tenantId), payload, rows: b.events.length, names: [...new Set(b.events.map((e) => e.event_name))].join(','),
-      batchAt: offsets(payload, 'batch_id'), eventAt: offsets(payload, 'event_id'),
+      subject: subjects.usage(t.tenantId),
+      payload,
+      rows: b.events.length,
+      names: [...new Set(b.events.map((e) => e.event_name))].join(','),
+      batchAt: offsets(payload, 'batch_id'),
+      eventAt: offsets(payload, 'event_id'),
     };
-    if (tpl.batchAt.length !== tpl.rows || tpl.eventAt.length !== tpl.rows) throw new Error(`row template of tenant ${t.tenantId}: ${tpl.batchAt.length} batch ids, ${tpl.eventAt.length} event ids for ${tpl.rows} rows`);
+    if (tpl.batchAt.length !== tpl.rows || tpl.eventAt.length !== tpl.rows)
+      throw new Error(
+        `row template of tenant ${t.tenantId}: ${tpl.batchAt.length} batch ids, ${tpl.eventAt.length} event ids for ${tpl.rows} rows`,
+      );
     return tpl;
   });
   const nc = await connect({ servers: c.natsUrl, name: 'bench-backlog', noAsyncTraces: true });
@@ -84,7 +92,10 @@ async function run(c: BacklogConfig): Promise<BacklogResult> {
           await js.publish(tpl.subject, payload, { msgID: id, headers: h, timeout: 30_000 });
           ok = true;
         } catch (err) {
-          if (attempt === 2) process.stderr.write(`backlog: publish failed 3 times: ${String((err as Error).message ?? err).slice(0, 200)}\n`);
+          if (attempt === 2)
+            process.stderr.write(
+              `backlog: publish failed 3 times: ${String((err as Error).message ?? err).slice(0, 200)}\n`,
+            );
         }
       }
       if (!ok) {
@@ -96,7 +107,9 @@ async function run(c: BacklogConfig): Promise<BacklogResult> {
       bytes += payload.length;
       if (performance.now() - shown > 5000) {
         shown = performance.now();
-        process.stderr.write(`backlog: ${messages.toLocaleString('en-US')} of ${c.messages.toLocaleString('en-US')} messages in EVENTS\n`);
+        process.stderr.write(
+          `backlog: ${messages.toLocaleString('en-US')} of ${c.messages.toLocaleString('en-US')} messages in EVENTS\n`,
+        );
       }
     }
   };

@@ -36,17 +36,37 @@ async function jetstreamCeiling(ctx: BenchContext): Promise<CeilingsResult['jets
   // Limits retention with a byte cap keeps the disk bounded however fast the run goes; file
   // storage and the duplicate window match EVENTS, so nats-server does the same work per message.
   await jsm.streams.add({
-    name: BENCH_STREAM, subjects: ['bench.raw.>'], retention: RetentionPolicy.Limits, storage: StorageType.File,
-    discard: DiscardPolicy.Old, max_bytes: 4 * 1024 ** 3, max_msg_size: 8 * 1024 * 1024, duplicate_window: nanos(2 * 60_000), num_replicas: 1,
+    name: BENCH_STREAM,
+    subjects: ['bench.raw.>'],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    max_bytes: 4 * 1024 ** 3,
+    max_msg_size: 8 * 1024 * 1024,
+    duplicate_window: nanos(2 * 60_000),
+    num_replicas: 1,
   });
   let loadPid = 0;
   const s = sampler(ctx, { 'bench-publisher': () => (loadPid ? [loadPid] : []) });
   try {
-    const result = await runChild<PublishConfig, LoadResult>('bench/publish.js', {
-      label: 'jetstream-raw', natsUrl: ctx.urls.NATS_URL, subjectPrefix: 'bench.raw', tenants: ctx.tenants, workload: ctx.workload,
-      inflight: ctx.opts.publishInflight, durationS: ctx.opts.durationS,
-    }, (pid) => (loadPid = pid));
-    return { ...result, usage: s.stop(), payloadBytes: Math.round(result.bytesPerSec / Math.max(1, result.requestsPerSec)) };
+    const result = await runChild<PublishConfig, LoadResult>(
+      'bench/publish.js',
+      {
+        label: 'jetstream-raw',
+        natsUrl: ctx.urls.NATS_URL,
+        subjectPrefix: 'bench.raw',
+        tenants: ctx.tenants,
+        workload: ctx.workload,
+        inflight: ctx.opts.publishInflight,
+        durationS: ctx.opts.durationS,
+      },
+      (pid) => (loadPid = pid),
+    );
+    return {
+      ...result,
+      usage: s.stop(),
+      payloadBytes: Math.round(result.bytesPerSec / Math.max(1, result.requestsPerSec)),
+    };
   } finally {
     s.stop();
     await jsm.streams.delete(BENCH_STREAM).catch(() => undefined);
@@ -56,7 +76,9 @@ async function jetstreamCeiling(ctx: BenchContext): Promise<CeilingsResult['jets
 /** The rows ingest would publish for the benchmark's bodies, one message payload per line. */
 function writeRowsFile(ctx: BenchContext, rows: number): { file: string; rows: number; bytes: number } {
   const now = Date.now();
-  const payloads = new Workload(ctx.tenants, ctx.workload).bodies().map((b) => ({ text: rowsPayload(ctx.tenants[b.tenant], b.events, now), rows: b.events.length }));
+  const payloads = new Workload(ctx.tenants, ctx.workload)
+    .bodies()
+    .map((b) => ({ text: rowsPayload(ctx.tenants[b.tenant], b.events, now), rows: b.events.length }));
   const file = path.join(os.tmpdir(), `bench-rows-${process.pid}.json`);
   const fd = fs.openSync(file, 'w');
   let n = 0;
@@ -76,24 +98,47 @@ function writeRowsFile(ctx: BenchContext, rows: number): { file: string; rows: n
 function clientInsert(ctx: BenchContext, file: string, onPid: (pid: number) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     const fd = fs.openSync(file, 'r');
-    const p = spawn('clickhouse-client', ['--host', '127.0.0.1', '--port', String(ctx.profile.chTcpPort), '--query', `INSERT INTO ${BENCH_TABLE} FORMAT JSONEachRow`], { stdio: [fd, 'ignore', 'pipe'] });
+    const p = spawn(
+      'clickhouse-client',
+      [
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(ctx.profile.chTcpPort),
+        '--query',
+        `INSERT INTO ${BENCH_TABLE} FORMAT JSONEachRow`,
+      ],
+      { stdio: [fd, 'ignore', 'pipe'] },
+    );
     fs.closeSync(fd);
     onPid(p.pid!);
     let err = '';
     p.stderr!.on('data', (d: Buffer) => (err += d.toString()));
     p.on('error', reject);
-    p.on('exit', (code) => (code === 0 ? resolve() : reject(new BenchError(`clickhouse-client exited with ${code}: ${err.trim().slice(0, 500)}`))));
+    p.on('exit', (code) =>
+      code === 0
+        ? resolve()
+        : reject(new BenchError(`clickhouse-client exited with ${code}: ${err.trim().slice(0, 500)}`)),
+    );
   });
 }
 
 function httpPost(ctx: BenchContext, body: Buffer): Promise<void> {
   return new Promise((resolve, reject) => {
     const q = new URLSearchParams({ query: `INSERT INTO ${BENCH_TABLE} FORMAT JSONEachRow` });
-    const req = http.request(`${ctx.urls.CLICKHOUSE_URL}/?${q}`, { method: 'POST', headers: { 'Content-Length': body.length } }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new BenchError(`ClickHouse HTTP insert: ${res.statusCode} ${text.slice(0, 300)}`))));
-    });
+    const req = http.request(
+      `${ctx.urls.CLICKHOUSE_URL}/?${q}`,
+      { method: 'POST', headers: { 'Content-Length': body.length } },
+      (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () =>
+          res.statusCode === 200
+            ? resolve()
+            : reject(new BenchError(`ClickHouse HTTP insert: ${res.statusCode} ${text.slice(0, 300)}`)),
+        );
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -136,28 +181,46 @@ function readChunk(file: string, rows: number): { body: Buffer; rows: number } {
  */
 async function clickhouseCeiling(ctx: BenchContext): Promise<CeilingsResult['clickhouse']> {
   const f = writeRowsFile(ctx, ctx.opts.chRows);
-  say(`clickhouse ceiling: ${f.rows.toLocaleString('en-US')} rows, ${(f.bytes / 1024 / 1024).toFixed(0)} MB per stream`);
+  say(
+    `clickhouse ceiling: ${f.rows.toLocaleString('en-US')} rows, ${(f.bytes / 1024 / 1024).toFixed(0)} MB per stream`,
+  );
   const runs: InsertRun[] = [];
   const chunk = readChunk(f.file, Math.min(HTTP_BATCH_ROWS, f.rows));
   const httpRows = Math.ceil(f.rows / chunk.rows) * chunk.rows;
   try {
-    for (const [method, streams] of [['clickhouse-client', 1], ['clickhouse-client', 2], ['http', 1], ['http', 2]] as const) {
+    for (const [method, streams] of [
+      ['clickhouse-client', 1],
+      ['clickhouse-client', 2],
+      ['http', 1],
+      ['http', 2],
+    ] as const) {
       await ctx.ch.query(`DROP TABLE IF EXISTS ${BENCH_TABLE}`);
       await ctx.ch.query(`CREATE TABLE ${BENCH_TABLE} AS csp.events`);
       const clients: number[] = [];
       const s = sampler(ctx, { 'clickhouse-client': () => clients });
       const t0 = performance.now();
-      await Promise.all(Array.from({ length: streams }, () => (method === 'http' ? httpInsert(ctx, chunk, f.rows) : clientInsert(ctx, f.file, (pid) => clients.push(pid)))));
+      await Promise.all(
+        Array.from({ length: streams }, () =>
+          method === 'http' ? httpInsert(ctx, chunk, f.rows) : clientInsert(ctx, f.file, (pid) => clients.push(pid)),
+        ),
+      );
       const seconds = (performance.now() - t0) / 1000;
       const usage = s.stop();
       const stored = await ctx.ch.number(`SELECT count() FROM ${BENCH_TABLE}`);
       const expected = (method === 'http' ? httpRows : f.rows) * streams;
       if (stored !== expected) throw new BenchError(`${method} stored ${stored} rows, expected ${expected}`);
       const run: InsertRun = {
-        method, streams, rows: stored, seconds: Math.round(seconds * 100) / 100, rowsPerSec: Math.round(stored / seconds),
-        mbPerSec: Math.round((stored * (f.bytes / f.rows)) / seconds / 1024 / 1024), usage,
+        method,
+        streams,
+        rows: stored,
+        seconds: Math.round(seconds * 100) / 100,
+        rowsPerSec: Math.round(stored / seconds),
+        mbPerSec: Math.round((stored * (f.bytes / f.rows)) / seconds / 1024 / 1024),
+        usage,
       };
-      say(`clickhouse ceiling: ${method} × ${streams}: ${run.rowsPerSec.toLocaleString('en-US')} rows/s (${run.mbPerSec} MB/s)`);
+      say(
+        `clickhouse ceiling: ${method} × ${streams}: ${run.rowsPerSec.toLocaleString('en-US')} rows/s (${run.mbPerSec} MB/s)`,
+      );
       runs.push(run);
     }
   } finally {

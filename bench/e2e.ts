@@ -45,7 +45,10 @@ export class LandedPoller {
   private active = true;
   private loop: Promise<void>;
 
-  constructor(private readonly ctx: BenchContext, private readonly base: number) {
+  constructor(
+    private readonly ctx: BenchContext,
+    private readonly base: number,
+  ) {
     this.loop = this.run();
   }
 
@@ -79,7 +82,9 @@ export class LandedPoller {
         seen = this.latest;
         movedAt = Date.now();
       } else if (Date.now() - movedAt > stallMs) {
-        say(`ClickHouse row count stuck at ${seen.toLocaleString('en-US')} of ${n.toLocaleString('en-US')} for ${stallMs / 1000} s; giving up`);
+        say(
+          `ClickHouse row count stuck at ${seen.toLocaleString('en-US')} of ${n.toLocaleString('en-US')} for ${stallMs / 1000} s; giving up`,
+        );
         break;
       }
     }
@@ -93,9 +98,17 @@ export class LandedPoller {
 }
 
 export function startProcessors(ctx: BenchContext): Promise<Tier> {
-  return startTier('processors', 'PROCESSORS_PORT', {
-    NATS_URL: ctx.urls.NATS_URL, CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL, DATABASE_URL: ctx.urls.DATABASE_URL, STACK_PROFILE: ctx.profile.name,
-  }, 120_000);
+  return startTier(
+    'processors',
+    'PROCESSORS_PORT',
+    {
+      NATS_URL: ctx.urls.NATS_URL,
+      CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL,
+      DATABASE_URL: ctx.urls.DATABASE_URL,
+      STACK_PROFILE: ctx.profile.name,
+    },
+    120_000,
+  );
 }
 
 async function writerBacklog(ctx: BenchContext): Promise<{ pending: number; waiting: number }> {
@@ -106,9 +119,14 @@ async function writerBacklog(ctx: BenchContext): Promise<{ pending: number; wait
 /** Lets a processors tier empty what others left in EVENTS, so the drain below times only ours. */
 export async function emptyWriterBacklog(ctx: BenchContext): Promise<void> {
   const b = await writerBacklog(ctx);
-  if (b.waiting > 0) say(`warning: something else is pulling from ${consumers.usageWriter} (${b.waiting} pull requests waiting); processors figures will be off`);
+  if (b.waiting > 0)
+    say(
+      `warning: something else is pulling from ${consumers.usageWriter} (${b.waiting} pull requests waiting); processors figures will be off`,
+    );
   if (b.pending === 0) return;
-  say(`e2e: ${b.pending} messages were already waiting for ${consumers.usageWriter}; letting processors drain them first`);
+  say(
+    `e2e: ${b.pending} messages were already waiting for ${consumers.usageWriter}; letting processors drain them first`,
+  );
   const p = await startProcessors(ctx);
   try {
     const deadline = Date.now() + 15 * 60_000;
@@ -128,24 +146,39 @@ export async function emptyWriterBacklog(ctx: BenchContext): Promise<void> {
  * each accepted event is queryable.
  */
 export async function e2eScenario(ctx: BenchContext): Promise<E2eResult> {
-  if (!fs.existsSync(dist('processors/main.js'))) throw new BenchError('dist/processors/main.js does not exist yet: the end-to-end scenario needs the processors tier');
+  if (!fs.existsSync(dist('processors/main.js')))
+    throw new BenchError(
+      'dist/processors/main.js does not exist yet: the end-to-end scenario needs the processors tier',
+    );
   await emptyWriterBacklog(ctx);
   const ingest = await startIngest(ctx);
   let processors: Tier | undefined;
   try {
-    const baseCount = await ctx.ch.number(`SELECT count() FROM csp.events WHERE tenant_id IN (${ctx.tenants.map((t) => `'${t.tenantId}'`).join(',')})`);
+    const baseCount = await ctx.ch.number(
+      `SELECT count() FROM csp.events WHERE tenant_id IN (${ctx.tenants.map((t) => `'${t.tenantId}'`).join(',')})`,
+    );
 
     say(`e2e 1/2: queueing ${ctx.opts.backlogEvents.toLocaleString('en-US')} events with processors stopped`);
-    const backlog = await load(ctx, ingest, {}, { label: 'e2e-backlog', durationS: 600, maxEvents: ctx.opts.backlogEvents });
+    const backlog = await load(
+      ctx,
+      ingest,
+      {},
+      { label: 'e2e-backlog', durationS: 600, maxEvents: ctx.opts.backlogEvents },
+    );
     failOnErrors(backlog, ingest);
     let procPid = 0;
-    const drainSampler = new ProcSampler({ processors: () => (procPid ? [procPid] : []), ...serverGroups(ctx.profile) }).start();
+    const drainSampler = new ProcSampler({
+      processors: () => (procPid ? [procPid] : []),
+      ...serverGroups(ctx.profile),
+    }).start();
     const base1 = await ctx.ch.eventsRows();
     const poll1 = new LandedPoller(ctx, base1);
     const spawned = Date.now();
     processors = await startProcessors(ctx);
     procPid = processors.pid;
-    say(`e2e: processors ready in ${processors.readyMs} ms; draining ${backlog.accepted.toLocaleString('en-US')} events`);
+    say(
+      `e2e: processors ready in ${processors.readyMs} ms; draining ${backlog.accepted.toLocaleString('en-US')} events`,
+    );
     const drained = await poll1.until(backlog.accepted, 10 * 60_000);
     await poll1.stop();
     const drainUsage = drainSampler.stop();
@@ -153,7 +186,9 @@ export async function e2eScenario(ctx: BenchContext): Promise<E2eResult> {
     let stalledAt: number | undefined;
     if (!drained) {
       stalledAt = poll1.latest;
-      say(`e2e: processors stopped landing rows at ${stalledAt.toLocaleString('en-US')} of ${backlog.accepted.toLocaleString('en-US')}; restarting it and dropping the rest of the backlog. Its last output:\n${processors.output().trim().split('\n').slice(-5).join('\n')}`);
+      say(
+        `e2e: processors stopped landing rows at ${stalledAt.toLocaleString('en-US')} of ${backlog.accepted.toLocaleString('en-US')}; restarting it and dropping the rest of the backlog. Its last output:\n${processors.output().trim().split('\n').slice(-5).join('\n')}`,
+      );
       await processors.stop();
       processors = undefined;
       // Each message is one request whose 100 events were all accepted.
@@ -174,23 +209,40 @@ export async function e2eScenario(ctx: BenchContext): Promise<E2eResult> {
       purgedEvents,
       usage: drainUsage,
     };
-    say(`e2e: processors landed ${drain.rowsPerSec.toLocaleString('en-US')} rows/s (steady), ${drain.overallRowsPerSec.toLocaleString('en-US')} rows/s overall`);
+    say(
+      `e2e: processors landed ${drain.rowsPerSec.toLocaleString('en-US')} rows/s (steady), ${drain.overallRowsPerSec.toLocaleString('en-US')} rows/s overall`,
+    );
 
     say(`e2e 2/2: ${ctx.opts.e2eRate.toLocaleString('en-US')} events/s offered for ${ctx.opts.e2eDurationS} s`);
     const base2 = await ctx.ch.eventsRows();
     const poll2 = new LandedPoller(ctx, base2);
-    const sustained = await load(ctx, ingest, { processors: () => [processors!.pid] }, { label: 'e2e-sustained', durationS: ctx.opts.e2eDurationS, rateEventsPerSec: ctx.opts.e2eRate });
+    const sustained = await load(
+      ctx,
+      ingest,
+      { processors: () => [processors!.pid] },
+      { label: 'e2e-sustained', durationS: ctx.opts.e2eDurationS, rateEventsPerSec: ctx.opts.e2eRate },
+    );
     const all = await poll2.until(sustained.accepted, 120_000);
     await poll2.stop();
     const lastAck = sustained.timeline[sustained.timeline.length - 1][0];
     const doneAt = poll2.firstAt(sustained.accepted);
     const lag = lagSummary(sustained.timeline, poll2.samples);
-    if (!all) say(`warning: only ${poll2.latest} of ${sustained.accepted} accepted events became queryable after the load stopped`);
+    if (!all)
+      say(
+        `warning: only ${poll2.latest} of ${sustained.accepted} accepted events became queryable after the load stopped`,
+      );
 
-    const stored = (await ctx.ch.number(`SELECT count() FROM csp.events WHERE tenant_id IN (${ctx.tenants.map((t) => `'${t.tenantId}'`).join(',')})`)) - baseCount;
+    const stored =
+      (await ctx.ch.number(
+        `SELECT count() FROM csp.events WHERE tenant_id IN (${ctx.tenants.map((t) => `'${t.tenantId}'`).join(',')})`,
+      )) - baseCount;
     return {
       drain,
-      sustained: { load: sustained, lag, drainAfterStopMs: doneAt === undefined ? null : Math.max(0, doneAt - lastAck) },
+      sustained: {
+        load: sustained,
+        lag,
+        drainAfterStopMs: doneAt === undefined ? null : Math.max(0, doneAt - lastAck),
+      },
       check: { accepted: backlog.accepted - drain.purgedEvents + sustained.accepted, stored },
     };
   } finally {

@@ -15,7 +15,10 @@ export class Http1Connection {
   private buf: Buffer | undefined;
   private done: Done | undefined;
 
-  constructor(private readonly host: string, private readonly port: number) {}
+  constructor(
+    private readonly host: string,
+    private readonly port: number,
+  ) {}
 
   get busy(): boolean {
     return this.done !== undefined;
@@ -83,7 +86,13 @@ export class Http1Connection {
   }
 }
 
-export function requestBuffer(host: string, port: number, path: string, headers: Record<string, string>, body: string): Buffer {
+export function requestBuffer(
+  host: string,
+  port: number,
+  path: string,
+  headers: Record<string, string>,
+  body: string,
+): Buffer {
   const b = Buffer.from(body);
   let head = `POST ${path} HTTP/1.1\r\nHost: ${host}:${port}\r\n`;
   for (const k in headers) head += `${k}: ${headers[k]}\r\n`;

@@ -16,20 +16,37 @@ export interface IngestResult {
 
 export function startIngest(ctx: BenchContext): Promise<Tier> {
   return startTier('ingest', 'INGEST_PORT', {
-    NATS_URL: ctx.urls.NATS_URL, DATABASE_URL: ctx.urls.DATABASE_URL, STACK_PROFILE: ctx.profile.name,
-    INGEST_PROCESSES: String(ctx.opts.ingestProcesses), INGEST_RATE_LIMIT_PER_MIN: '100000000',
+    NATS_URL: ctx.urls.NATS_URL,
+    DATABASE_URL: ctx.urls.DATABASE_URL,
+    STACK_PROFILE: ctx.profile.name,
+    INGEST_PROCESSES: String(ctx.opts.ingestProcesses),
+    INGEST_RATE_LIMIT_PER_MIN: '100000000',
   });
 }
 
 /** One load process against surface A, with CPU and memory of every process sampled meanwhile. */
-export async function load(ctx: BenchContext, ingest: Tier, extra: Record<string, () => number[]>, c: Pick<LoadConfig, 'label' | 'durationS'> & Partial<LoadConfig>): Promise<Measured> {
+export async function load(
+  ctx: BenchContext,
+  ingest: Tier,
+  extra: Record<string, () => number[]>,
+  c: Pick<LoadConfig, 'label' | 'durationS'> & Partial<LoadConfig>,
+): Promise<Measured> {
   let loadPid = 0;
   const s = sampler(ctx, { ingest: () => [ingest.pid], load: () => (loadPid ? [loadPid] : []), ...extra });
   try {
     const port = Number(new URL(ingest.url).port);
-    const result = await runChild<LoadConfig, LoadResult>('bench/load.js', {
-      host: '127.0.0.1', port, tenants: ctx.tenants, workload: ctx.workload, connections: ctx.opts.connections, ...c,
-    }, (pid) => (loadPid = pid));
+    const result = await runChild<LoadConfig, LoadResult>(
+      'bench/load.js',
+      {
+        host: '127.0.0.1',
+        port,
+        tenants: ctx.tenants,
+        workload: ctx.workload,
+        connections: ctx.opts.connections,
+        ...c,
+      },
+      (pid) => (loadPid = pid),
+    );
     return { ...result, usage: s.stop() };
   } finally {
     s.stop();
@@ -39,13 +56,16 @@ export async function load(ctx: BenchContext, ingest: Tier, extra: Record<string
 /** A run where more than 1 % of requests failed measures a failure, not throughput. */
 export function failOnErrors(r: LoadResult, tier: Tier): void {
   if (r.errors <= r.requests * 0.01 && r.accepted > 0) return;
-  throw new BenchError(`${r.label}: ${r.errors} of ${r.requests} requests failed ${JSON.stringify(r.statusCounts)}; ingest's last output:\n${tier.output().trim().split('\n').slice(-3).join('\n').slice(0, 1500)}`);
+  throw new BenchError(
+    `${r.label}: ${r.errors} of ${r.requests} requests failed ${JSON.stringify(r.statusCounts)}; ingest's last output:\n${tier.output().trim().split('\n').slice(-3).join('\n').slice(0, 1500)}`,
+  );
 }
 
 /** Drops what the benchmark's workspaces left in EVENTS when no writer was there to consume it. */
 export async function purgeBenchSubjects(ctx: BenchContext): Promise<number> {
   let messages = 0;
-  for (const t of ctx.tenants) messages += (await ctx.jsm.streams.purge(STREAM_EVENTS, { filter: subjects.usage(t.tenantId) })).purged;
+  for (const t of ctx.tenants)
+    messages += (await ctx.jsm.streams.purge(STREAM_EVENTS, { filter: subjects.usage(t.tenantId) })).purged;
   return messages;
 }
 
@@ -62,7 +82,12 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
     const full = await load(ctx, ingest, {}, { label: 'ingest-full', durationS: ctx.opts.durationS });
     failOnErrors(full, ingest);
     const rate = Math.round(full.eventsPerSec / 2 / 1000) * 1000;
-    const half = await load(ctx, ingest, {}, { label: 'ingest-half', durationS: ctx.opts.durationS, rateEventsPerSec: rate });
+    const half = await load(
+      ctx,
+      ingest,
+      {},
+      { label: 'ingest-half', durationS: ctx.opts.durationS, rateEventsPerSec: rate },
+    );
     failOnErrors(half, ingest);
     return { processes: ctx.opts.ingestProcesses, connections: ctx.opts.connections, full, half };
   } finally {

@@ -7,7 +7,10 @@ import { Histogram, type LatencySummary } from './histogram.js';
  * reached k and is counted as queryable when `landed` first reached k; the histogram holds that
  * difference once per event.
  */
-export function lagSummary(accepted: Array<[number, number]>, landed: Array<[number, number]>): LatencySummary & { unmatchedEvents: number } {
+export function lagSummary(
+  accepted: Array<[number, number]>,
+  landed: Array<[number, number]>,
+): LatencySummary & { unmatchedEvents: number } {
   const h = new Histogram();
   let j = 0;
   let prev = 0;

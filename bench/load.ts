@@ -22,7 +22,15 @@ export interface LoadConfig {
 
 async function run(c: LoadConfig): Promise<LoadResult> {
   const bodies = new Workload(c.tenants, c.workload).bodies();
-  const requests = bodies.map((b) => requestBuffer(c.host, c.port, '/v1/ingest/events', { 'Content-Type': 'application/json', 'X-API-Key': c.tenants[b.tenant].key }, b.json));
+  const requests = bodies.map((b) =>
+    requestBuffer(
+      c.host,
+      c.port,
+      '/v1/ingest/events',
+      { 'Content-Type': 'application/json', 'X-API-Key': c.tenants[b.tenant].key },
+      b.json,
+    ),
+  );
   const conns = Array.from({ length: c.connections }, () => new Http1Connection(c.host, c.port));
   const idle = [...conns];
   let inflight = 0;

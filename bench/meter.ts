@@ -45,7 +45,12 @@ export class Meter {
   private timers: NodeJS.Timeout[] = [];
   private lastLine = '';
 
-  constructor(private readonly label: string, private readonly durationS: number, private readonly inflight: () => number, private readonly targetEventsPerSec?: number) {}
+  constructor(
+    private readonly label: string,
+    private readonly durationS: number,
+    private readonly inflight: () => number,
+    private readonly targetEventsPerSec?: number,
+  ) {}
 
   start(): void {
     this.started = performance.now();

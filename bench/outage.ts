@@ -63,12 +63,15 @@ function isClickHouse(pid: number): boolean {
   }
 }
 
-
 async function stopClickHouse(ctx: BenchContext): Promise<void> {
   const pid = readPidFile(path.join(ctx.profile.dataDir, 'clickhouse.pid'));
-  if (pid === undefined || !isClickHouse(pid)) throw new BenchError(`no running clickhouse-server in ${ctx.profile.dataDir}/clickhouse.pid`);
+  if (pid === undefined || !isClickHouse(pid))
+    throw new BenchError(`no running clickhouse-server in ${ctx.profile.dataDir}/clickhouse.pid`);
   process.kill(pid, 'SIGTERM');
-  for (const [signal, waitMs] of [['SIGKILL', 60_000], [undefined, 10_000]] as const) {
+  for (const [signal, waitMs] of [
+    ['SIGKILL', 60_000],
+    [undefined, 10_000],
+  ] as const) {
     const deadline = Date.now() + waitMs;
     while (alive(pid) && Date.now() < deadline) await sleep(100);
     if (!alive(pid)) return;
@@ -81,7 +84,10 @@ async function stopClickHouse(ctx: BenchContext): Promise<void> {
 }
 
 async function answers(ctx: BenchContext): Promise<boolean> {
-  return ctx.ch.query('SELECT 1').then(() => true, () => false);
+  return ctx.ch.query('SELECT 1').then(
+    () => true,
+    () => false,
+  );
 }
 
 /**
@@ -92,7 +98,10 @@ async function startClickHouse(ctx: BenchContext): Promise<void> {
   for (let attempt = 1; attempt <= 3; attempt++) {
     if (await answers(ctx)) return;
     say(`outage: starting ClickHouse again (infra/cli.js up --profile ${ctx.profile.name})`);
-    const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', ctx.profile.name], { stdio: ['ignore', 'inherit', 'inherit'], detached: true });
+    const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', ctx.profile.name], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+      detached: true,
+    });
     await new Promise((r) => p.once('exit', r));
     const deadline = Date.now() + 120_000;
     while (Date.now() < deadline) {
@@ -100,7 +109,9 @@ async function startClickHouse(ctx: BenchContext): Promise<void> {
       await sleep(250);
     }
   }
-  throw new BenchError(`ClickHouse of the ${ctx.profile.name} stack did not come back; start it with: node dist/infra/cli.js up --profile ${ctx.profile.name}`);
+  throw new BenchError(
+    `ClickHouse of the ${ctx.profile.name} stack did not come back; start it with: node dist/infra/cli.js up --profile ${ctx.profile.name}`,
+  );
 }
 
 const mb = (bytes: number) => Math.round(bytes / 1024 / 1024);
@@ -113,16 +124,24 @@ const mb = (bytes: number) => Math.round(bytes / 1024 / 1024);
  * backlog's rows and batch ids in ClickHouse checks that every message landed once.
  */
 export async function outageScenario(ctx: BenchContext): Promise<OutageResult> {
-  if (!fs.existsSync(dist('processors/main.js'))) throw new BenchError('dist/processors/main.js does not exist yet: the outage scenario needs the processors tier');
+  if (!fs.existsSync(dist('processors/main.js')))
+    throw new BenchError('dist/processors/main.js does not exist yet: the outage scenario needs the processors tier');
   await emptyWriterBacklog(ctx);
   const inTenants = `tenant_id IN (${ctx.tenants.map((t) => `'${t.tenantId}'`).join(',')})`;
-  const before = async () => (await ctx.ch.query(`SELECT count(), uniqExact(batch_id) FROM csp.events WHERE ${inTenants}`)).trim().split('\t').map(Number);
+  const before = async () =>
+    (await ctx.ch.query(`SELECT count(), uniqExact(batch_id) FROM csp.events WHERE ${inTenants}`))
+      .trim()
+      .split('\t')
+      .map(Number);
   const [baseRows, baseBatches] = await before();
   const baseParts = await ctx.ch.eventsRows();
   const messages = Math.ceil(ctx.opts.outageEvents / ctx.workload.eventsPerBody);
 
   const otherPullRequests = (await ctx.jsm.consumers.info(STREAM_EVENTS, consumers.usageWriter)).num_waiting;
-  if (otherPullRequests) say(`warning: another client is pulling from ${consumers.usageWriter} (${otherPullRequests} pull requests waiting); it shares the backlog`);
+  if (otherPullRequests)
+    say(
+      `warning: another client is pulling from ${consumers.usageWriter} (${otherPullRequests} pull requests waiting); it shares the backlog`,
+    );
   let processors: Tier | undefined;
   let phase = 'idle';
   const t0 = Date.now();
@@ -140,13 +159,18 @@ export async function outageScenario(ctx: BenchContext): Promise<OutageResult> {
   })();
   const restartClickHouse = mustUndo(() => startClickHouse(ctx));
   let publisherPid = 0;
-  const groups = { processors: () => (processors ? [processors.pid] : []), 'bench-backlog': () => (publisherPid ? [publisherPid] : []), ...serverGroups(ctx.profile) };
+  const groups = {
+    processors: () => (processors ? [processors.pid] : []),
+    'bench-backlog': () => (publisherPid ? [publisherPid] : []),
+    ...serverGroups(ctx.profile),
+  };
   const watch = (each?: (rss: Record<string, number>) => void) => {
     const s = new ProcSampler(groups);
     let n = 0;
     s.onSample = (rss) => {
       each?.(rss);
-      if (n++ % 4 === 0) timeline.push([round((Date.now() - t0) / 1000, 1), phase, mb(rss.processors), ack.pending, ack.undelivered]);
+      if (n++ % 4 === 0)
+        timeline.push([round((Date.now() - t0) / 1000, 1), phase, mb(rss.processors), ack.pending, ack.undelivered]);
     };
     return s.start();
   };
@@ -156,17 +180,29 @@ export async function outageScenario(ctx: BenchContext): Promise<OutageResult> {
     await sleep(5000);
     const idleRssMb = idle.stop().groups.processors.maxRssMb;
 
-    say(`outage 1/2: stopping ClickHouse, then publishing ${(messages * ctx.workload.eventsPerBody).toLocaleString('en-US')} events (${messages.toLocaleString('en-US')} messages) into EVENTS`);
+    say(
+      `outage 1/2: stopping ClickHouse, then publishing ${(messages * ctx.workload.eventsPerBody).toLocaleString('en-US')} events (${messages.toLocaleString('en-US')} messages) into EVENTS`,
+    );
     phase = 'outage';
     await stopClickHouse(ctx);
     const outageStarted = performance.now();
     let lastRss = 0;
     const outage = watch((rss) => (lastRss = rss.processors));
     const startRss = lastRss;
-    const backlog = await runChild<BacklogConfig, BacklogResult>('bench/backlog.js', {
-      natsUrl: ctx.urls.NATS_URL, tenants: ctx.tenants, workload: ctx.workload, messages, inflight: ctx.opts.publishInflight,
-    }, (pid) => (publisherPid = pid));
-    say(`outage: ${backlog.rows.toLocaleString('en-US')} rows (${mb(backlog.bytes)} MB) in EVENTS after ${backlog.seconds} s; keeping ClickHouse down ${HOLD_MS / 1000} s more`);
+    const backlog = await runChild<BacklogConfig, BacklogResult>(
+      'bench/backlog.js',
+      {
+        natsUrl: ctx.urls.NATS_URL,
+        tenants: ctx.tenants,
+        workload: ctx.workload,
+        messages,
+        inflight: ctx.opts.publishInflight,
+      },
+      (pid) => (publisherPid = pid),
+    );
+    say(
+      `outage: ${backlog.rows.toLocaleString('en-US')} rows (${mb(backlog.bytes)} MB) in EVENTS after ${backlog.seconds} s; keeping ClickHouse down ${HOLD_MS / 1000} s more`,
+    );
     await sleep(HOLD_MS);
     const outageUsage = outage.stop();
     const outageS = (performance.now() - outageStarted) / 1000;
@@ -184,7 +220,10 @@ export async function outageScenario(ctx: BenchContext): Promise<OutageResult> {
     await poll.stop();
     const drainUsage = drainSampler.stop();
     const landed = drained ? backlog.rows : poll.latest;
-    if (!drained) say(`outage: the writer stopped landing rows at ${landed.toLocaleString('en-US')} of ${backlog.rows.toLocaleString('en-US')}. processors' last output:\n${processors.output().trim().split('\n').slice(-5).join('\n')}`);
+    if (!drained)
+      say(
+        `outage: the writer stopped landing rows at ${landed.toLocaleString('en-US')} of ${backlog.rows.toLocaleString('en-US')}. processors' last output:\n${processors.output().trim().split('\n').slice(-5).join('\n')}`,
+      );
     const t10 = poll.firstAt(landed * 0.1);
     const t90 = poll.firstAt(landed * 0.9);
     const tEnd = poll.firstAt(landed) ?? Date.now();
@@ -196,20 +235,31 @@ export async function outageScenario(ctx: BenchContext): Promise<OutageResult> {
       backlog,
       idleRssMb,
       outage: {
-        seconds: round(outageS, 1), maxRssMb: outageUsage.groups.processors.maxRssMb, startRssMb: mb(startRss), endRssMb: mb(lastRss),
-        maxAckPending, maxAckPendingCap: ack.cap, usage: outageUsage,
+        seconds: round(outageS, 1),
+        maxRssMb: outageUsage.groups.processors.maxRssMb,
+        startRssMb: mb(startRss),
+        endRssMb: mb(lastRss),
+        maxAckPending,
+        maxAckPendingCap: ack.cap,
+        usage: outageUsage,
       },
       drain: {
         clickhouseStartS,
         seconds: round((tEnd - upAt) / 1000, 1),
-        rowsPerSec: t10 !== undefined && t90 !== undefined && t90 > t10 ? Math.round((landed * 0.8) / ((t90 - t10) / 1000)) : 0,
+        rowsPerSec:
+          t10 !== undefined && t90 !== undefined && t90 > t10 ? Math.round((landed * 0.8) / ((t90 - t10) / 1000)) : 0,
         overallRowsPerSec: tEnd > upAt ? Math.round(landed / ((tEnd - upAt) / 1000)) : 0,
         maxRssMb: drainUsage.groups.processors.maxRssMb,
         stalledAt: drained ? undefined : landed,
         usage: drainUsage,
       },
       otherPullRequests,
-      check: { published: backlog.rows, stored: rowsNow - baseRows, publishedMessages: backlog.messages, storedMessages: batchesNow - baseBatches },
+      check: {
+        published: backlog.rows,
+        stored: rowsNow - baseRows,
+        publishedMessages: backlog.messages,
+        storedMessages: batchesNow - baseBatches,
+      },
       timeline,
     };
   } finally {

@@ -16,7 +16,12 @@ function readStat(pid: number): Stat | undefined {
     const s = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
     // The command name may hold spaces and parentheses: fields start after the last ')'.
     const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return { comm: s.slice(s.indexOf('(') + 1, s.lastIndexOf(')')), ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]), rss: Number(f[21]) * PAGE };
+    return {
+      comm: s.slice(s.indexOf('(') + 1, s.lastIndexOf(')')),
+      ppid: Number(f[1]),
+      ticks: Number(f[11]) + Number(f[12]),
+      rss: Number(f[21]) * PAGE,
+    };
   } catch {
     return undefined;
   }
@@ -35,7 +40,8 @@ function snapshot(): Map<number, Stat> {
 
 function tree(all: Map<number, Stat>, roots: number[]): number[] {
   const out = roots.filter((p) => all.has(p));
-  for (let i = 0; i < out.length; i++) for (const [pid, st] of all) if (st.ppid === out[i] && !out.includes(pid)) out.push(pid);
+  for (let i = 0; i < out.length; i++)
+    for (const [pid, st] of all) if (st.ppid === out[i] && !out.includes(pid)) out.push(pid);
   return out;
 }
 
@@ -87,7 +93,11 @@ export class ProcSampler {
    * `alone`: groups that are just their listed processes, without descendants (the benchmark's
    * own process, whose children are the tiers it measures).
    */
-  constructor(private readonly groups: Record<string, () => number[]>, private readonly intervalMs = 500, private readonly alone: string[] = []) {}
+  constructor(
+    private readonly groups: Record<string, () => number[]>,
+    private readonly intervalMs = 500,
+    private readonly alone: string[] = [],
+  ) {}
 
   private all0 = new Map<number, Stat>();
   private members = new Set<number>();
@@ -143,7 +153,11 @@ export class ProcSampler {
     for (const name of Object.keys(this.groups)) {
       let ticks = 0;
       for (const [k, v] of this.last) if (k.startsWith(`${name}:`)) ticks += v;
-      groups[name] = { cpuPct: seconds > 0 ? Math.round((ticks / CLK_TCK / seconds) * 100) : 0, maxRssMb: mb(this.maxRss.get(name)), maxProcessRssMb: mb(this.maxOne.get(name)) };
+      groups[name] = {
+        cpuPct: seconds > 0 ? Math.round((ticks / CLK_TCK / seconds) * 100) : 0,
+        maxRssMb: mb(this.maxRss.get(name)),
+        maxProcessRssMb: mb(this.maxOne.get(name)),
+      };
     }
     const dt = this.m1.total - this.m0.total;
     return {
@@ -152,8 +166,17 @@ export class ProcSampler {
       groups,
       // Processes that started and ended inside the window are not in either snapshot: count the
       // machine's busy time we cannot attribute to our groups as outside work too.
-      otherCpuPct: Math.max(pctOf(other), Math.round((dt > 0 ? ((this.m1.busy - this.m0.busy) / dt) * 100 * os.availableParallelism() : 0) - Object.values(groups).reduce((a, g) => a + g.cpuPct, 0))),
-      otherTop: others.slice(0, 3).filter(([, d]) => pctOf(d) >= 2).map(([name, d]) => `${name} ${pctOf(d)} %`),
+      otherCpuPct: Math.max(
+        pctOf(other),
+        Math.round(
+          (dt > 0 ? ((this.m1.busy - this.m0.busy) / dt) * 100 * os.availableParallelism() : 0) -
+            Object.values(groups).reduce((a, g) => a + g.cpuPct, 0),
+        ),
+      ),
+      otherTop: others
+        .slice(0, 3)
+        .filter(([, d]) => pctOf(d) >= 2)
+        .map(([name, d]) => `${name} ${pctOf(d)} %`),
     };
   }
 }
@@ -183,7 +206,9 @@ export async function waitQuiet(say: (line: string) => void, maxWaitS: number, b
       announced = true;
     }
     if (Date.now() > deadline) {
-      say(`machine still ${busy} % busy after ${maxWaitS} s; measuring anyway (see "outside the benchmark" in the report)`);
+      say(
+        `machine still ${busy} % busy after ${maxWaitS} s; measuring anyway (see "outside the benchmark" in the report)`,
+      );
       break;
     }
   }

@@ -35,8 +35,19 @@ export interface Machine {
 }
 
 export function machine(natsServer: string, clickhouse: string): Machine {
-  const cpu = /model name\s*:\s*(.+)/.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.trim() ?? os.cpus()[0]?.model ?? 'unknown';
-  return { cores: os.availableParallelism(), memoryGb: Math.round(os.totalmem() / 1024 ** 3), cpu, node: process.version, kernel: os.release(), natsServer, clickhouse };
+  const cpu =
+    /model name\s*:\s*(.+)/.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.trim() ??
+    os.cpus()[0]?.model ??
+    'unknown';
+  return {
+    cores: os.availableParallelism(),
+    memoryGb: Math.round(os.totalmem() / 1024 ** 3),
+    cpu,
+    node: process.version,
+    kernel: os.release(),
+    natsServer,
+    clickhouse,
+  };
 }
 
 const n = (x: number) => Math.round(x).toLocaleString('en-US');
@@ -45,7 +56,9 @@ const pct = (x: number) => `${Math.round(x * 100)} %`;
 
 /** "machine 97 % busy: ingest 121 %, nats-server 44 %, …" with an interpretation. */
 export function boundBy(u: Usage, singleThreaded: string[] = []): string {
-  const busy = Object.entries(u.groups).filter(([, g]) => g.cpuPct >= 5).sort((a, b) => b[1].cpuPct - a[1].cpuPct);
+  const busy = Object.entries(u.groups)
+    .filter(([, g]) => g.cpuPct >= 5)
+    .sort((a, b) => b[1].cpuPct - a[1].cpuPct);
   const list = busy.map(([name, g]) => `${name} ${g.cpuPct} %`).join(', ');
   // A single-threaded process (or a group whose one busy process does the work) tops out at a core.
   const single = busy.find(([name, g]) => g.cpuPct >= 90 && (singleThreaded.includes(name) || u.machineBusyPct < 90));
@@ -53,7 +66,10 @@ export function boundBy(u: Usage, singleThreaded: string[] = []): string {
   if (u.machineBusyPct >= 90) verdict = `CPU: both cores saturated (top: ${busy[0]?.[0] ?? '?'})`;
   else if (single) verdict = `one thread: ${single[0]} at ${single[1].cpuPct} % of a core`;
   else verdict = `not CPU (machine ${u.machineBusyPct} % busy): waits/concurrency`;
-  const other = u.otherCpuPct >= 5 ? `; outside the benchmark ${u.otherCpuPct} %${u.otherTop.length ? ` (${u.otherTop.join(', ')})` : ''}` : '';
+  const other =
+    u.otherCpuPct >= 5
+      ? `; outside the benchmark ${u.otherCpuPct} %${u.otherTop.length ? ` (${u.otherTop.join(', ')})` : ''}`
+      : '';
   return `${verdict}. CPU (% of one core): ${list || 'idle'}${other}; machine ${u.machineBusyPct} % busy`;
 }
 
@@ -71,25 +87,56 @@ export function rows(s: Stored): Row[] {
   const js = c?.jetstream;
   const chBest = c?.clickhouse.best;
   if (c && js) {
-    out.push({ figure: `Ceiling: raw JetStream publish, 1 Node process, ${s.ceilings!.options.publishInflight} in flight`, measured: `${n(js.eventsPerSec)} events/s (${n(js.requestsPerSec)} msgs/s × 100, ${n(js.bytesPerSec / 1024 / 1024)} MB/s; PubAck p50 ${js.latency.p50Ms} ms, p99 ${js.latency.p99Ms} ms)`, target: '—', ratio: '1.00 (reference)', bound: boundBy(js.usage, ['bench-publisher', 'nats-server']) });
+    out.push({
+      figure: `Ceiling: raw JetStream publish, 1 Node process, ${s.ceilings!.options.publishInflight} in flight`,
+      measured: `${n(js.eventsPerSec)} events/s (${n(js.requestsPerSec)} msgs/s × 100, ${n(js.bytesPerSec / 1024 / 1024)} MB/s; PubAck p50 ${js.latency.p50Ms} ms, p99 ${js.latency.p99Ms} ms)`,
+      target: '—',
+      ratio: '1.00 (reference)',
+      bound: boundBy(js.usage, ['bench-publisher', 'nats-server']),
+    });
     for (const r of c.clickhouse.runs) {
       // Compared by value: results.json, read back, holds the best run as a copy.
       const isBest = r.method === chBest!.method && r.streams === chBest!.streams;
-      out.push({ figure: `Ceiling: ${r.method === 'http' ? 'HTTP POST' : 'clickhouse-client'} insert, ${r.streams} stream${r.streams > 1 ? 's' : ''}`, measured: `${n(r.rowsPerSec)} rows/s (${r.mbPerSec} MB/s, ${n(r.rows)} rows in ${r.seconds} s)`, target: '—', ratio: isBest ? '1.00 (reference)' : (r.rowsPerSec / chBest!.rowsPerSec).toFixed(2), bound: boundBy(r.usage, ['clickhouse-client']) });
+      out.push({
+        figure: `Ceiling: ${r.method === 'http' ? 'HTTP POST' : 'clickhouse-client'} insert, ${r.streams} stream${r.streams > 1 ? 's' : ''}`,
+        measured: `${n(r.rowsPerSec)} rows/s (${r.mbPerSec} MB/s, ${n(r.rows)} rows in ${r.seconds} s)`,
+        target: '—',
+        ratio: isBest ? '1.00 (reference)' : (r.rowsPerSec / chBest!.rowsPerSec).toFixed(2),
+        bound: boundBy(r.usage, ['clickhouse-client']),
+      });
     }
   }
   const i = s.ingest?.data;
   if (i) {
     const r = js ? (i.full.eventsPerSec / js.eventsPerSec).toFixed(2) + ' of JetStream ceiling' : 'no ceiling measured';
-    out.push({ figure: `Surface A, full load (${i.connections} connections, ${i.processes} ingest processes)`, measured: `${n(i.full.eventsPerSec)} events/s (${n(i.full.requestsPerSec)} req/s), p50 ${i.full.latency.p50Ms} ms, p99 ${i.full.latency.p99Ms} ms, errors ${i.full.errors}`, target: '≥ 600k events/s, ≥ 0.45 × ceiling', ratio: `${r}; ${pct(i.full.eventsPerSec / 600_000)} of target`, bound: boundBy(i.full.usage, ['load']) });
-    out.push({ figure: `Surface A, half load (${k(i.half.targetEventsPerSec ?? 0)} events/s offered)`, measured: `${n(i.half.eventsPerSec)} events/s, p50 ${i.half.latency.p50Ms} ms, p99 ${i.half.latency.p99Ms} ms, p99.9 ${i.half.latency.p999Ms} ms, errors ${i.half.errors}`, target: 'p99 ≤ 10 ms at half of 600k', ratio: `p99 ${(i.half.latency.p99Ms / 10).toFixed(2)} × target`, bound: boundBy(i.half.usage, ['load']) });
+    out.push({
+      figure: `Surface A, full load (${i.connections} connections, ${i.processes} ingest processes)`,
+      measured: `${n(i.full.eventsPerSec)} events/s (${n(i.full.requestsPerSec)} req/s), p50 ${i.full.latency.p50Ms} ms, p99 ${i.full.latency.p99Ms} ms, errors ${i.full.errors}`,
+      target: '≥ 600k events/s, ≥ 0.45 × ceiling',
+      ratio: `${r}; ${pct(i.full.eventsPerSec / 600_000)} of target`,
+      bound: boundBy(i.full.usage, ['load']),
+    });
+    out.push({
+      figure: `Surface A, half load (${k(i.half.targetEventsPerSec ?? 0)} events/s offered)`,
+      measured: `${n(i.half.eventsPerSec)} events/s, p50 ${i.half.latency.p50Ms} ms, p99 ${i.half.latency.p99Ms} ms, p99.9 ${i.half.latency.p999Ms} ms, errors ${i.half.errors}`,
+      target: 'p99 ≤ 10 ms at half of 600k',
+      ratio: `p99 ${(i.half.latency.p99Ms / 10).toFixed(2)} × target`,
+      bound: boundBy(i.half.usage, ['load']),
+    });
     const rss = i.full.usage.groups.ingest;
-    out.push({ figure: 'Ingest RSS at full load (max)', measured: `${rss.maxRssMb} MB all ingest processes (largest single process ${rss.maxProcessRssMb} MB)`, target: '≤ 300 MB', ratio: (rss.maxRssMb / 300).toFixed(2), bound: '—' });
+    out.push({
+      figure: 'Ingest RSS at full load (max)',
+      measured: `${rss.maxRssMb} MB all ingest processes (largest single process ${rss.maxProcessRssMb} MB)`,
+      target: '≤ 300 MB',
+      ratio: (rss.maxRssMb / 300).toFixed(2),
+      bound: '—',
+    });
   }
   const b = s.eventsB?.data;
   if (b) {
     const toA = (x: number) => (i ? `${(x / i.full.eventsPerSec).toFixed(2)} × surface A` : 'no surface A figure');
-    const toJs = (x: number) => (js ? `${(x / js.eventsPerSec).toFixed(2)} of JetStream ceiling` : 'no ceiling measured');
+    const toJs = (x: number) =>
+      js ? `${(x / js.eventsPerSec).toFixed(2)} of JetStream ceiling` : 'no ceiling measured';
     out.push({
       figure: `Surface B, full load (${b.connections} connections, ${b.processes} ingest processes, ${b.batchEvents}-event batches, ${pct(b.duplicateShare)} duplicates)`,
       measured: `${n(b.eventsPerSec)} events/s accepted, ${n(b.storedPerSec)} events/s stored (${n(b.requests / b.durationS)} req/s), p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms, failures ${b.failures}`,
@@ -101,12 +148,36 @@ export function rows(s: Stored): Row[] {
   const e = s.e2e?.data;
   if (e) {
     const d = e.drain;
-    out.push({ figure: `Processors landing rate (draining a ${k(d.backlogEvents)}-event backlog)`, measured: `${n(d.rowsPerSec)} rows/s steady (${n(d.overallRowsPerSec)} rows/s overall incl. start, ${d.seconds} s; ready in ${d.readyMs} ms)${d.stalledAt !== undefined ? `; STALLED: the writer stopped landing rows at ${n(d.stalledAt)} of ${n(d.backlogEvents)} (rates are over what landed; the other ${n(d.purgedEvents)} events were purged)` : ''}`, target: '≥ 300k rows/s, ≥ 0.55 × clickhouse-client', ratio: `${chBest ? (d.rowsPerSec / chBest.rowsPerSec).toFixed(2) + ' of clickhouse-client ceiling' : 'no ceiling measured'}; ${pct(d.rowsPerSec / 300_000)} of target`, bound: boundBy(d.usage, ['processors']) });
+    out.push({
+      figure: `Processors landing rate (draining a ${k(d.backlogEvents)}-event backlog)`,
+      measured: `${n(d.rowsPerSec)} rows/s steady (${n(d.overallRowsPerSec)} rows/s overall incl. start, ${d.seconds} s; ready in ${d.readyMs} ms)${d.stalledAt !== undefined ? `; STALLED: the writer stopped landing rows at ${n(d.stalledAt)} of ${n(d.backlogEvents)} (rates are over what landed; the other ${n(d.purgedEvents)} events were purged)` : ''}`,
+      target: '≥ 300k rows/s, ≥ 0.55 × clickhouse-client',
+      ratio: `${chBest ? (d.rowsPerSec / chBest.rowsPerSec).toFixed(2) + ' of clickhouse-client ceiling' : 'no ceiling measured'}; ${pct(d.rowsPerSec / 300_000)} of target`,
+      bound: boundBy(d.usage, ['processors']),
+    });
     const su = e.sustained;
-    out.push({ figure: `End to end, ${k(su.load.targetEventsPerSec ?? 0)} events/s offered for ${Math.round(su.load.durationS)} s`, measured: `${n(su.load.eventsPerSec)} events/s accepted (p99 request ${su.load.latency.p99Ms} ms, errors ${su.load.errors}); ${lagText(su)}`, target: '≥ 200k events/s for 60 s, p99 ≤ 2 s', ratio: `${(su.load.eventsPerSec / 200_000).toFixed(2)} of rate; ${su.lag.unmatchedEvents / su.load.accepted > 0.01 ? 'p99 lag unbounded (events never landed)' : `p99 lag ${(su.lag.p99Ms / 2000).toFixed(2)} × target`}`, bound: boundBy(su.load.usage, ['load', 'processors']) });
+    out.push({
+      figure: `End to end, ${k(su.load.targetEventsPerSec ?? 0)} events/s offered for ${Math.round(su.load.durationS)} s`,
+      measured: `${n(su.load.eventsPerSec)} events/s accepted (p99 request ${su.load.latency.p99Ms} ms, errors ${su.load.errors}); ${lagText(su)}`,
+      target: '≥ 200k events/s for 60 s, p99 ≤ 2 s',
+      ratio: `${(su.load.eventsPerSec / 200_000).toFixed(2)} of rate; ${su.lag.unmatchedEvents / su.load.accepted > 0.01 ? 'p99 lag unbounded (events never landed)' : `p99 lag ${(su.lag.p99Ms / 2000).toFixed(2)} × target`}`,
+      bound: boundBy(su.load.usage, ['load', 'processors']),
+    });
     const g = su.load.usage.groups;
-    out.push({ figure: 'RSS during the end-to-end run (max)', measured: `ingest ${g.ingest.maxRssMb} MB (largest process ${g.ingest.maxProcessRssMb} MB), processors ${g.processors?.maxRssMb ?? '?'} MB (largest process ${g.processors?.maxProcessRssMb ?? '?'} MB)`, target: 'ingest ≤ 300 MB', ratio: (g.ingest.maxRssMb / 300).toFixed(2), bound: '—' });
-    out.push({ figure: 'Every accepted event stored once', measured: `${n(e.check.stored)} rows stored for ${n(e.check.accepted)} events accepted`, target: 'equal', ratio: e.check.stored === e.check.accepted ? 'equal' : `${n(e.check.stored - e.check.accepted)} difference`, bound: '—' });
+    out.push({
+      figure: 'RSS during the end-to-end run (max)',
+      measured: `ingest ${g.ingest.maxRssMb} MB (largest process ${g.ingest.maxProcessRssMb} MB), processors ${g.processors?.maxRssMb ?? '?'} MB (largest process ${g.processors?.maxProcessRssMb ?? '?'} MB)`,
+      target: 'ingest ≤ 300 MB',
+      ratio: (g.ingest.maxRssMb / 300).toFixed(2),
+      bound: '—',
+    });
+    out.push({
+      figure: 'Every accepted event stored once',
+      measured: `${n(e.check.stored)} rows stored for ${n(e.check.accepted)} events accepted`,
+      target: 'equal',
+      ratio: e.check.stored === e.check.accepted ? 'equal' : `${n(e.check.stored - e.check.accepted)} difference`,
+      bound: '—',
+    });
   }
   const o = s.outage?.data;
   if (o) out.push(...outageRows(o, chBest));
@@ -121,7 +192,9 @@ function outageRows(o: OutageResult, chBest: CeilingsResult['clickhouse']['best'
   const d = o.drain;
   const c = o.check;
   const exact = c.stored === c.published && c.storedMessages === c.publishedMessages;
-  const shared = o.otherPullRequests ? `; another client had ${o.otherPullRequests} pull requests open on the writer's consumer and shared the backlog` : '';
+  const shared = o.otherPullRequests
+    ? `; another client had ${o.otherPullRequests} pull requests open on the writer's consumer and shared the backlog`
+    : '';
   return [
     {
       figure: `Processors RSS with ClickHouse down while a ${k(o.backlog.rows)}-event backlog (${gb(o.backlog.bytes)}) builds`,
@@ -134,14 +207,18 @@ function outageRows(o: OutageResult, chBest: CeilingsResult['clickhouse']['best'
       figure: `Backlog drain after ClickHouse returns (${k(o.backlog.rows)} events)`,
       measured: `${n(d.rowsPerSec)} rows/s steady (${n(d.overallRowsPerSec)} rows/s overall, ${d.seconds} s from ClickHouse answering; ClickHouse took ${d.clickhouseStartS} s to start); processors RSS max ${d.maxRssMb} MB${d.stalledAt !== undefined ? `; STALLED: the writer stopped landing rows at ${n(d.stalledAt)} of ${n(o.backlog.rows)}` : ''}`,
       target: '≥ 0.55 × clickhouse-client',
-      ratio: chBest ? `${(d.rowsPerSec / chBest.rowsPerSec).toFixed(2)} of clickhouse-client ceiling (overall ${(d.overallRowsPerSec / chBest.rowsPerSec).toFixed(2)})` : 'no ceiling measured',
+      ratio: chBest
+        ? `${(d.rowsPerSec / chBest.rowsPerSec).toFixed(2)} of clickhouse-client ceiling (overall ${(d.overallRowsPerSec / chBest.rowsPerSec).toFixed(2)})`
+        : 'no ceiling measured',
       bound: boundBy(d.usage, ['processors']),
     },
     {
       figure: 'Outage backlog stored exactly once',
       measured: `${n(c.stored)} rows in ${n(c.storedMessages)} batches stored for ${n(c.published)} events in ${n(c.publishedMessages)} messages published`,
       target: 'equal',
-      ratio: exact ? 'equal' : `${n(c.stored - c.published)} rows, ${n(c.storedMessages - c.publishedMessages)} batches difference`,
+      ratio: exact
+        ? 'equal'
+        : `${n(c.stored - c.published)} rows, ${n(c.storedMessages - c.publishedMessages)} batches difference`,
       bound: shared ? shared.slice(2) : '—',
     },
   ];
@@ -149,7 +226,8 @@ function outageRows(o: OutageResult, chBest: CeilingsResult['clickhouse']['best'
 
 function lagText(su: E2eResult['sustained']): string {
   const lag = `queryable after p50 ${su.lag.p50Ms} ms, p99 ${su.lag.p99Ms} ms, max ${su.lag.maxMs} ms`;
-  if (su.lag.unmatchedEvents > 0) return `${lag} for the events that landed; ${n(su.lag.unmatchedEvents)} accepted events (${pct(su.lag.unmatchedEvents / su.load.accepted)}) never became queryable (row count stopped moving)`;
+  if (su.lag.unmatchedEvents > 0)
+    return `${lag} for the events that landed; ${n(su.lag.unmatchedEvents)} accepted events (${pct(su.lag.unmatchedEvents / su.load.accepted)}) never became queryable (row count stopped moving)`;
   return `${lag}; all in ClickHouse ${su.drainAfterStopMs} ms after the last ack`;
 }
 
@@ -166,11 +244,13 @@ export function writeResults(dir: string, s: Stored): void {
   const file = path.join(dir, 'RESULTS.md');
   const old = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
   const notes = NOTES.exec(old)?.[0] ?? '<!-- notes -->\n<!-- /notes -->';
-  const sections = (['ceilings', 'ingest', 'eventsB', 'e2e', 'outage'] as const).filter((x) => s[x]).map((x) => {
-    const sec = s[x]!;
-    const m = sec.machine;
-    return `- **${x === 'eventsB' ? 'events-b' : x}**: ${sec.at}, \`${sec.command}\`\n  on ${m.cores} cores (${m.cpu}), ${m.memoryGb} GB RAM, Linux ${m.kernel}, Node ${m.node}, nats-server ${m.natsServer}, ClickHouse ${m.clickhouse}; options ${JSON.stringify(sec.options)}`;
-  });
+  const sections = (['ceilings', 'ingest', 'eventsB', 'e2e', 'outage'] as const)
+    .filter((x) => s[x])
+    .map((x) => {
+      const sec = s[x]!;
+      const m = sec.machine;
+      return `- **${x === 'eventsB' ? 'events-b' : x}**: ${sec.at}, \`${sec.command}\`\n  on ${m.cores} cores (${m.cpu}), ${m.memoryGb} GB RAM, Linux ${m.kernel}, Node ${m.node}, nats-server ${m.natsServer}, ClickHouse ${m.clickhouse}; options ${JSON.stringify(sec.options)}`;
+    });
   const md = `# Benchmark results
 
 Written by \`npm run bench\` (bench/run.ts); the raw figures are in bench/results.json. The load

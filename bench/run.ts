@@ -13,7 +13,17 @@ import { outageScenario } from './outage.js';
 import { machine, rows, table, writeResults, type Section, type Stored } from './report.js';
 import { waitQuiet } from './proc-stats.js';
 import { scenarioB } from './scenario-b.js';
-import { BenchError, ClickHouse, killAllStarted, node, runUndo, say, snapshotDist, stackUp, undoPending } from './tiers.js';
+import {
+  BenchError,
+  ClickHouse,
+  killAllStarted,
+  node,
+  runUndo,
+  say,
+  snapshotDist,
+  stackUp,
+  undoPending,
+} from './tiers.js';
 import type { BenchTenant } from './workload.js';
 
 /**
@@ -27,12 +37,24 @@ type Scenario = (typeof SCENARIOS)[number];
 function options(): BenchOptions {
   const { values } = parseArgs({
     options: {
-      only: { type: 'string' }, profile: { type: 'string' }, duration: { type: 'string' }, 'e2e-duration': { type: 'string' },
-      'e2e-rate': { type: 'string' }, 'backlog-events': { type: 'string' }, 'outage-events': { type: 'string' }, connections: { type: 'string' }, 'ingest-processes': { type: 'string' },
-      'publish-inflight': { type: 'string' }, 'quiet-wait': { type: 'string' }, 'ch-rows': { type: 'string' }, tenants: { type: 'string' }, customers: { type: 'string' },
+      only: { type: 'string' },
+      profile: { type: 'string' },
+      duration: { type: 'string' },
+      'e2e-duration': { type: 'string' },
+      'e2e-rate': { type: 'string' },
+      'backlog-events': { type: 'string' },
+      'outage-events': { type: 'string' },
+      connections: { type: 'string' },
+      'ingest-processes': { type: 'string' },
+      'publish-inflight': { type: 'string' },
+      'quiet-wait': { type: 'string' },
+      'ch-rows': { type: 'string' },
+      tenants: { type: 'string' },
+      customers: { type: 'string' },
     },
   });
-  const get = (name: keyof typeof values) => (values[name] as string | undefined) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`];
+  const get = (name: keyof typeof values) =>
+    (values[name] as string | undefined) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`];
   const num = (name: keyof typeof values, def: number) => {
     const v = get(name);
     if (v === undefined) return def;
@@ -40,8 +62,13 @@ function options(): BenchOptions {
     if (!Number.isFinite(x) || x <= 0) throw new BenchError(`--${name} must be a positive number, got "${v}"`);
     return x;
   };
-  const only = (get('only') ?? SCENARIOS.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
-  for (const s of only) if (!SCENARIOS.includes(s as Scenario)) throw new BenchError(`--only takes ${SCENARIOS.join('|')} (comma-separated), got "${s}"`);
+  const only = (get('only') ?? SCENARIOS.join(','))
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const s of only)
+    if (!SCENARIOS.includes(s as Scenario))
+      throw new BenchError(`--only takes ${SCENARIOS.join('|')} (comma-separated), got "${s}"`);
   const profile = get('profile') ?? 'dev';
   if (profile !== 'dev' && profile !== 'test') throw new BenchError(`--profile is dev or test, got "${profile}"`);
   return {
@@ -66,8 +93,13 @@ function options(): BenchOptions {
 
 function command(): string {
   const args = process.argv.slice(2).join(' ');
-  const env = Object.entries(process.env).filter(([k]) => k.startsWith('BENCH_') || k === 'INGEST_PROCESSES').map(([k, v]) => `${k}=${v} `).join('');
-  return process.env.npm_lifecycle_event === 'bench' ? `${env}npm run bench${args ? ` -- ${args}` : ''}` : `${env}node dist/bench/run.js${args ? ` ${args}` : ''}`;
+  const env = Object.entries(process.env)
+    .filter(([k]) => k.startsWith('BENCH_') || k === 'INGEST_PROCESSES')
+    .map(([k, v]) => `${k}=${v} `)
+    .join('');
+  return process.env.npm_lifecycle_event === 'bench'
+    ? `${env}npm run bench${args ? ` -- ${args}` : ''}`
+    : `${env}node dist/bench/run.js${args ? ` ${args}` : ''}`;
 }
 
 /** New workspaces (plan enterprise) with seeded customers and products, and their ids. */
@@ -76,11 +108,30 @@ async function workspaces(o: BenchOptions, env: Record<string, string>, dbUrl: s
   const sql = connectPg(dbUrl, 1);
   try {
     for (let i = 0; i < o.tenants; i++) {
-      const ws = JSON.parse(await node('core-api/bin/bootstrap.js', ['--json', '--plan', 'enterprise', '--name', `bench ${new Date().toISOString()} #${i + 1}`], env)) as { tenant_id: string; ingestion_key: string };
-      await node('core-api/bin/seed.js', ['--tenant', ws.tenant_id, '--customers', String(o.customers), '--products', String(o.products)], env);
-      const customers = await sql<{ id: string; external_id: string }[]>`SELECT id::text, external_id FROM customers WHERE tenant_id = ${ws.tenant_id} AND external_source = 'internal' ORDER BY external_id`;
-      const products = await sql<{ id: string; code: string }[]>`SELECT id::text, code FROM products WHERE tenant_id = ${ws.tenant_id}`;
-      out.push({ tenantId: ws.tenant_id, key: ws.ingestion_key, customers: customers.map((c) => [c.id, c.external_id]), products: products.map((p) => [p.id, p.code]) });
+      const ws = JSON.parse(
+        await node(
+          'core-api/bin/bootstrap.js',
+          ['--json', '--plan', 'enterprise', '--name', `bench ${new Date().toISOString()} #${i + 1}`],
+          env,
+        ),
+      ) as { tenant_id: string; ingestion_key: string };
+      await node(
+        'core-api/bin/seed.js',
+        ['--tenant', ws.tenant_id, '--customers', String(o.customers), '--products', String(o.products)],
+        env,
+      );
+      const customers = await sql<
+        { id: string; external_id: string }[]
+      >`SELECT id::text, external_id FROM customers WHERE tenant_id = ${ws.tenant_id} AND external_source = 'internal' ORDER BY external_id`;
+      const products = await sql<
+        { id: string; code: string }[]
+      >`SELECT id::text, code FROM products WHERE tenant_id = ${ws.tenant_id}`;
+      out.push({
+        tenantId: ws.tenant_id,
+        key: ws.ingestion_key,
+        customers: customers.map((c) => [c.id, c.external_id]),
+        products: products.map((p) => [p.id, p.code]),
+      });
     }
   } finally {
     await sql.end();
@@ -90,7 +141,10 @@ async function workspaces(o: BenchOptions, env: Record<string, string>, dbUrl: s
 
 function version(cmd: string, args: string[]): string {
   try {
-    return execFileSync(cmd, args, { encoding: 'utf8' }).trim().split('\n')[0].replace(/^.*?(v?\d+\.\d+[\d.]*).*$/, '$1');
+    return execFileSync(cmd, args, { encoding: 'utf8' })
+      .trim()
+      .split('\n')[0]
+      .replace(/^.*?(v?\d+\.\d+[\d.]*).*$/, '$1');
   } catch {
     return 'unknown';
   }
@@ -109,14 +163,32 @@ async function main(): Promise<void> {
   const nc = await connect({ servers: urls.NATS_URL, name: 'bench-run' });
   const ch = new ClickHouse(urls.CLICKHOUSE_URL);
   const ctx: BenchContext = {
-    opts: o, profile, urls, tenants, nc, jsm: await nc.jetstreamManager(), ch,
-    workload: { bodiesPerTenant: o.bodiesPerTenant, eventsPerBody: 100, seed: 42, customerIdShare: 0.2, now: Date.now() },
+    opts: o,
+    profile,
+    urls,
+    tenants,
+    nc,
+    jsm: await nc.jetstreamManager(),
+    ch,
+    workload: {
+      bodiesPerTenant: o.bodiesPerTenant,
+      eventsPerBody: 100,
+      seed: 42,
+      customerIdShare: 0.2,
+      now: Date.now(),
+    },
   };
   const m = machine(version('nats-server', ['--version']), (await ch.query('SELECT version()')).trim());
   const file = path.join(ROOT, 'bench', 'results.json');
   const stored: Stored = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')) as Stored) : {};
   const { only: _only, ...shown } = o;
-  const section = <T>(data: T): Section<T> => ({ at: new Date().toISOString(), command: command(), machine: m, options: shown, data });
+  const section = <T>(data: T): Section<T> => ({
+    at: new Date().toISOString(),
+    command: command(),
+    machine: m,
+    options: shown,
+    data,
+  });
   const failures: string[] = [];
   const attempt = async (name: Scenario, fn: () => Promise<void>) => {
     if (!o.only.has(name)) return;
@@ -136,7 +208,10 @@ async function main(): Promise<void> {
     await attempt('events-b', async () => {
       const b = await scenarioB(ctx);
       // As for surface A: a run where more than 1 % of requests failed measures a failure, not throughput.
-      if (b.requests === 0 || b.failures > b.requests * 0.01) throw new BenchError(`events-b: ${b.failures} of ${b.requests} requests failed ${JSON.stringify(b.statusCounts)}`);
+      if (b.requests === 0 || b.failures > b.requests * 0.01)
+        throw new BenchError(
+          `events-b: ${b.failures} of ${b.requests} requests failed ${JSON.stringify(b.statusCounts)}`,
+        );
       stored.eventsB = section(b);
     });
     await attempt('e2e', async () => void (stored.e2e = section(await e2eScenario(ctx))));
@@ -144,7 +219,9 @@ async function main(): Promise<void> {
   } finally {
     await nc.close();
   }
-  process.stdout.write(`\n${table(rows(stored))}\n\nmachine: ${m.cores} cores, ${m.cpu}, ${m.memoryGb} GB, Node ${m.node}; written to bench/RESULTS.md\n`);
+  process.stdout.write(
+    `\n${table(rows(stored))}\n\nmachine: ${m.cores} cores, ${m.cpu}, ${m.memoryGb} GB, Node ${m.node}; written to bench/RESULTS.md\n`,
+  );
   if (failures.length) throw new BenchError(`scenarios failed: ${failures.join(', ')}`);
 }
 

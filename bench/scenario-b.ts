@@ -47,8 +47,14 @@ export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
     await sql.end();
   }
   const ingest = await startTier('ingest', 'INGEST_PORT', {
-    NATS_URL: ctx.urls.NATS_URL, DATABASE_URL: ctx.urls.DATABASE_URL, CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL, STACK_PROFILE: ctx.profile.name,
-    INGEST_PROCESSES: String(ctx.opts.ingestProcesses), INGEST_RATE_LIMIT_PER_MIN: '100000000', EVENTS_BATCHES_PER_MIN: '100000000', EVENTS_DAILY_QUOTAS: '',
+    NATS_URL: ctx.urls.NATS_URL,
+    DATABASE_URL: ctx.urls.DATABASE_URL,
+    CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL,
+    STACK_PROFILE: ctx.profile.name,
+    INGEST_PROCESSES: String(ctx.opts.ingestProcesses),
+    INGEST_RATE_LIMIT_PER_MIN: '100000000',
+    EVENTS_BATCHES_PER_MIN: '100000000',
+    EVENTS_DAILY_QUOTAS: '',
   });
   say(`surface B: ${ctx.opts.ingestProcesses} ingest processes ready on ${ingest.url}`);
   const { hostname, port } = new URL(ingest.url);
@@ -69,9 +75,19 @@ export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
   // take it a core of its own.
   const templates = ctx.tenants.map((t) => {
     const list = Array.from({ length: BATCH }, (_, i) => ({
-      customer_id: t.customers[0][0], event_name: ['page_view', 'login', 'report_exported'][i % 3], external_id: extId(0, i), user_external_id: `u-${i % 50}`, properties: { i, plan: i % 2 ? 'pro' : 'free' },
+      customer_id: t.customers[0][0],
+      event_name: ['page_view', 'login', 'report_exported'][i % 3],
+      external_id: extId(0, i),
+      user_external_id: `u-${i % 50}`,
+      properties: { i, plan: i % 2 ? 'pro' : 'free' },
     }));
-    const buf = requestBuffer(hostname, Number(port), '/v1/events', { 'content-type': 'application/json', authorization: `Bearer ${keys.get(t.tenantId)}` }, JSON.stringify({ events: list }));
+    const buf = requestBuffer(
+      hostname,
+      Number(port),
+      '/v1/events',
+      { 'content-type': 'application/json', authorization: `Bearer ${keys.get(t.tenantId)}` },
+      JSON.stringify({ events: list }),
+    );
     const at = (key: string) => {
       const needle = Buffer.from(`"${key}":"`);
       const out: number[] = [];
@@ -100,34 +116,35 @@ export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
   // The batches are built in this process, so it is the load generator here.
   const s0 = sampler(ctx, { ingest: () => [ingest.pid], load: () => [process.pid] }, ['load']);
   const started = performance.now();
-  const lane = () => new Promise<void>((resolve) => {
-    const conn = new Http1Connection(hostname, Number(port));
-    const next = () => {
-      if (performance.now() - started > durationMs) {
-        conn.close();
-        resolve();
-        return;
-      }
-      const { buf, fresh } = body();
-      const t0 = performance.now();
-      conn.send(buf, (err, status, reply) => {
-        requests++;
-        const code = err ? 'error' : String(status);
-        statusCounts[code] = (statusCounts[code] ?? 0) + 1;
-        if (err || status !== 200) failures++;
-        else {
-          latencies.push(performance.now() - t0);
-          // The answer's own count: a silently ignored duplicate is counted as accepted, a rejected event is not.
-          const r = JSON.parse(reply) as { accepted: number; rejected: number };
-          events += r.accepted;
-          rejected += r.rejected;
-          stored += r.rejected ? Math.max(0, fresh - r.rejected) : fresh;
+  const lane = () =>
+    new Promise<void>((resolve) => {
+      const conn = new Http1Connection(hostname, Number(port));
+      const next = () => {
+        if (performance.now() - started > durationMs) {
+          conn.close();
+          resolve();
+          return;
         }
-        next();
-      });
-    };
-    next();
-  });
+        const { buf, fresh } = body();
+        const t0 = performance.now();
+        conn.send(buf, (err, status, reply) => {
+          requests++;
+          const code = err ? 'error' : String(status);
+          statusCounts[code] = (statusCounts[code] ?? 0) + 1;
+          if (err || status !== 200) failures++;
+          else {
+            latencies.push(performance.now() - t0);
+            // The answer's own count: a silently ignored duplicate is counted as accepted, a rejected event is not.
+            const r = JSON.parse(reply) as { accepted: number; rejected: number };
+            events += r.accepted;
+            rejected += r.rejected;
+            stored += r.rejected ? Math.max(0, fresh - r.rejected) : fresh;
+          }
+          next();
+        });
+      };
+      next();
+    });
   let usage: Usage;
   try {
     await Promise.all(Array.from({ length: ctx.opts.connections }, lane));
@@ -138,11 +155,26 @@ export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
   }
   const s = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
-  const q = (p: number) => Math.round((latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0) * 10) / 10;
+  const q = (p: number) =>
+    Math.round((latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0) * 10) / 10;
   return {
-    processes: ctx.opts.ingestProcesses, connections: ctx.opts.connections, batchEvents: BATCH, duplicateShare: DUPLICATES, durationS: Math.round(s),
-    requests, failures, statusCounts, rejected, eventsPerSec: Math.round(events / s), storedPerSec: Math.round(stored / s),
-    latencyMs: { p50: q(0.5), p90: q(0.9), p99: q(0.99), max: Math.round((latencies[latencies.length - 1] ?? 0) * 10) / 10 },
+    processes: ctx.opts.ingestProcesses,
+    connections: ctx.opts.connections,
+    batchEvents: BATCH,
+    duplicateShare: DUPLICATES,
+    durationS: Math.round(s),
+    requests,
+    failures,
+    statusCounts,
+    rejected,
+    eventsPerSec: Math.round(events / s),
+    storedPerSec: Math.round(stored / s),
+    latencyMs: {
+      p50: q(0.5),
+      p90: q(0.9),
+      p99: q(0.99),
+      max: Math.round((latencies[latencies.length - 1] ?? 0) * 10) / 10,
+    },
     usage,
   };
 }

@@ -70,21 +70,25 @@ export function undoPending(): boolean {
 }
 
 export async function runUndo(): Promise<void> {
-  for (const step of [...undoSteps]) await step().catch((err: unknown) => say(`cleanup failed: ${(err as Error)?.message ?? String(err)}`));
+  for (const step of [...undoSteps])
+    await step().catch((err: unknown) => say(`cleanup failed: ${(err as Error)?.message ?? String(err)}`));
 }
 
 export class BenchError extends Error {}
 
 /** Runs `node dist/infra/cli.js up --profile X`: starts only what is not running yet. */
 export async function stackUp(profile: StackProfile): Promise<void> {
-  const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', profile.name], { stdio: ['ignore', 'inherit', 'inherit'] });
+  const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', profile.name], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
   started.add(p);
   const code = await new Promise<number | null>((r) => p.once('exit', r));
   started.delete(p);
   if (code === 0) return;
   // A failing definition step should not stop a benchmark of servers that are up and answering.
   const up = await Promise.all([profile.natsPort, profile.chHttpPort, profile.pgPort].map(portOpen));
-  if (up.every(Boolean)) say(`warning: infra/cli.js up exited with ${code}, but NATS, ClickHouse and PostgreSQL answer; going on`);
+  if (up.every(Boolean))
+    say(`warning: infra/cli.js up exited with ${code}, but NATS, ClickHouse and PostgreSQL answer; going on`);
   else throw new BenchError(`the ${profile.name} stack did not come up (infra/cli.js up exited with ${code})`);
 }
 
@@ -101,14 +105,16 @@ function portOpen(port: number): Promise<boolean> {
 
 export async function node(script: string, args: string[], env: Record<string, string>): Promise<string> {
   try {
-    const { stdout } = await execFileP(process.execPath, [dist(script), ...args], { env: { ...process.env, ...env }, maxBuffer: 64 * 1024 * 1024 });
+    const { stdout } = await execFileP(process.execPath, [dist(script), ...args], {
+      env: { ...process.env, ...env },
+      maxBuffer: 64 * 1024 * 1024,
+    });
     return stdout;
   } catch (err) {
     const e = err as { stderr?: string; message: string };
     throw new BenchError(`${script} ${args.join(' ')} failed: ${(e.stderr || e.message).trim()}`);
   }
 }
-
 
 export interface Tier {
   name: string;
@@ -126,7 +132,12 @@ export interface Tier {
  * Starts `node dist/<name>/main.js` on a free port in its own process group and waits for
  * GET /readyz = 200. A tier that exits or stays unready fails the run with its last output.
  */
-export async function startTier(name: 'ingest' | 'processors', portEnv: string, env: Record<string, string>, timeoutMs = 60_000): Promise<Tier> {
+export async function startTier(
+  name: 'ingest' | 'processors',
+  portEnv: string,
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+): Promise<Tier> {
   const script = path.join(tierDist, name, 'main.js');
   if (!fs.existsSync(script)) throw new BenchError(`${path.relative(ROOT, script)} does not exist (build it first)`);
   const port = await freePort();
@@ -149,8 +160,12 @@ export async function startTier(name: 'ingest' | 'processors', portEnv: string, 
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (proc.exitCode !== null || proc.signalCode !== null) throw new BenchError(`${name} exited during start (${proc.exitCode ?? proc.signalCode}):\n${out.trim()}`);
-    const ok = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
+    if (proc.exitCode !== null || proc.signalCode !== null)
+      throw new BenchError(`${name} exited during start (${proc.exitCode ?? proc.signalCode}):\n${out.trim()}`);
+    const ok = await fetch(`${url}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) break;
     if (Date.now() > deadline) {
       killTree(proc, 'SIGKILL');
@@ -160,7 +175,13 @@ export async function startTier(name: 'ingest' | 'processors', portEnv: string, 
   }
   const readyMs = Math.round(performance.now() - t0);
   return {
-    name, url, proc, pid: proc.pid!, startedMs: t0, readyMs, output: () => out,
+    name,
+    url,
+    proc,
+    pid: proc.pid!,
+    startedMs: t0,
+    readyMs,
+    output: () => out,
     async stop() {
       // The tier's own signal handling stops its workers; the group is only for the SIGKILL fallback.
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
@@ -168,19 +189,25 @@ export async function startTier(name: 'ingest' | 'processors', portEnv: string, 
       await exited;
       clearTimeout(t);
       started.delete(proc);
-      if (out.includes('"level":50') || out.includes('"level":60')) say(`${name} logged errors; last output:\n${out.trim().split('\n').slice(-5).join('\n')}`);
+      if (out.includes('"level":50') || out.includes('"level":60'))
+        say(`${name} logged errors; last output:\n${out.trim().split('\n').slice(-5).join('\n')}`);
     },
   };
 }
 
 /** Forks a load process (bench/load.js or bench/publish.js), hands it its config, returns its result. */
 export async function runChild<C, R>(script: string, config: C, onStart?: (pid: number) => void): Promise<R> {
-  const child = fork(dist(script), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: ['--max-old-space-size=2048'] });
+  const child = fork(dist(script), [], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: ['--max-old-space-size=2048'],
+  });
   started.add(child);
   onStart?.(child.pid!);
   try {
     return await new Promise<R>((resolve, reject) => {
-      child.once('message', (m: { result?: R; error?: string }) => (m.error ? reject(new BenchError(`${script}: ${m.error}`)) : resolve(m.result!)));
+      child.once('message', (m: { result?: R; error?: string }) =>
+        m.error ? reject(new BenchError(`${script}: ${m.error}`)) : resolve(m.result!),
+      );
       child.once('exit', (code) => reject(new BenchError(`${script} exited with ${code} before reporting`)));
       child.send(config as object);
     });

@@ -40,15 +40,45 @@ function mulberry32(seed: number): () => number {
 
 // Weighted towards the few events that dominate real product analytics.
 const EVENT_NAMES: Array<[string, number]> = [
-  ['page_view', 30], ['feature_used', 20], ['api_call', 15], ['session_started', 8], ['search_performed', 6],
-  ['report_exported', 5], ['dashboard_viewed', 5], ['file_uploaded', 4], ['integration_synced', 3],
-  ['seat_added', 1], ['invite_sent', 2], ['setting_changed', 1],
+  ['page_view', 30],
+  ['feature_used', 20],
+  ['api_call', 15],
+  ['session_started', 8],
+  ['search_performed', 6],
+  ['report_exported', 5],
+  ['dashboard_viewed', 5],
+  ['file_uploaded', 4],
+  ['integration_synced', 3],
+  ['seat_added', 1],
+  ['invite_sent', 2],
+  ['setting_changed', 1],
 ];
-const PAGES = ['/dashboard', '/reports/weekly', '/settings/billing', '/customers', '/customers/:id', '/playbooks', '/integrations/salesforce', '/search'];
+const PAGES = [
+  '/dashboard',
+  '/reports/weekly',
+  '/settings/billing',
+  '/customers',
+  '/customers/:id',
+  '/playbooks',
+  '/integrations/salesforce',
+  '/search',
+];
 const PLANS = ['starter', 'growth', 'scale', 'enterprise'];
 const BROWSERS = ['chrome', 'firefox', 'safari', 'edge'];
-const FEATURES = ['bulk_edit', 'csv_export', 'ai_summary', 'health_view', 'segment_builder', 'sso', 'webhooks', 'custom_fields'];
-const WORDS = 'lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore magna aliqua'.split(' ');
+const FEATURES = [
+  'bulk_edit',
+  'csv_export',
+  'ai_summary',
+  'health_view',
+  'segment_builder',
+  'sso',
+  'webhooks',
+  'custom_fields',
+];
+const WORDS =
+  'lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore magna aliqua'.split(
+    ' ',
+  );
 
 export interface WorkloadOptions {
   bodiesPerTenant: number;
@@ -63,7 +93,10 @@ export class Workload {
   private readonly rnd: () => number;
   private readonly nameTotal = EVENT_NAMES.reduce((s, [, w]) => s + w, 0);
 
-  constructor(private readonly tenants: BenchTenant[], private readonly o: WorkloadOptions) {
+  constructor(
+    private readonly tenants: BenchTenant[],
+    private readonly o: WorkloadOptions,
+  ) {
     this.rnd = mulberry32(o.seed);
   }
 
@@ -159,7 +192,7 @@ export function rowsPayload(t: BenchTenant, events: UsageEvent[], now: number): 
       external_customer_id: e.external_customer_id ?? '',
       external_source: 'internal',
       user_id: e.user_id ?? '',
-      product_id: e.product_code ? products.get(e.product_code) ?? '' : '',
+      product_id: e.product_code ? (products.get(e.product_code) ?? '') : '',
       product_code: e.product_code ?? '',
       surface: 'a',
       external_id: '',

@@ -30,7 +30,11 @@ const TAGS = [
   { name: 'API keys', description: 'Server-to-server credentials (admin).' },
   { name: 'OAuth', description: 'OAuth 2.0 Authorization Code + PKCE: apps, the sign-in page and the token endpoint.' },
   { name: 'Settings', description: 'Workspace settings (admin): the ingestion key.' },
-  { name: 'Ingestion', description: 'Usage and billing events (served by the ingest tier): surface A with X-API-Key, surface B with a bearer credential.' },
+  {
+    name: 'Ingestion',
+    description:
+      'Usage and billing events (served by the ingest tier): surface A with X-API-Key, surface B with a bearer credential.',
+  },
   { name: 'Meta', description: 'The interface description.' },
 ];
 
@@ -45,11 +49,20 @@ export function buildRoutes(d: AppDeps): Route[] {
   ];
   let doc: string | undefined;
   const openapi: Route = {
-    tag: 'Meta', auth: 'none', method: 'GET', path: '/v1/openapi.json', summary: 'This OpenAPI 3.1 document',
+    tag: 'Meta',
+    auth: 'none',
+    method: 'GET',
+    path: '/v1/openapi.json',
+    summary: 'This OpenAPI 3.1 document',
     responses: { 200: { description: 'The OpenAPI document.' } },
     handler: async () => {
       doc ??= JSON.stringify(openApiDocument(routes, d));
-      return { status: 200, text: doc, contentType: 'application/json', headers: [['Cache-Control', 'public, max-age=300']] };
+      return {
+        status: 200,
+        text: doc,
+        contentType: 'application/json',
+        headers: [['Cache-Control', 'public, max-age=300']],
+      };
     },
   };
   routes.push(openapi);
@@ -57,13 +70,24 @@ export function buildRoutes(d: AppDeps): Route[] {
 }
 
 export function openApiDocument(routes: Route[], d: Pick<AppDeps, 'baseUrl' | 'limits'>): Record<string, unknown> {
-  const errorCodes = Object.fromEntries((Object.keys(ERRORS) as ErrorCode[]).map((k) => [k, [ERRORS[k][0], ERRORS[k][1], ERROR_DOCS[k]] as const]));
+  const errorCodes = Object.fromEntries(
+    (Object.keys(ERRORS) as ErrorCode[]).map((k) => [k, [ERRORS[k][0], ERRORS[k][1], ERROR_DOCS[k]] as const]),
+  );
   const description = [
     'Core API of the customer-success platform. Every path starts with `/v1/`; every error is `application/problem+json` (RFC 7807) with `type`, `title`, `status`, `detail`, `instance`, `trace_id` and, for validation errors, `errors[]` (`field`, `code`, `message`).',
     `Rate limits per workspace (default plan figures): reads ${d.limits.reads_per_min}/min, writes ${d.limits.writes_per_min}/min, bulk imports ${d.limits.bulk_imports_per_hour}/hour; every authenticated response carries X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (unix seconds); 429 carries Retry-After.`,
     'Lists use cursor pagination: pass `next_cursor` as `cursor` while `has_more` is true. A resource of another workspace answers 404. A malformed id in a path answers 404.',
   ].join('\n\n');
-  return buildOpenApi([...routes, ...INGEST_ROUTES], { title: 'Customer Success Platform — Core API', version: '1.0.0', description, baseUrl: d.baseUrl, scopes: SCOPE_DESCRIPTIONS, errorCodes, problem: Problem, tags: TAGS });
+  return buildOpenApi([...routes, ...INGEST_ROUTES], {
+    title: 'Customer Success Platform — Core API',
+    version: '1.0.0',
+    description,
+    baseUrl: d.baseUrl,
+    scopes: SCOPE_DESCRIPTIONS,
+    errorCodes,
+    problem: Problem,
+    tags: TAGS,
+  });
 }
 
 export { json };

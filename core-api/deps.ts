@@ -11,7 +11,8 @@ export interface Deps {
 }
 
 export const isUniqueViolation = (err: unknown, constraint?: string): boolean =>
-  (err as { code?: string })?.code === '23505' && (constraint === undefined || (err as { constraint_name?: string }).constraint_name === constraint);
+  (err as { code?: string })?.code === '23505' &&
+  (constraint === undefined || (err as { constraint_name?: string }).constraint_name === constraint);
 
 /** Today in UTC as YYYY-MM-DD. */
 export const todayUtc = (): string => new Date().toISOString().slice(0, 10);

@@ -25,16 +25,34 @@ export const CoreApiConfig = Type.Object({
   API_PROCESSES: Type.Integer({ minimum: 1, default: 1, description: 'Processes sharing the port (SO_REUSEPORT).' }),
   NATS_URL: Type.String({ default: 'nats://127.0.0.1:14222' }),
   DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
-  PUBLIC_BASE_URL: Type.String({ default: 'http://127.0.0.1:3200', description: 'Origin clients see: error type URIs, OAuth issuer, OpenAPI server.' }),
-  JWT_PRIVATE_KEY: Type.String({ default: '', description: 'Ed25519 private key (PKCS#8 PEM, \\n allowed) for access tokens; empty: a key shared through PostgreSQL.' }),
+  PUBLIC_BASE_URL: Type.String({
+    default: 'http://127.0.0.1:3200',
+    description: 'Origin clients see: error type URIs, OAuth issuer, OpenAPI server.',
+  }),
+  JWT_PRIVATE_KEY: Type.String({
+    default: '',
+    description:
+      'Ed25519 private key (PKCS#8 PEM, \\n allowed) for access tokens; empty: a key shared through PostgreSQL.',
+  }),
   JWT_KEY_ID: Type.String({ default: 'configured' }),
   ACCESS_TOKEN_TTL_S: Type.Integer({ minimum: 1, maximum: 86_400, default: 3600 }),
   API_READS_PER_MIN: Type.Integer({ minimum: 1, default: 1000 }),
   API_WRITES_PER_MIN: Type.Integer({ minimum: 1, default: 300 }),
   API_BULK_IMPORTS_PER_HOUR: Type.Integer({ minimum: 1, default: 10 }),
-  API_PLAN_LIMITS: Type.String({ default: '{}', description: 'JSON per plan overriding the defaults, e.g. {"enterprise":{"reads_per_min":5000,"writes_per_min":1500,"bulk_imports_per_hour":50}}.' }),
-  API_MAX_BODY_BYTES: Type.Integer({ minimum: 1024, default: 256 * 1024, description: 'Body cap of ordinary requests (bulk import: 8 MiB).' }),
-  API_TRUSTED_PROXIES: Type.String({ default: '127.0.0.1/32,::1/128', description: 'CIDR ranges whose X-Forwarded-For is believed (the edge proxy); empty: none.' }),
+  API_PLAN_LIMITS: Type.String({
+    default: '{}',
+    description:
+      'JSON per plan overriding the defaults, e.g. {"enterprise":{"reads_per_min":5000,"writes_per_min":1500,"bulk_imports_per_hour":50}}.',
+  }),
+  API_MAX_BODY_BYTES: Type.Integer({
+    minimum: 1024,
+    default: 256 * 1024,
+    description: 'Body cap of ordinary requests (bulk import: 8 MiB).',
+  }),
+  API_TRUSTED_PROXIES: Type.String({
+    default: '127.0.0.1/32,::1/128',
+    description: 'CIDR ranges whose X-Forwarded-For is believed (the edge proxy); empty: none.',
+  }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
 
@@ -74,13 +92,18 @@ async function serve(): Promise<void> {
   await revoked.load(sql, cfg.ACCESS_TOKEN_TTL_S + 60);
   // Revocations sent while we were cut off from NATS were missed: forget what we cached.
   void (async () => {
-    for await (const s of nc.status()) if (s.type === 'reconnect') {
-      keys.clear();
-      await revoked.load(sql, cfg.ACCESS_TOKEN_TTL_S + 60).catch(() => {});
-    }
+    for await (const s of nc.status())
+      if (s.type === 'reconnect') {
+        keys.clear();
+        await revoked.load(sql, cfg.ACCESS_TOKEN_TTL_S + 60).catch(() => {});
+      }
   })();
 
-  const defaults: PlanLimits = { reads_per_min: cfg.API_READS_PER_MIN, writes_per_min: cfg.API_WRITES_PER_MIN, bulk_imports_per_hour: cfg.API_BULK_IMPORTS_PER_HOUR };
+  const defaults: PlanLimits = {
+    reads_per_min: cfg.API_READS_PER_MIN,
+    writes_per_min: cfg.API_WRITES_PER_MIN,
+    bulk_imports_per_hour: cfg.API_BULK_IMPORTS_PER_HOUR,
+  };
   const runner = new JobRunner(sql, notify, log.child({ mod: 'jobs' }));
   const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
   const limiter = new SharedRateLimiter(sql);
@@ -88,30 +111,48 @@ async function serve(): Promise<void> {
 
   let dbOk = true;
   const probe = setInterval(() => {
-    sql`SELECT 1`.then(() => { dbOk = true; }, () => { dbOk = false; });
+    sql`SELECT 1`.then(
+      () => {
+        dbOk = true;
+      },
+      () => {
+        dbOk = false;
+      },
+    );
   }, 2000);
   probe.unref();
   // Soft-deleted customers are recoverable for 30 days, then purged.
   const purge = setInterval(() => {
-    sql`DELETE FROM customers WHERE deleted_at < now() - interval '30 days'`.catch((err: unknown) => log.warn({ err }, 'purge failed'));
+    sql`DELETE FROM customers WHERE deleted_at < now() - interval '30 days'`.catch((err: unknown) =>
+      log.warn({ err }, 'purge failed'),
+    );
     sql`DELETE FROM idempotency_keys WHERE created_at < now() - interval '24 hours'`.catch(() => {});
     sql`DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 day'`.catch(() => {});
   }, 3600_000);
   purge.unref();
 
   const inflight = { n: 0 };
-  const app = mount(uws.App(), {
-    router: new Router(routes),
-    auth: new Authenticator(keys, tokens, revoked),
-    limits: new Limits(sql, limiter, defaults, planLimits),
-    audit, metrics: new ApiMetrics(), log, baseUrl,
-    trustedProxies: proxies,
-    maxBodyBytes: cfg.API_MAX_BODY_BYTES,
-    ready: () => dbOk && !nc.isClosed(),
-  }, inflight);
+  const app = mount(
+    uws.App(),
+    {
+      router: new Router(routes),
+      auth: new Authenticator(keys, tokens, revoked),
+      limits: new Limits(sql, limiter, defaults, planLimits),
+      audit,
+      metrics: new ApiMetrics(),
+      log,
+      baseUrl,
+      trustedProxies: proxies,
+      maxBodyBytes: cfg.API_MAX_BODY_BYTES,
+      ready: () => dbOk && !nc.isClosed(),
+    },
+    inflight,
+  );
 
   const listenSocket = await new Promise<ListenSocket>((resolve, reject) => {
-    app.listen(cfg.API_HOST, cfg.API_PORT, (s) => (s ? resolve(s) : reject(new Error(`cannot listen on ${cfg.API_HOST}:${cfg.API_PORT}`))));
+    app.listen(cfg.API_HOST, cfg.API_PORT, (s) =>
+      s ? resolve(s) : reject(new Error(`cannot listen on ${cfg.API_HOST}:${cfg.API_PORT}`)),
+    );
   }).catch((err: Error) => {
     log.fatal(err.message);
     process.exit(1);

@@ -16,7 +16,11 @@ export class Notifier {
   constructor(private readonly nc: NatsConnection) {}
 
   /** `inv.customers.<tenant>` with `{"tenant_id", "ids", "op"}`: the ingest resolver drops its cache of the tenant. */
-  customersChanged(tenantId: string, ids: string[], op: 'created' | 'updated' | 'deleted' | 'restored' | 'imported'): void {
+  customersChanged(
+    tenantId: string,
+    ids: string[],
+    op: 'created' | 'updated' | 'deleted' | 'restored' | 'imported',
+  ): void {
     this.nc.publish(subjects.customersChanged(tenantId), JSON.stringify({ tenant_id: tenantId, ids, op }));
   }
 

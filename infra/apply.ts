@@ -10,9 +10,14 @@ import { InfraError } from './proc.js';
 type Say = (line: string) => void;
 
 export async function applyClickhouse(url: string): Promise<void> {
-  const ddl = fs.readFileSync(path.join(ROOT, 'infra/clickhouse/schema.sql'), 'utf8')
-    .split('\n').filter((l) => !l.trim().startsWith('--')).join('\n')
-    .split(/;\s*(?:\n|$)/).map((s) => s.trim()).filter(Boolean);
+  const ddl = fs
+    .readFileSync(path.join(ROOT, 'infra/clickhouse/schema.sql'), 'utf8')
+    .split('\n')
+    .filter((l) => !l.trim().startsWith('--'))
+    .join('\n')
+    .split(/;\s*(?:\n|$)/)
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const stmt of ddl) {
     const res = await fetch(url, { method: 'POST', body: stmt });
     if (!res.ok && /^ALTER TABLE \S+ ADD COLUMN /i.test(stmt)) {
@@ -30,9 +35,10 @@ export async function applyPostgres(url: string): Promise<string[]> {
   const admin = postgres({ ...pgOpts(u), database: 'postgres' });
   try {
     const [exists] = await admin`SELECT 1 FROM pg_database WHERE datname = ${db}`;
-    if (!exists) await admin.unsafe(`CREATE DATABASE "${db.replace(/"/g, '')}"`).catch((err: { code?: string }) => {
-      if (err.code !== '42P04') throw err;
-    });
+    if (!exists)
+      await admin.unsafe(`CREATE DATABASE "${db.replace(/"/g, '')}"`).catch((err: { code?: string }) => {
+        if (err.code !== '42P04') throw err;
+      });
   } finally {
     await admin.end();
   }
@@ -45,7 +51,14 @@ export async function applyPostgres(url: string): Promise<string[]> {
 }
 
 function pgOpts(u: URL) {
-  return { host: u.hostname, port: Number(u.port || 5432), username: decodeURIComponent(u.username || 'postgres'), password: decodeURIComponent(u.password), max: 1, onnotice: () => {} };
+  return {
+    host: u.hostname,
+    port: Number(u.port || 5432),
+    username: decodeURIComponent(u.username || 'postgres'),
+    password: decodeURIComponent(u.password),
+    max: 1,
+    onnotice: () => {},
+  };
 }
 
 export async function applyAll(p: StackProfile, say: Say, maxBytes: number): Promise<void> {

@@ -20,12 +20,16 @@ const PG_TOOLS = new Set(['initdb', 'pg_ctl', 'pg_isready']);
 /** Debian's /usr/bin wrappers for PostgreSQL tools want a registered cluster: call the real binaries. */
 function findBin(bin: string): string | undefined {
   if (PG_TOOLS.has(bin) && fs.existsSync(path.join(PG_BIN, bin))) return path.join(PG_BIN, bin);
-  return which(bin) ?? ['/usr/sbin', '/usr/bin', '/usr/local/bin'].map((d) => path.join(d, bin)).find((p) => fs.existsSync(p));
+  return (
+    which(bin) ??
+    ['/usr/sbin', '/usr/bin', '/usr/local/bin'].map((d) => path.join(d, bin)).find((p) => fs.existsSync(p))
+  );
 }
 
 export function ensurePackages(say: Say): void {
   const missing = PACKAGES.filter((p) => !findBin(p.bin)).map((p) => p.pkg);
-  if (!findBin('initdb') || !findBin('pg_ctl')) throw new InfraError('PostgreSQL 15 (initdb, pg_ctl) is not installed: apt-get install postgresql-15');
+  if (!findBin('initdb') || !findBin('pg_ctl'))
+    throw new InfraError('PostgreSQL 15 (initdb, pg_ctl) is not installed: apt-get install postgresql-15');
   if (missing.length === 0) return;
   const line = `apt-get update && apt-get install -y --no-install-recommends ${missing.join(' ')}`;
   if (!isRoot()) throw new InfraError(`missing Debian packages: ${missing.join(', ')}. Run as root:\n  ${line}`);
@@ -37,7 +41,10 @@ export function ensurePackages(say: Say): void {
   try {
     const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
     execFileSync('apt-get', ['update', '-qq'], { stdio: ['ignore', 'ignore', 'inherit'], env });
-    execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing], { stdio: ['ignore', 'ignore', 'inherit'], env });
+    execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env,
+    });
   } catch {
     throw new InfraError(`apt-get could not install ${missing.join(', ')}; try by hand:\n  ${line}`);
   } finally {
@@ -56,15 +63,23 @@ function render(template: string, vars: Record<string, string | number>): string
 
 function vars(p: StackProfile): Record<string, string | number> {
   return {
-    PROFILE: p.name, DATA_DIR: p.dataDir, NATS_PORT: p.natsPort, NATS_MONITOR_PORT: p.natsMonitorPort,
-    CH_HTTP_PORT: p.chHttpPort, CH_TCP_PORT: p.chTcpPort,
-    EDGE_PORT: p.edgePort, EDGE_HTTP_PORT: p.edgeHttpPort, INGEST_PORT: p.ingestPort, API_PORT: p.apiPort,
+    PROFILE: p.name,
+    DATA_DIR: p.dataDir,
+    NATS_PORT: p.natsPort,
+    NATS_MONITOR_PORT: p.natsMonitorPort,
+    CH_HTTP_PORT: p.chHttpPort,
+    CH_TCP_PORT: p.chTcpPort,
+    EDGE_PORT: p.edgePort,
+    EDGE_HTTP_PORT: p.edgeHttpPort,
+    INGEST_PORT: p.ingestPort,
+    API_PORT: p.apiPort,
   };
 }
 
 /** Refuses to start a server on a port something else already holds. */
 async function claimPort(port: number, what: string): Promise<void> {
-  if (await portOpen(port)) throw new InfraError(`cannot start ${what}: port 127.0.0.1:${port} is already taken by another process`);
+  if (await portOpen(port))
+    throw new InfraError(`cannot start ${what}: port 127.0.0.1:${port} is already taken by another process`);
 }
 
 interface Service {
@@ -89,10 +104,15 @@ const nats: Service = {
     const log = path.join(p.dataDir, 'nats.log');
     const pid = spawnDetached(findBin('nats-server')!, ['-c', conf], log);
     fs.writeFileSync(natsPidFile(p), String(pid));
-    await waitFor('nats-server', async () => {
-      const res = await fetch(`http://127.0.0.1:${p.natsMonitorPort}/jsz`);
-      return res.ok;
-    }, 20_000, log);
+    await waitFor(
+      'nats-server',
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${p.natsMonitorPort}/jsz`);
+        return res.ok;
+      },
+      20_000,
+      log,
+    );
   },
   stop: (p) => stopByPidFile(natsPidFile(p)),
 };
@@ -111,12 +131,15 @@ const clickhouse: Service = {
     await claimPort(p.chHttpPort, 'clickhouse-server (http)');
     await claimPort(p.chTcpPort, 'clickhouse-server (native)');
     const dir = path.join(p.dataDir, 'clickhouse');
-    for (const d of ['data', 'tmp', 'user_files', 'format_schemas']) fs.mkdirSync(path.join(dir, d), { recursive: true });
+    for (const d of ['data', 'tmp', 'user_files', 'format_schemas'])
+      fs.mkdirSync(path.join(dir, d), { recursive: true });
     fs.writeFileSync(path.join(dir, 'config.xml'), render('infra/clickhouse/config.xml', vars(p)));
     fs.writeFileSync(path.join(dir, 'users.xml'), render('infra/clickhouse/users.xml', vars(p)));
     const log = path.join(dir, 'stdout.log');
     // Run in the foreground of a detached child so that the pid we record is the server's own.
-    const pid = spawnDetached(findBin('clickhouse-server')!, [`--config-file=${path.join(dir, 'config.xml')}`], log, { cwd: dir });
+    const pid = spawnDetached(findBin('clickhouse-server')!, [`--config-file=${path.join(dir, 'config.xml')}`], log, {
+      cwd: dir,
+    });
     fs.writeFileSync(chPidFile(p), String(pid));
     await waitFor('clickhouse-server', () => chPing(p), 60_000, path.join(dir, 'server.err.log'));
   },
@@ -165,7 +188,9 @@ const postgresService: Service = {
     try {
       asPg('pg_ctl', ['-D', dir, '-l', log, '-o', opts, '-w', '-t', '60', 'start']);
     } catch (err) {
-      throw new InfraError(`postgresql did not start: ${String((err as { stderr?: Buffer }).stderr ?? err).trim()}\n${log}`);
+      throw new InfraError(
+        `postgresql did not start: ${String((err as { stderr?: Buffer }).stderr ?? err).trim()}\n${log}`,
+      );
     }
     await waitFor('postgresql', () => pgReady(p), 30_000, log);
   },
@@ -212,12 +237,14 @@ export function edgeCaFile(p: StackProfile): string {
 export async function upAll(p: StackProfile, say: Say): Promise<void> {
   fs.mkdirSync(p.dataDir, { recursive: true });
   // Start the three in parallel; each waits until it answers.
-  await Promise.all(SERVICES.map(async (s) => {
-    if (await s.up(p)) return;
-    const t0 = Date.now();
-    await s.start(p);
-    say(`${s.name} started (${Date.now() - t0} ms)`);
-  }));
+  await Promise.all(
+    SERVICES.map(async (s) => {
+      if (await s.up(p)) return;
+      const t0 = Date.now();
+      await s.start(p);
+      say(`${s.name} started (${Date.now() - t0} ms)`);
+    }),
+  );
 }
 
 export async function downAll(p: StackProfile, say: Say): Promise<void> {

@@ -1,4 +1,14 @@
-import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, nanos, type JetStreamManager, type StreamConfig, type ConsumerConfig } from 'nats';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  RetentionPolicy,
+  StorageType,
+  nanos,
+  type JetStreamManager,
+  type StreamConfig,
+  type ConsumerConfig,
+} from 'nats';
 import { STREAM_DLQ, STREAM_EVENTS, consumers } from '../lib/nats.js';
 
 export interface StreamOptions {
@@ -75,6 +85,10 @@ export async function applyStreams(jsm: JetStreamManager, o: StreamOptions): Pro
   for (const { stream, config } of consumerConfigs) {
     const existing = await jsm.consumers.info(stream, config.durable_name).catch(() => undefined);
     if (!existing) await jsm.consumers.add(stream, config);
-    else await jsm.consumers.update(stream, config.durable_name, { ack_wait: config.ack_wait, max_ack_pending: config.max_ack_pending });
+    else
+      await jsm.consumers.update(stream, config.durable_name, {
+        ack_wait: config.ack_wait,
+        max_ack_pending: config.max_ack_pending,
+      });
   }
 }

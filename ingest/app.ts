@@ -2,7 +2,15 @@ import type { Logger } from '../lib/logger.js';
 import { uuidv7 } from '../lib/ids.js';
 import { subjects } from '../lib/nats.js';
 import type { SharedRateLimiter } from '../lib/rate-limit.js';
-import { readBody, reply, STATUS_TEXT, type HttpResponse, type HttpRequest, type RequestHead, type TemplatedApp } from '../lib/uws.js';
+import {
+  readBody,
+  reply,
+  STATUS_TEXT,
+  type HttpResponse,
+  type HttpRequest,
+  type RequestHead,
+  type TemplatedApp,
+} from '../lib/uws.js';
 import { compile } from '../schemas/ajv.js';
 import { BillingBatch, UsageBatchA, type BillingEvent, type UsageEventA } from '../schemas/ingest.js';
 import { prepareBilling } from './billing.js';
@@ -84,7 +92,11 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
   const { log, metrics, opts } = deps;
 
   const send = (c: Ctx, status: number, body: unknown, extra: Array<[string, string]> = [], close = false) => {
-    const headers: Array<[string, string]> = [['Content-Type', 'application/json'], ['X-Trace-Id', c.traceId], ...extra];
+    const headers: Array<[string, string]> = [
+      ['Content-Type', 'application/json'],
+      ['X-Trace-Id', c.traceId],
+      ...extra,
+    ];
     reply(c.res, c.state, STATUS_TEXT[status], headers, JSON.stringify(body), close || traffic.draining);
     metrics.observe(c.kind, status, performance.now() - c.started);
   };
@@ -99,16 +111,42 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
         case 422:
           return send(c, 422, { detail: err.details });
         case 429:
-          return send(c, 429, {
-            detail: { type: err.code ?? 'rate_limited', title: err.code ? 'Daily Event Quota Exceeded' : 'Too Many Requests', status: 429, detail: err.message, retry_after: err.retryAfter },
-          }, [['Retry-After', String(err.retryAfter)]]);
+          return send(
+            c,
+            429,
+            {
+              detail: {
+                type: err.code ?? 'rate_limited',
+                title: err.code ? 'Daily Event Quota Exceeded' : 'Too Many Requests',
+                status: 429,
+                detail: err.message,
+                retry_after: err.retryAfter,
+              },
+            },
+            [['Retry-After', String(err.retryAfter)]],
+          );
         case 503:
           log.error({ trace_id: c.traceId, err: err.message }, 'batch refused');
-          return send(c, 503, { type: 'service_unavailable', title: 'Service Unavailable', status: 503, detail: `${err.message}; no event of this request was stored. Retry later.` }, [['Retry-After', String(err.retryAfter || 5)]]);
+          return send(
+            c,
+            503,
+            {
+              type: 'service_unavailable',
+              title: 'Service Unavailable',
+              status: 503,
+              detail: `${err.message}; no event of this request was stored. Retry later.`,
+            },
+            [['Retry-After', String(err.retryAfter || 5)]],
+          );
       }
     }
     log.error({ trace_id: c.traceId, err }, 'ingestion failed');
-    send(c, 500, { type: 'internal_error', title: 'Internal Server Error', status: 500, detail: 'No event of this request was stored. Retry with backoff.' });
+    send(c, 500, {
+      type: 'internal_error',
+      title: 'Internal Server Error',
+      status: 500,
+      detail: 'No event of this request was stored. Retry with backoff.',
+    });
   };
 
   async function authenticate(head: RequestHead): Promise<Org> {
@@ -123,14 +161,23 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
   function parse(head: RequestHead, body: Buffer, v: typeof usageBatch | typeof billingBatch): unknown {
     const ct = head.headers['content-type'];
     if (ct === undefined || !JSON_TYPE.test(ct)) {
-      throw unprocessable([{ type: 'content_type_invalid', loc: ['header', 'content-type'], msg: 'Content-Type must be application/json', input: ct ?? null }]);
+      throw unprocessable([
+        {
+          type: 'content_type_invalid',
+          loc: ['header', 'content-type'],
+          msg: 'Content-Type must be application/json',
+          input: ct ?? null,
+        },
+      ]);
     }
     if (body.length === 0) throw bodyProblem('missing', 'Request body is empty; expected a JSON object with "events"');
     const decoded = decodeJson(body);
     if (!decoded.ok) {
       if (decoded.reason === 'not_utf8') throw bodyProblem('json_invalid', 'Request body is not valid UTF-8');
       if (decoded.reason === 'lone_surrogate') throw bodyProblem('string_unicode', `Request body ${decoded.message}`);
-      throw unprocessable([{ type: 'json_invalid', loc: ['body', decoded.position ?? 0], msg: 'JSON decode error', input: {} }]);
+      throw unprocessable([
+        { type: 'json_invalid', loc: ['body', decoded.position ?? 0], msg: 'JSON decode error', input: {} },
+      ]);
     }
     const parsed = decoded.value;
     if (!v.check(parsed)) {
@@ -143,30 +190,63 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
   async function handle(c: Ctx, head: RequestHead, body: Buffer): Promise<void> {
     const org = await authenticate(head);
     const rl = await deps.limiter.take(org.tenantId, 'ingest_a', opts.requestsPerMinute, 60_000);
-    if (!rl.ok) throw new IngestError(429, `Rate limit of ${opts.requestsPerMinute} requests per minute exceeded for this organization`, [], rl.retryAfter);
+    if (!rl.ok)
+      throw new IngestError(
+        429,
+        `Rate limit of ${opts.requestsPerMinute} requests per minute exceeded for this organization`,
+        [],
+        rl.retryAfter,
+      );
     const now = Date.now();
     if (c.kind === 'usage') {
       const { events } = parse(head, body, usageBatch) as { events: UsageEventA[] };
-      const p = await prepareUsage(events, { tenantId: org.tenantId, batchId: c.traceId, now, resolver: deps.resolver, futureSkewMs: opts.futureSkewMs, ageGraceMs: opts.ageGraceMs });
+      const p = await prepareUsage(events, {
+        tenantId: org.tenantId,
+        batchId: c.traceId,
+        now,
+        resolver: deps.resolver,
+        futureSkewMs: opts.futureSkewMs,
+        ageGraceMs: opts.ageGraceMs,
+      });
       const quota = deps.quota.take(org.tenantId, org.plan, p.accepted);
       if (quota) {
         const d = await quota;
-        if (!d.ok) throw new IngestError(429, `Daily event quota of ${d.limit} events for the ${org.plan} plan is used up; it resets at 00:00 UTC`, [], d.retryAfter, 'daily_quota_exceeded');
+        if (!d.ok)
+          throw new IngestError(
+            429,
+            `Daily event quota of ${d.limit} events for the ${org.plan} plan is used up; it resets at 00:00 UTC`,
+            [],
+            d.retryAfter,
+            'daily_quota_exceeded',
+          );
       }
       if (p.accepted > 0) {
-        await deps.publisher.publish(subjects.usage(org.tenantId), Buffer.from(p.rows), c.traceId, { 'Cs-Rows': String(p.accepted), 'Cs-Names': p.names.join(',') });
+        await deps.publisher.publish(subjects.usage(org.tenantId), Buffer.from(p.rows), c.traceId, {
+          'Cs-Rows': String(p.accepted),
+          'Cs-Names': p.names.join(','),
+        });
       }
       metrics.events(p.accepted, p.errors.length);
       send(c, 202, {
         accepted: p.accepted,
         rejected: p.errors.length,
         errors: p.errors,
-        message: p.errors.length === 0 ? `${p.accepted} events accepted` : `${p.accepted} events accepted, ${p.errors.length} rejected`,
+        message:
+          p.errors.length === 0
+            ? `${p.accepted} events accepted`
+            : `${p.accepted} events accepted, ${p.errors.length} rejected`,
       });
     } else {
       const { events } = parse(head, body, billingBatch) as { events: BillingEvent[] };
-      const p = await prepareBilling(events, { tenantId: org.tenantId, batchId: c.traceId, now, resolver: deps.resolver });
-      await deps.publisher.publish(subjects.billing(org.tenantId), Buffer.from(p.rows), c.traceId, { 'Cs-Rows': String(p.accepted) });
+      const p = await prepareBilling(events, {
+        tenantId: org.tenantId,
+        batchId: c.traceId,
+        now,
+        resolver: deps.resolver,
+      });
+      await deps.publisher.publish(subjects.billing(org.tenantId), Buffer.from(p.rows), c.traceId, {
+        'Cs-Rows': String(p.accepted),
+      });
       metrics.events(p.accepted, 0);
       send(c, 202, { accepted: p.accepted, skipped: 0, message: `${p.accepted} billing events accepted` });
     }
@@ -187,14 +267,27 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     readBody(res, head, opts.maxBodyBytes, c.state, (err, body) => {
       const release = err ? undefined : admitBody(traffic, body.length);
       const run = err
-        ? Promise.reject(err.kind === 'too_large'
-          ? new IngestError(413, err.message, [{ type: 'payload_too_large', loc: ['body'], msg: `Request body exceeds ${opts.maxBodyBytes} bytes`, input: null }])
-          : bodyProblem('content_encoding_invalid', err.message, ['header', 'content-encoding']))
-        : release ? handle(c, head, body) : Promise.reject(new IngestError(503, 'The server is busy', [], 1));
-      run.catch((e: unknown) => fail(c, e)).finally(() => {
-        release?.();
-        traffic.inflight--;
-      });
+        ? Promise.reject(
+            err.kind === 'too_large'
+              ? new IngestError(413, err.message, [
+                  {
+                    type: 'payload_too_large',
+                    loc: ['body'],
+                    msg: `Request body exceeds ${opts.maxBodyBytes} bytes`,
+                    input: null,
+                  },
+                ])
+              : bodyProblem('content_encoding_invalid', err.message, ['header', 'content-encoding']),
+          )
+        : release
+          ? handle(c, head, body)
+          : Promise.reject(new IngestError(503, 'The server is busy', [], 1));
+      run
+        .catch((e: unknown) => fail(c, e))
+        .finally(() => {
+          release?.();
+          traffic.inflight--;
+        });
     });
   };
 
@@ -203,7 +296,10 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     const url = req.getUrl();
     const found = url === '/v1/ingest/events' || url === '/v1/ingest/billing-events';
     res.cork(() => {
-      res.writeStatus(found ? STATUS_TEXT[405] : STATUS_TEXT[404]).writeHeader('Content-Type', 'application/json').writeHeader('X-Trace-Id', traceId);
+      res
+        .writeStatus(found ? STATUS_TEXT[405] : STATUS_TEXT[404])
+        .writeHeader('Content-Type', 'application/json')
+        .writeHeader('X-Trace-Id', traceId);
       if (found) res.writeHeader('Allow', 'POST');
       res.end(JSON.stringify({ detail: found ? 'Method Not Allowed' : 'Not Found' }), true);
     });
@@ -217,7 +313,12 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     })
     .get('/readyz', (res) => {
       const ok = deps.ready();
-      res.cork(() => res.writeStatus(ok ? '200 OK' : '503 Service Unavailable').writeHeader('Content-Type', 'application/json').end(ok ? '{"status":"ready"}' : '{"status":"not ready"}'));
+      res.cork(() =>
+        res
+          .writeStatus(ok ? '200 OK' : '503 Service Unavailable')
+          .writeHeader('Content-Type', 'application/json')
+          .end(ok ? '{"status":"ready"}' : '{"status":"not ready"}'),
+      );
     })
     .get('/metrics', (res) => {
       const state = { aborted: false };
@@ -238,4 +339,3 @@ function readHeadFast(req: HttpRequest): RequestHead {
   }
   return { method: 'POST', url: req.getUrl(), query: '', headers, remoteAddress: '' };
 }
-

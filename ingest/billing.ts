@@ -13,14 +13,22 @@ export interface PreparedBilling {
  * list, so an unknown customer fails the request with 422 (retrying would never help) instead of
  * being dropped silently.
  */
-export async function prepareBilling(events: BillingEvent[], ctx: { tenantId: string; batchId: string; now: number; resolver: Resolver }): Promise<PreparedBilling> {
+export async function prepareBilling(
+  events: BillingEvent[],
+  ctx: { tenantId: string; batchId: string; now: number; resolver: Resolver },
+): Promise<PreparedBilling> {
   const { tenantId, resolver } = ctx;
   const ids = events.map((e) => e.customer_id.toLowerCase());
   const customers = await resolver.prepare(tenantId, ids, []);
   const details: Detail[] = [];
   for (let i = 0; i < ids.length; i++) {
     if (!customers.has(ids[i])) {
-      details.push({ type: 'unknown_customer', loc: ['body', 'events', i, 'customer_id'], msg: 'No customer with this customer_id in the workspace', input: events[i].customer_id });
+      details.push({
+        type: 'unknown_customer',
+        loc: ['body', 'events', i, 'customer_id'],
+        msg: 'No customer with this customer_id in the workspace',
+        input: events[i].customer_id,
+      });
     }
   }
   if (details.length) throw unprocessable(details);

@@ -37,16 +37,31 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const SNAKE_RE = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/;
 
 /** Keyset position (ts, ts_ms, event_id) of the last row shown, opaque to clients (base64url JSON). */
-export const encodeCursor = (p: Position): string => Buffer.from(JSON.stringify([p.ts, p.ms, p.id])).toString('base64url');
+export const encodeCursor = (p: Position): string =>
+  Buffer.from(JSON.stringify([p.ts, p.ms, p.id])).toString('base64url');
 
 export function decodeCursor(cursor: string): Position {
   try {
     const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(v) && v.length === 3 && Number.isInteger(v[0]) && v[0] >= 0 && Number.isInteger(v[1]) && v[1] >= 0 && v[1] < 1000 && typeof v[2] === 'string' && UUID_RE.test(v[2])) {
+    if (
+      Array.isArray(v) &&
+      v.length === 3 &&
+      Number.isInteger(v[0]) &&
+      v[0] >= 0 &&
+      Number.isInteger(v[1]) &&
+      v[1] >= 0 &&
+      v[1] < 1000 &&
+      typeof v[2] === 'string' &&
+      UUID_RE.test(v[2])
+    ) {
       return { ts: v[0], ms: v[1], id: v[2] };
     }
-  } catch { /* falls through */ }
-  throw new ApiError('invalid_cursor', 'The cursor is not valid; pass next_cursor from a previous page unchanged.', [{ field: 'cursor', code: 'invalid_cursor', message: 'cursor was not produced by this API' }]);
+  } catch {
+    /* falls through */
+  }
+  throw new ApiError('invalid_cursor', 'The cursor is not valid; pass next_cursor from a previous page unchanged.', [
+    { field: 'cursor', code: 'invalid_cursor', message: 'cursor was not produced by this API' },
+  ]);
 }
 
 /**
@@ -55,42 +70,66 @@ export function decodeCursor(cursor: string): Position {
  * the SQL is validated to a UUID, a snake_case name or an integer first. Newest events first.
  */
 export class EventQuery {
-  constructor(private readonly url: string, private readonly database: string, private readonly timeoutMs: number) {}
+  constructor(
+    private readonly url: string,
+    private readonly database: string,
+    private readonly timeoutMs: number,
+  ) {}
 
   async page(f: EventFilter): Promise<{ data: unknown[]; next_cursor: string | null; has_more: boolean }> {
-    if (!UUID_RE.test(f.tenantId) || (f.customerId !== undefined && !UUID_RE.test(f.customerId)) || (f.eventName !== undefined && !SNAKE_RE.test(f.eventName))) {
+    if (
+      !UUID_RE.test(f.tenantId) ||
+      (f.customerId !== undefined && !UUID_RE.test(f.customerId)) ||
+      (f.eventName !== undefined && !SNAKE_RE.test(f.eventName))
+    ) {
       throw new Error('unvalidated filter value');
     }
     const from = Math.floor(f.fromMs);
     const to = Math.floor(f.toMs);
     const where = [
       `tenant_id = toUUID('${f.tenantId}')`,
-      `ts >= toDateTime(${Math.floor(from / 1000)})`, `ts <= toDateTime(${Math.floor(to / 1000)})`,
-      `toUInt64(ts) * 1000 + ts_ms >= ${from}`, `toUInt64(ts) * 1000 + ts_ms < ${to}`,
+      `ts >= toDateTime(${Math.floor(from / 1000)})`,
+      `ts <= toDateTime(${Math.floor(to / 1000)})`,
+      `toUInt64(ts) * 1000 + ts_ms >= ${from}`,
+      `toUInt64(ts) * 1000 + ts_ms < ${to}`,
     ];
     if (f.customerId) where.push(`customer_id = toUUID('${f.customerId}')`);
     if (f.eventName) where.push(`event_name = '${f.eventName}'`);
     if (f.cursor) {
       const p = decodeCursor(f.cursor);
-      where.push(`(ts < toDateTime(${p.ts}) OR (ts = toDateTime(${p.ts}) AND (ts_ms < ${p.ms} OR (ts_ms = ${p.ms} AND toString(event_id) < '${p.id}'))))`);
+      where.push(
+        `(ts < toDateTime(${p.ts}) OR (ts = toDateTime(${p.ts}) AND (ts_ms < ${p.ms} OR (ts_ms = ${p.ms} AND toString(event_id) < '${p.id}'))))`,
+      );
     }
     // Aliases differ from column names: ClickHouse resolves aliases in WHERE too.
     const query = `SELECT toString(event_id) AS eid, toString(customer_id) AS cid, event_name, toUInt32(ts) AS t, ts_ms,
         toUInt32(received_at) AS r, surface, external_id, user_id, user_email, user_external_id, properties
       FROM ${this.database}.events WHERE ${where.join(' AND ')}
       ORDER BY ts DESC, ts_ms DESC, eid DESC LIMIT ${f.limit + 1} FORMAT JSONEachRow`;
-    const res = await fetch(`${this.url}/?query=${encodeURIComponent(query)}`, { signal: AbortSignal.timeout(this.timeoutMs) });
+    const res = await fetch(`${this.url}/?query=${encodeURIComponent(query)}`, {
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
     const text = await res.text();
     if (!res.ok) throw new Error(`ClickHouse answered ${res.status}: ${text.slice(0, 300)}`);
-    const rows = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Row);
+    const rows = text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Row);
     const hasMore = rows.length > f.limit;
     const shown = hasMore ? rows.slice(0, f.limit) : rows;
     const last = shown[shown.length - 1];
     return {
       data: shown.map((r) => ({
-        event_id: r.eid, customer_id: r.cid, event_name: r.event_name,
-        timestamp: new Date(r.t * 1000 + r.ts_ms).toISOString(), received_at: new Date(r.r * 1000).toISOString(), surface: r.surface,
-        external_id: r.external_id || null, user_id: r.user_id || null, user_email: r.user_email || null, user_external_id: r.user_external_id || null,
+        event_id: r.eid,
+        customer_id: r.cid,
+        event_name: r.event_name,
+        timestamp: new Date(r.t * 1000 + r.ts_ms).toISOString(),
+        received_at: new Date(r.r * 1000).toISOString(),
+        surface: r.surface,
+        external_id: r.external_id || null,
+        user_id: r.user_id || null,
+        user_email: r.user_email || null,
+        user_external_id: r.user_external_id || null,
         properties: safeJson(r.properties),
       })),
       next_cursor: hasMore && last ? encodeCursor({ ts: last.t, ms: last.ts_ms, id: last.eid }) : null,

@@ -45,15 +45,23 @@ export function storedProperties(properties: Record<string, unknown> | undefined
     return { code: 'invalid_properties', message: 'properties nest too deeply to be stored' };
   }
   // Bytes ≥ UTF-16 length ≥ bytes / 3: only the middle band needs the exact count.
-  if (json.length > MAX_PROPERTIES_BYTES || (json.length * 3 > MAX_PROPERTIES_BYTES && Buffer.byteLength(json) > MAX_PROPERTIES_BYTES)) {
-    return { code: 'properties_too_large', message: `properties exceed ${MAX_PROPERTIES_BYTES} bytes serialized as JSON` };
+  if (
+    json.length > MAX_PROPERTIES_BYTES ||
+    (json.length * 3 > MAX_PROPERTIES_BYTES && Buffer.byteLength(json) > MAX_PROPERTIES_BYTES)
+  ) {
+    return {
+      code: 'properties_too_large',
+      message: `properties exceed ${MAX_PROPERTIES_BYTES} bytes serialized as JSON`,
+    };
   }
   const keys: string[] = [];
   const values: string[] = [];
   for (const k in properties) {
     const v = properties[k];
     keys.push(k);
-    values.push(typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v));
+    values.push(
+      typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v),
+    );
   }
   return { json, keys, values };
 }

@@ -21,7 +21,11 @@ export function decodeJson(body: Buffer): Decoded {
   }
   // Most bodies have no \u escape at all: a plain substring search rules them out.
   if (text.includes('\\u') && UNPAIRED_SURROGATE_ESCAPE.test(text) && hasLoneSurrogate(value)) {
-    return { ok: false, reason: 'lone_surrogate', message: 'contains an unpaired UTF-16 surrogate escape (\\ud800-\\udfff)' };
+    return {
+      ok: false,
+      reason: 'lone_surrogate',
+      message: 'contains an unpaired UTF-16 surrogate escape (\\ud800-\\udfff)',
+    };
   }
   return { ok: true, value };
 }

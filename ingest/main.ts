@@ -25,34 +25,129 @@ import { SharedTokenVerifier } from '../lib/credentials/tokens.js';
 export const IngestConfig = Type.Object({
   INGEST_HOST: Type.String({ default: '127.0.0.1', description: 'Address the ingest tier listens on.' }),
   INGEST_PORT: Type.Integer({ default: 3100, description: 'Port of surface A (shared by all ingest processes).' }),
-  INGEST_PROCESSES: Type.Integer({ minimum: 1, default: os.availableParallelism(), description: 'Ingest processes sharing the port (SO_REUSEPORT); default one per core.' }),
+  INGEST_PROCESSES: Type.Integer({
+    minimum: 1,
+    default: os.availableParallelism(),
+    description: 'Ingest processes sharing the port (SO_REUSEPORT); default one per core.',
+  }),
   NATS_URL: Type.String({ default: 'nats://127.0.0.1:14222' }),
   DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
-  INGEST_RATE_LIMIT_PER_MIN: Type.Integer({ minimum: 1, default: 300, description: 'Requests per minute per organization, shared by both surface-A endpoints.' }),
-  INGEST_MAX_BODY_BYTES: Type.Integer({ minimum: 1024, default: 1024 * 1024, description: 'Request body cap, before and after gunzip (413 beyond).' }),
-  INGEST_PUBLISH_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 5000, description: 'Time to wait for a JetStream PubAck before retrying with the same message id.' }),
-  INGEST_FUTURE_SKEW_MS: Type.Integer({ minimum: 0, default: 300_000, description: 'How far ahead of the server clock a timestamp may be.' }),
-  INGEST_AGE_GRACE_MS: Type.Integer({ minimum: 0, default: 60_000, description: 'Allowance on the 30-day window for clock skew and transit.' }),
-  CUSTOMER_CACHE_NEGATIVE_TTL_MS: Type.Integer({ minimum: 0, default: 1000, description: 'How long an unknown customer reference is remembered.' }),
-  CUSTOMER_CACHE_MAX_AGE_MS: Type.Integer({ minimum: 1000, default: 60_000, description: 'A tenant\'s customer cache is rebuilt after this long even without invalidations.' }),
-  INGEST_PG_POOL: Type.Integer({ minimum: 2, default: 16, description: 'PostgreSQL connections per ingest process (surface B holds one per request until the PubAck).' }),
-  PUBLIC_BASE_URL: Type.String({ default: 'http://127.0.0.1:3200', description: 'Origin clients see; problem+json type URIs of surface B.' }),
-  INGEST_TRUSTED_PROXIES: Type.String({ default: '127.0.0.1/32,::1/128', description: 'CIDR ranges whose X-Forwarded-For is believed (the edge) for API-key IP allowlists; empty: none.' }),
-  JWT_PUBLIC_KEY: Type.String({ default: '', description: 'Ed25519 public key (SPKI PEM, \\n allowed) of core-api access tokens; empty: read from PostgreSQL (signing_keys).' }),
-  JWT_KEY_ID: Type.String({ default: 'default', description: 'signing_keys row to read when JWT_PUBLIC_KEY is empty.' }),
-  JWT_ISSUER: Type.String({ default: '', description: 'Required iss of access tokens (core-api PUBLIC_BASE_URL); empty: any issuer signed by the key.' }),
-  CLICKHOUSE_URL: Type.String({ default: 'http://127.0.0.1:18123', description: 'ClickHouse HTTP interface for GET /v1/events.' }),
+  INGEST_RATE_LIMIT_PER_MIN: Type.Integer({
+    minimum: 1,
+    default: 300,
+    description: 'Requests per minute per organization, shared by both surface-A endpoints.',
+  }),
+  INGEST_MAX_BODY_BYTES: Type.Integer({
+    minimum: 1024,
+    default: 1024 * 1024,
+    description: 'Request body cap, before and after gunzip (413 beyond).',
+  }),
+  INGEST_PUBLISH_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    default: 5000,
+    description: 'Time to wait for a JetStream PubAck before retrying with the same message id.',
+  }),
+  INGEST_FUTURE_SKEW_MS: Type.Integer({
+    minimum: 0,
+    default: 300_000,
+    description: 'How far ahead of the server clock a timestamp may be.',
+  }),
+  INGEST_AGE_GRACE_MS: Type.Integer({
+    minimum: 0,
+    default: 60_000,
+    description: 'Allowance on the 30-day window for clock skew and transit.',
+  }),
+  CUSTOMER_CACHE_NEGATIVE_TTL_MS: Type.Integer({
+    minimum: 0,
+    default: 1000,
+    description: 'How long an unknown customer reference is remembered.',
+  }),
+  CUSTOMER_CACHE_MAX_AGE_MS: Type.Integer({
+    minimum: 1000,
+    default: 60_000,
+    description: "A tenant's customer cache is rebuilt after this long even without invalidations.",
+  }),
+  INGEST_PG_POOL: Type.Integer({
+    minimum: 2,
+    default: 16,
+    description: 'PostgreSQL connections per ingest process (surface B holds one per request until the PubAck).',
+  }),
+  PUBLIC_BASE_URL: Type.String({
+    default: 'http://127.0.0.1:3200',
+    description: 'Origin clients see; problem+json type URIs of surface B.',
+  }),
+  INGEST_TRUSTED_PROXIES: Type.String({
+    default: '127.0.0.1/32,::1/128',
+    description: 'CIDR ranges whose X-Forwarded-For is believed (the edge) for API-key IP allowlists; empty: none.',
+  }),
+  JWT_PUBLIC_KEY: Type.String({
+    default: '',
+    description:
+      'Ed25519 public key (SPKI PEM, \\n allowed) of core-api access tokens; empty: read from PostgreSQL (signing_keys).',
+  }),
+  JWT_KEY_ID: Type.String({
+    default: 'default',
+    description: 'signing_keys row to read when JWT_PUBLIC_KEY is empty.',
+  }),
+  JWT_ISSUER: Type.String({
+    default: '',
+    description: 'Required iss of access tokens (core-api PUBLIC_BASE_URL); empty: any issuer signed by the key.',
+  }),
+  CLICKHOUSE_URL: Type.String({
+    default: 'http://127.0.0.1:18123',
+    description: 'ClickHouse HTTP interface for GET /v1/events.',
+  }),
   CLICKHOUSE_DATABASE: Type.String({ default: 'csp' }),
-  EVENTS_QUERY_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 10_000, description: 'Timeout of one GET /v1/events query.' }),
-  EVENTS_BATCHES_PER_MIN: Type.Integer({ minimum: 1, default: 60, description: 'POST /v1/events requests per minute per workspace.' }),
-  EVENTS_BACKFILLS_PER_MIN: Type.Integer({ minimum: 1, default: 10, description: 'POST /v1/events/backfill requests per minute per workspace.' }),
-  EVENTS_READS_PER_MIN: Type.Integer({ minimum: 1, default: 120, description: 'GET /v1/events requests per minute per workspace.' }),
-  EVENTS_MAX_BODY_BYTES: Type.Integer({ minimum: 1024, default: 3 * 1024 * 1024, description: 'Surface B body cap, before and after gunzip (413 beyond).' }),
-  EVENTS_MAX_PAYLOAD_BYTES: Type.Integer({ minimum: 65_536, default: 8 * 1024 * 1024 - 65_536, description: 'Largest stored form of one surface-B request (one JetStream message).' }),
-  EVENTS_DAILY_QUOTAS: Type.String({ default: 'starter=1000000,growth=10000000,scale=100000000,enterprise=unlimited', description: 'Events per UTC day by plan, both surfaces together; unlimited or a plan left out: no quota.' }),
-  IDEMPOTENCY_WAIT_MS: Type.Integer({ minimum: 100, default: 10_000, description: 'How long a request waits for another one holding the same Idempotency-Key before answering 409.' }),
-  INGEST_MAX_INFLIGHT_BYTES: Type.Integer({ minimum: 1024, default: 16 * 1024 * 1024, description: 'Request-body bytes one process works on at once; past it new requests get 503 with Retry-After (memory backpressure).' }),
-  INGEST_MAX_OLD_SPACE_MB: Type.Integer({ minimum: 0, default: 192, description: "V8 old-space cap of each worker process (0: Node's default); bounds RSS under load." }),
+  EVENTS_QUERY_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    default: 10_000,
+    description: 'Timeout of one GET /v1/events query.',
+  }),
+  EVENTS_BATCHES_PER_MIN: Type.Integer({
+    minimum: 1,
+    default: 60,
+    description: 'POST /v1/events requests per minute per workspace.',
+  }),
+  EVENTS_BACKFILLS_PER_MIN: Type.Integer({
+    minimum: 1,
+    default: 10,
+    description: 'POST /v1/events/backfill requests per minute per workspace.',
+  }),
+  EVENTS_READS_PER_MIN: Type.Integer({
+    minimum: 1,
+    default: 120,
+    description: 'GET /v1/events requests per minute per workspace.',
+  }),
+  EVENTS_MAX_BODY_BYTES: Type.Integer({
+    minimum: 1024,
+    default: 3 * 1024 * 1024,
+    description: 'Surface B body cap, before and after gunzip (413 beyond).',
+  }),
+  EVENTS_MAX_PAYLOAD_BYTES: Type.Integer({
+    minimum: 65_536,
+    default: 8 * 1024 * 1024 - 65_536,
+    description: 'Largest stored form of one surface-B request (one JetStream message).',
+  }),
+  EVENTS_DAILY_QUOTAS: Type.String({
+    default: 'starter=1000000,growth=10000000,scale=100000000,enterprise=unlimited',
+    description: 'Events per UTC day by plan, both surfaces together; unlimited or a plan left out: no quota.',
+  }),
+  IDEMPOTENCY_WAIT_MS: Type.Integer({
+    minimum: 100,
+    default: 10_000,
+    description: 'How long a request waits for another one holding the same Idempotency-Key before answering 409.',
+  }),
+  INGEST_MAX_INFLIGHT_BYTES: Type.Integer({
+    minimum: 1024,
+    default: 16 * 1024 * 1024,
+    description:
+      'Request-body bytes one process works on at once; past it new requests get 503 with Retry-After (memory backpressure).',
+  }),
+  INGEST_MAX_OLD_SPACE_MB: Type.Integer({
+    minimum: 0,
+    default: 192,
+    description: "V8 old-space cap of each worker process (0: Node's default); bounds RSS under load.",
+  }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
 
@@ -70,7 +165,12 @@ const { cfg, quotas, proxies } = configOrExit(boot, () => {
 
 if (cfg.INGEST_PROCESSES > 1 && process.env.INGEST_WORKER === undefined) {
   boot.info({ processes: cfg.INGEST_PROCESSES, port: cfg.INGEST_PORT }, 'starting ingest processes');
-  supervise(boot, cfg.INGEST_PROCESSES, 'INGEST_WORKER', cfg.INGEST_MAX_OLD_SPACE_MB ? [`--max-old-space-size=${cfg.INGEST_MAX_OLD_SPACE_MB}`] : []);
+  supervise(
+    boot,
+    cfg.INGEST_PROCESSES,
+    'INGEST_WORKER',
+    cfg.INGEST_MAX_OLD_SPACE_MB ? [`--max-old-space-size=${cfg.INGEST_MAX_OLD_SPACE_MB}`] : [],
+  );
 } else {
   await serve();
 }
@@ -83,10 +183,19 @@ async function serve(): Promise<void> {
   const js = nc.jetstream();
   const keys = new IngestionKeys(sql);
   await keys.load();
-  const resolver = new Resolver(sql, { negativeTtlMs: cfg.CUSTOMER_CACHE_NEGATIVE_TTL_MS, maxEntriesPerTenant: 500_000, productTtlMs: 60_000, maxAgeMs: cfg.CUSTOMER_CACHE_MAX_AGE_MS });
+  const resolver = new Resolver(sql, {
+    negativeTtlMs: cfg.CUSTOMER_CACHE_NEGATIVE_TTL_MS,
+    maxEntriesPerTenant: 500_000,
+    productTtlMs: 60_000,
+    maxAgeMs: cfg.CUSTOMER_CACHE_MAX_AGE_MS,
+  });
   const apiKeys = new ApiKeyStore(sql);
   const revoked = new RevokedFamilies();
-  const tokens = new SharedTokenVerifier(sql, { publicPem: cfg.JWT_PUBLIC_KEY, kid: cfg.JWT_KEY_ID, issuer: cfg.JWT_ISSUER });
+  const tokens = new SharedTokenVerifier(sql, {
+    publicPem: cfg.JWT_PUBLIC_KEY,
+    kid: cfg.JWT_KEY_ID,
+    issuer: cfg.JWT_ISSUER,
+  });
   await tokens.load();
   // Access tokens live an hour at most (SPEC.md); a day covers any configured lifetime.
   await revoked.load(sql, 86_400);
@@ -94,41 +203,87 @@ async function serve(): Promise<void> {
   nc.subscribe(subjects.familyRevoked, { callback: (_e, m) => revoked.add(m.string()) });
   // Invalidations sent while we were cut off from NATS were missed: forget what we cached.
   void (async () => {
-    for await (const s of nc.status()) if (s.type === 'reconnect') {
-      apiKeys.clear();
-      resolver.invalidateAll();
-      await revoked.load(sql, 86_400).catch(() => {});
-    }
+    for await (const s of nc.status())
+      if (s.type === 'reconnect') {
+        apiKeys.clear();
+        resolver.invalidateAll();
+        await revoked.load(sql, 86_400).catch(() => {});
+      }
   })();
   nc.subscribe(subjects.ingestionKeyChanged, { callback: (_e, m) => keys.invalidate(m.string()) });
-  nc.subscribe(subjects.customersChanged('*'), { callback: (_e, m) => resolver.invalidateCustomers(m.subject.split('.')[2]) });
-  nc.subscribe(subjects.productsChanged('*'), { callback: (_e, m) => resolver.invalidateProducts(m.subject.split('.')[2]) });
+  nc.subscribe(subjects.customersChanged('*'), {
+    callback: (_e, m) => resolver.invalidateCustomers(m.subject.split('.')[2]),
+  });
+  nc.subscribe(subjects.productsChanged('*'), {
+    callback: (_e, m) => resolver.invalidateProducts(m.subject.split('.')[2]),
+  });
 
-  const traffic: Traffic = { inflight: 0, lastRequestAt: 0, draining: false, closed: false, bodyBytes: 0, maxBodyBytesInFlight: cfg.INGEST_MAX_INFLIGHT_BYTES };
+  const traffic: Traffic = {
+    inflight: 0,
+    lastRequestAt: 0,
+    draining: false,
+    closed: false,
+    bodyBytes: 0,
+    maxBodyBytesInFlight: cfg.INGEST_MAX_INFLIGHT_BYTES,
+  };
   const limiter = new SharedRateLimiter(sql);
   const quota = new DailyQuota(sql, limiter, quotas);
   const publisher = new Publisher(js, cfg.INGEST_PUBLISH_TIMEOUT_MS);
   const metrics = new IngestMetrics();
   const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
-  const withB = surfaceB(uws.App(), {
-    auth: new Authenticator(apiKeys, tokens, revoked), audit, limiter, quota, resolver, metrics, log,
-    store: new SurfaceBStore(sql, publisher, quota, { maxPayloadBytes: cfg.EVENTS_MAX_PAYLOAD_BYTES, idempotencyWaitMs: cfg.IDEMPOTENCY_WAIT_MS }),
-    events: new EventQuery(cfg.CLICKHOUSE_URL, cfg.CLICKHOUSE_DATABASE, cfg.EVENTS_QUERY_TIMEOUT_MS),
-    baseUrl: cfg.PUBLIC_BASE_URL.replace(/\/+$/, ''),
-    trustedProxies: proxies,
-    opts: {
-      maxBodyBytes: cfg.EVENTS_MAX_BODY_BYTES, batchesPerMinute: cfg.EVENTS_BATCHES_PER_MIN, backfillsPerMinute: cfg.EVENTS_BACKFILLS_PER_MIN,
-      readsPerMinute: cfg.EVENTS_READS_PER_MIN, futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS, ageGraceMs: cfg.INGEST_AGE_GRACE_MS,
+  const withB = surfaceB(
+    uws.App(),
+    {
+      auth: new Authenticator(apiKeys, tokens, revoked),
+      audit,
+      limiter,
+      quota,
+      resolver,
+      metrics,
+      log,
+      store: new SurfaceBStore(sql, publisher, quota, {
+        maxPayloadBytes: cfg.EVENTS_MAX_PAYLOAD_BYTES,
+        idempotencyWaitMs: cfg.IDEMPOTENCY_WAIT_MS,
+      }),
+      events: new EventQuery(cfg.CLICKHOUSE_URL, cfg.CLICKHOUSE_DATABASE, cfg.EVENTS_QUERY_TIMEOUT_MS),
+      baseUrl: cfg.PUBLIC_BASE_URL.replace(/\/+$/, ''),
+      trustedProxies: proxies,
+      opts: {
+        maxBodyBytes: cfg.EVENTS_MAX_BODY_BYTES,
+        batchesPerMinute: cfg.EVENTS_BATCHES_PER_MIN,
+        backfillsPerMinute: cfg.EVENTS_BACKFILLS_PER_MIN,
+        readsPerMinute: cfg.EVENTS_READS_PER_MIN,
+        futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS,
+        ageGraceMs: cfg.INGEST_AGE_GRACE_MS,
+      },
     },
-  }, traffic);
-  const app = routes(withB, {
-    keys, resolver, limiter, quota, publisher,
-    metrics, log, ready: () => !nc.isClosed(),
-    opts: { maxBodyBytes: cfg.INGEST_MAX_BODY_BYTES, requestsPerMinute: cfg.INGEST_RATE_LIMIT_PER_MIN, futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS, ageGraceMs: cfg.INGEST_AGE_GRACE_MS },
-  }, traffic);
+    traffic,
+  );
+  const app = routes(
+    withB,
+    {
+      keys,
+      resolver,
+      limiter,
+      quota,
+      publisher,
+      metrics,
+      log,
+      ready: () => !nc.isClosed(),
+      opts: {
+        maxBodyBytes: cfg.INGEST_MAX_BODY_BYTES,
+        requestsPerMinute: cfg.INGEST_RATE_LIMIT_PER_MIN,
+        futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS,
+        ageGraceMs: cfg.INGEST_AGE_GRACE_MS,
+      },
+    },
+    traffic,
+  );
 
   const listenSocket = await new Promise<ListenSocket>((resolve, reject) => {
-    app.listen(cfg.INGEST_HOST, cfg.INGEST_PORT, (s) => (s ? resolve(s) : reject(new Error(`cannot listen on ${cfg.INGEST_HOST}:${cfg.INGEST_PORT}`))));
+    app.listen(cfg.INGEST_HOST, cfg.INGEST_PORT, (s) =>
+      s ? resolve(s) : reject(new Error(`cannot listen on ${cfg.INGEST_HOST}:${cfg.INGEST_PORT}`)),
+    );
   }).catch((err: Error) => {
     log.fatal(err.message);
     process.exit(1);
@@ -141,7 +296,8 @@ async function serve(): Promise<void> {
     uws.us_listen_socket_close(listenSocket);
     traffic.draining = true;
     const deadline = Date.now() + 10_000;
-    while ((traffic.inflight > 0 || Date.now() - traffic.lastRequestAt < 250) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while ((traffic.inflight > 0 || Date.now() - traffic.lastRequestAt < 250) && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
     traffic.closed = true;
     while (traffic.inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     await audit.close();

@@ -7,7 +7,11 @@ import { IngestError } from './errors.js';
  * answers "duplicate" when the first copy was stored, so the request is stored once or not at all.
  */
 export class Publisher {
-  constructor(private readonly js: JetStreamClient, private readonly timeoutMs: number, private readonly attempts = 3) {}
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly timeoutMs: number,
+    private readonly attempts = 3,
+  ) {}
 
   async publish(subject: string, payload: Uint8Array, msgId: string, meta: Record<string, string>): Promise<void> {
     const h = headers();

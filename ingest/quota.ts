@@ -15,7 +15,11 @@ export type DailyQuotas = Partial<Record<string, number>>;
 export class DailyQuota {
   private plans: PlanCache;
 
-  constructor(sql: Sql, private readonly limiter: SharedRateLimiter, private readonly quotas: DailyQuotas) {
+  constructor(
+    sql: Sql,
+    private readonly limiter: SharedRateLimiter,
+    private readonly quotas: DailyQuotas,
+  ) {
     this.plans = new PlanCache(sql);
   }
 
@@ -39,7 +43,10 @@ export class DailyQuota {
 /** Parses `starter=1000000,growth=10000000,…`; `unlimited` (or a missing plan) means no quota. */
 export function parseQuotas(text: string): DailyQuotas {
   const out: DailyQuotas = {};
-  for (const part of text.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const part of text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const m = /^([a-z_]+)=(\d+|unlimited)$/.exec(part);
     if (!m) throw new Error(`"${part}" is not plan=number or plan=unlimited`);
     if (m[2] !== 'unlimited') out[m[1]] = Number(m[2]);

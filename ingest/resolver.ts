@@ -40,12 +40,19 @@ export const extKey = (source: string, externalId: string) => `${source}\u0000${
 export class Resolver {
   private tenants = new Map<string, TenantCache>();
 
-  constructor(private readonly sql: Sql, private readonly opts: ResolverOptions) {}
+  constructor(
+    private readonly sql: Sql,
+    private readonly opts: ResolverOptions,
+  ) {}
 
   private cache(tenantId: string): TenantCache {
     let c = this.tenants.get(tenantId);
     const now = Date.now();
-    if (!c || c.ids.size + c.ext.size + c.missing.size > this.opts.maxEntriesPerTenant || now - c.createdAt > (this.opts.maxAgeMs ?? Infinity)) {
+    if (
+      !c ||
+      c.ids.size + c.ext.size + c.missing.size > this.opts.maxEntriesPerTenant ||
+      now - c.createdAt > (this.opts.maxAgeMs ?? Infinity)
+    ) {
       c = { ids: new Set(), ext: new Map(), missing: new Map(), products: c?.products, createdAt: now };
       this.tenants.set(tenantId, c);
     }
@@ -54,7 +61,14 @@ export class Resolver {
 
   invalidateCustomers(tenantId: string): void {
     const c = this.tenants.get(tenantId);
-    if (c) this.tenants.set(tenantId, { ids: new Set(), ext: new Map(), missing: new Map(), products: c.products, createdAt: Date.now() });
+    if (c)
+      this.tenants.set(tenantId, {
+        ids: new Set(),
+        ext: new Map(),
+        missing: new Map(),
+        products: c.products,
+        createdAt: Date.now(),
+      });
   }
 
   /** After a NATS reconnect: invalidations may have been missed while cut off. */
@@ -112,8 +126,14 @@ export class Resolver {
   async prepareProducts(tenantId: string): Promise<void> {
     const c = this.cache(tenantId);
     if (c.products && Date.now() - c.products.loadedAt < this.opts.productTtlMs) return;
-    const rows = await this.sql<{ id: string; code: string }[]>`SELECT id::text, code FROM products WHERE tenant_id = ${tenantId}`;
-    c.products = { byCode: new Map(rows.map((r) => [r.code, r.id])), ids: new Set(rows.map((r) => r.id)), loadedAt: Date.now() };
+    const rows = await this.sql<
+      { id: string; code: string }[]
+    >`SELECT id::text, code FROM products WHERE tenant_id = ${tenantId}`;
+    c.products = {
+      byCode: new Map(rows.map((r) => [r.code, r.id])),
+      ids: new Set(rows.map((r) => r.id)),
+      loadedAt: Date.now(),
+    };
   }
 
   /** product_id wins over product_code; an unknown product is account-level (''). */

@@ -46,7 +46,12 @@ const pgCode = (err: unknown) => (err as { code?: string })?.code;
  * on each other's row lock: the second sees the first's outcome.
  */
 export class SurfaceBStore {
-  constructor(private readonly sql: Sql, private readonly publisher: Publisher, private readonly quota: DailyQuota, private readonly o: StoreOptions) {}
+  constructor(
+    private readonly sql: Sql,
+    private readonly publisher: Publisher,
+    private readonly quota: DailyQuota,
+    private readonly o: StoreOptions,
+  ) {}
 
   async store(r: StoreRequest): Promise<StoreResult> {
     if (!r.idempotency && !r.job && r.prepared.keyCustomers.length === 0) return this.publish(r, null);
@@ -73,18 +78,44 @@ export class SurfaceBStore {
             WHERE idempotency_keys.created_at < now() - interval '24 hours'
           RETURNING 1`;
       } catch (err) {
-        if (pgCode(err) === '55P03') throw new ApiError('idempotency_key_in_use', 'Another request with this Idempotency-Key is still being processed; retry shortly to receive its response.', undefined, [['Retry-After', '1']]);
+        if (pgCode(err) === '55P03')
+          throw new ApiError(
+            'idempotency_key_in_use',
+            'Another request with this Idempotency-Key is still being processed; retry shortly to receive its response.',
+            undefined,
+            [['Retry-After', '1']],
+          );
         throw err;
       }
       await tx.unsafe('SET LOCAL lock_timeout = 0');
       if (claimed.length === 0) {
-        const [prev] = await tx<{ request_hash: Buffer; status: number; response: Buffer | null; response_headers: Array<[string, string]> | null }[]>`
+        const [prev] = await tx<
+          {
+            request_hash: Buffer;
+            status: number;
+            response: Buffer | null;
+            response_headers: Array<[string, string]> | null;
+          }[]
+        >`
           SELECT request_hash, status, response, response_headers FROM idempotency_keys WHERE tenant_id = ${r.tenantId} AND scope = ${idem.scope} AND key = ${idem.key}`;
         if (!Buffer.from(prev.request_hash).equals(idem.hash)) {
-          throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was used in the last 24 hours with a different request body; use a new key for a different request.');
+          throw new ApiError(
+            'idempotency_key_reused',
+            'This Idempotency-Key was used in the last 24 hours with a different request body; use a new key for a different request.',
+          );
         }
-        if (prev.response === null) throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was used in the last 24 hours by another endpoint; use a new key.');
-        return { status: prev.status, body: Buffer.from(prev.response), headers: prev.response_headers ?? [], replayed: true, stored: 0 };
+        if (prev.response === null)
+          throw new ApiError(
+            'idempotency_key_reused',
+            'This Idempotency-Key was used in the last 24 hours by another endpoint; use a new key.',
+          );
+        return {
+          status: prev.status,
+          body: Buffer.from(prev.response),
+          headers: prev.response_headers ?? [],
+          replayed: true,
+          stored: 0,
+        };
       }
     }
     const p = r.prepared;
@@ -115,17 +146,30 @@ export class SurfaceBStore {
     const { payload, stored, names } = payloadOf(r.prepared, fresh);
     const bytes = Buffer.from(payload);
     if (bytes.length > this.o.maxPayloadBytes) {
-      throw new ApiError('payload_too_large', `The events of this request take ${bytes.length} bytes once stored, more than the ${this.o.maxPayloadBytes} one request may hold; send smaller batches.`);
+      throw new ApiError(
+        'payload_too_large',
+        `The events of this request take ${bytes.length} bytes once stored, more than the ${this.o.maxPayloadBytes} one request may hold; send smaller batches.`,
+      );
     }
     const charge = this.quota.take(r.tenantId, r.plan, stored);
     if (charge) {
       const d = await charge;
       if (!d.ok) {
-        throw new ApiError('daily_quota_exceeded', `The daily event quota of ${d.limit} events of the ${r.plan} plan is used up for today; it resets at 00:00 UTC.`, undefined, [['Retry-After', String(d.retryAfter)]]);
+        throw new ApiError(
+          'daily_quota_exceeded',
+          `The daily event quota of ${d.limit} events of the ${r.plan} plan is used up for today; it resets at 00:00 UTC.`,
+          undefined,
+          [['Retry-After', String(d.retryAfter)]],
+        );
       }
     }
     if (r.job && tx) {
-      const counts = { accepted: r.prepared.accepted, rejected: r.job.rejected, duplicates: r.prepared.accepted - stored, stored: 0 };
+      const counts = {
+        accepted: r.prepared.accepted,
+        rejected: r.job.rejected,
+        duplicates: r.prepared.accepted - stored,
+        stored: 0,
+      };
       await tx`
         INSERT INTO jobs (id, tenant_id, type, status, params, input, total, counts, finished_at)
         VALUES (${r.job.id}, ${r.tenantId}, 'events.backfill', ${stored > 0 ? 'queued' : 'succeeded'}, '{}', '[]', ${stored}, ${JSON.stringify(counts)}::text::jsonb,

@@ -9,7 +9,16 @@ import type { Logger } from '../lib/logger.js';
 import { subjects } from '../lib/nats.js';
 import { ApiError, fieldErrors, invalid, problemBody } from '../lib/problem.js';
 import type { Decision, SharedRateLimiter } from '../lib/rate-limit.js';
-import { readBody, readHead, reply, STATUS_TEXT, type HttpRequest, type HttpResponse, type RequestHead, type TemplatedApp } from '../lib/uws.js';
+import {
+  readBody,
+  readHead,
+  reply,
+  STATUS_TEXT,
+  type HttpRequest,
+  type HttpResponse,
+  type RequestHead,
+  type TemplatedApp,
+} from '../lib/uws.js';
 import { compile } from '../schemas/ajv.js';
 import { compileQuery } from '../schemas/core/validate.js';
 import { BatchShapeB, EventsQuery, MAX_BACKFILL_AGE_MS } from '../schemas/events.js';
@@ -77,11 +86,30 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
 
   const send = (c: Ctx, status: number, body: string | Buffer, headers: Array<[string, string]>) => {
     const all: Array<[string, string]> = [['X-Trace-Id', c.traceId], ['Cache-Control', 'no-store'], ...headers];
-    if (c.rate) all.push(['X-RateLimit-Limit', String(c.rate.limit)], ['X-RateLimit-Remaining', String(c.rate.remaining)], ['X-RateLimit-Reset', String(c.rate.resetAt)]);
+    if (c.rate)
+      all.push(
+        ['X-RateLimit-Limit', String(c.rate.limit)],
+        ['X-RateLimit-Remaining', String(c.rate.remaining)],
+        ['X-RateLimit-Reset', String(c.rate.resetAt)],
+      );
     reply(c.res, c.state, STATUS_TEXT[status] ?? `${status} Unknown`, all, body, traffic.draining);
-    metrics.observe(c.kind === 'query' ? 'events_query' : c.kind === 'backfill' ? 'events_backfill' : 'events_b', status, performance.now() - c.started);
+    metrics.observe(
+      c.kind === 'query' ? 'events_query' : c.kind === 'backfill' ? 'events_backfill' : 'events_b',
+      status,
+      performance.now() - c.started,
+    );
     if (c.principal) {
-      deps.audit.record({ tenant_id: c.principal.tenantId, actor_kind: c.principal.kind, actor_id: c.principal.actorId, trace_id: c.traceId, method: c.head.method, endpoint: c.head.url, status, ip: c.ip, at: new Date() });
+      deps.audit.record({
+        tenant_id: c.principal.tenantId,
+        actor_kind: c.principal.kind,
+        actor_id: c.principal.actorId,
+        trace_id: c.traceId,
+        method: c.head.method,
+        endpoint: c.head.url,
+        status,
+        ip: c.ip,
+        at: new Date(),
+      });
     }
   };
 
@@ -90,34 +118,65 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
     if (err instanceof ApiError) e = err;
     else if (err instanceof IngestError && err.status === 503) {
       log.error({ trace_id: c.traceId, err: err.message }, 'event store refused the batch');
-      e = new ApiError('service_unavailable', 'The event store is full; no event of this request was stored. Retry later.', undefined, [['Retry-After', String(err.retryAfter || 5)]]);
+      e = new ApiError(
+        'service_unavailable',
+        'The event store is full; no event of this request was stored. Retry later.',
+        undefined,
+        [['Retry-After', String(err.retryAfter || 5)]],
+      );
     } else {
       log.error({ trace_id: c.traceId, err }, 'surface B request failed');
-      e = new ApiError('internal_error', c.kind === 'query' ? 'The query failed. Retry with backoff; quote the trace_id when contacting support.'
-        : 'No event of this request was stored. Retry with backoff; quote the trace_id when contacting support.');
+      e = new ApiError(
+        'internal_error',
+        c.kind === 'query'
+          ? 'The query failed. Retry with backoff; quote the trace_id when contacting support.'
+          : 'No event of this request was stored. Retry with backoff; quote the trace_id when contacting support.',
+      );
     }
     if (e.status < 500) log.debug({ trace_id: c.traceId, code: e.code }, 'request refused');
-    send(c, e.status, JSON.stringify(problemBody(deps.baseUrl, e, c.head.url, c.traceId)), [['Content-Type', 'application/problem+json'], ...e.headers]);
+    send(c, e.status, JSON.stringify(problemBody(deps.baseUrl, e, c.head.url, c.traceId)), [
+      ['Content-Type', 'application/problem+json'],
+      ...e.headers,
+    ]);
   };
 
-  async function admit(c: Ctx, bucket: string, perMinute: number, scope: 'events:write' | 'events:read'): Promise<Principal> {
+  async function admit(
+    c: Ctx,
+    bucket: string,
+    perMinute: number,
+    scope: 'events:write' | 'events:read',
+  ): Promise<Principal> {
     const p = await deps.auth.authenticate(c.head.headers.authorization, c.ip);
     c.principal = p;
     const d = await deps.limiter.take(p.tenantId, bucket, perMinute, 60_000);
     c.rate = d;
-    if (!d.ok) throw new ApiError('rate_limited', `Rate limit of ${d.limit} requests per minute exceeded for this workspace; retry in ${d.retryAfter} s.`, undefined, [['Retry-After', String(d.retryAfter)]]);
+    if (!d.ok)
+      throw new ApiError(
+        'rate_limited',
+        `Rate limit of ${d.limit} requests per minute exceeded for this workspace; retry in ${d.retryAfter} s.`,
+        undefined,
+        [['Retry-After', String(d.retryAfter)]],
+      );
     requireScope(p, scope);
     return p;
   }
 
   function parse(head: RequestHead, body: Buffer): unknown[] {
     const ct = head.headers['content-type'];
-    if (ct === undefined || !JSON_TYPE.test(ct)) throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
-    if (body.length === 0) throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object with "events".');
+    if (ct === undefined || !JSON_TYPE.test(ct))
+      throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
+    if (body.length === 0)
+      throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object with "events".');
     const decoded = decodeJson(body);
     if (!decoded.ok) {
-      if (decoded.reason === 'lone_surrogate') throw invalid([{ field: 'events', code: 'invalid_unicode', message: `The body ${decoded.message}.` }]);
-      throw new ApiError('malformed_json', decoded.reason === 'not_utf8' ? 'The request body is not valid UTF-8.' : `The request body is not valid JSON: ${decoded.message}.`);
+      if (decoded.reason === 'lone_surrogate')
+        throw invalid([{ field: 'events', code: 'invalid_unicode', message: `The body ${decoded.message}.` }]);
+      throw new ApiError(
+        'malformed_json',
+        decoded.reason === 'not_utf8'
+          ? 'The request body is not valid UTF-8.'
+          : `The request body is not valid JSON: ${decoded.message}.`,
+      );
     }
     const parsed = decoded.value;
     if (!shape.check(parsed)) {
@@ -129,29 +188,71 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
 
   async function ingest(c: Ctx, body: Buffer): Promise<void> {
     const backfill = c.kind === 'backfill';
-    const p = await admit(c, backfill ? 'events_backfill' : 'events_b', backfill ? opts.backfillsPerMinute : opts.batchesPerMinute, 'events:write');
+    const p = await admit(
+      c,
+      backfill ? 'events_backfill' : 'events_b',
+      backfill ? opts.backfillsPerMinute : opts.batchesPerMinute,
+      'events:write',
+    );
     const key = c.head.headers['idempotency-key'];
     if (key !== undefined && !IDEMPOTENCY_KEY_RE.test(key)) {
-      throw invalid([{ field: 'Idempotency-Key', code: 'invalid_format', message: 'Idempotency-Key must be 1 to 255 visible ASCII characters' }]);
+      throw invalid([
+        {
+          field: 'Idempotency-Key',
+          code: 'invalid_format',
+          message: 'Idempotency-Key must be 1 to 255 visible ASCII characters',
+        },
+      ]);
     }
     const events = parse(c.head, body);
     const now = Date.now();
     const [plan, prepared] = await Promise.all([
       deps.quota.planOf(p.tenantId),
       prepareB(events, {
-        tenantId: p.tenantId, batchId: c.traceId, now, resolver: deps.resolver,
-        oldest: now - (backfill ? MAX_BACKFILL_AGE_MS : MAX_EVENT_AGE_MS) - opts.ageGraceMs, newest: now + opts.futureSkewMs,
-        tooOld: backfill ? 'timestamp is more than 2 years in the past' : 'timestamp is more than 30 days in the past; send older events to POST /v1/events/backfill',
+        tenantId: p.tenantId,
+        batchId: c.traceId,
+        now,
+        resolver: deps.resolver,
+        oldest: now - (backfill ? MAX_BACKFILL_AGE_MS : MAX_EVENT_AGE_MS) - opts.ageGraceMs,
+        newest: now + opts.futureSkewMs,
+        tooOld: backfill
+          ? 'timestamp is more than 2 years in the past'
+          : 'timestamp is more than 30 days in the past; send older events to POST /v1/events/backfill',
       }),
     ]);
     const jobId = backfill ? uuidv7(now) : undefined;
     const answer = backfill
-      ? { status: 202, body: { job_id: jobId, status: 'queued', status_url: `/v1/jobs/${jobId}`, accepted: prepared.accepted, rejected: prepared.errors.length, errors: prepared.errors }, headers: [['Content-Type', 'application/json'], ['Location', `/v1/jobs/${jobId}`]] as Array<[string, string]> }
-      : { status: 200, body: { accepted: prepared.accepted, rejected: prepared.errors.length, errors: prepared.errors }, headers: [['Content-Type', 'application/json']] as Array<[string, string]> };
+      ? {
+          status: 202,
+          body: {
+            job_id: jobId,
+            status: 'queued',
+            status_url: `/v1/jobs/${jobId}`,
+            accepted: prepared.accepted,
+            rejected: prepared.errors.length,
+            errors: prepared.errors,
+          },
+          headers: [
+            ['Content-Type', 'application/json'],
+            ['Location', `/v1/jobs/${jobId}`],
+          ] as Array<[string, string]>,
+        }
+      : {
+          status: 200,
+          body: { accepted: prepared.accepted, rejected: prepared.errors.length, errors: prepared.errors },
+          headers: [['Content-Type', 'application/json']] as Array<[string, string]>,
+        };
     if (backfill && prepared.rows.length === 0) (answer.body as { status: string }).status = 'succeeded';
     const out = await deps.store.store({
-      tenantId: p.tenantId, plan, subject: backfill ? subjects.backfill(p.tenantId) : subjects.usage(p.tenantId), msgId: c.traceId, prepared,
-      idempotency: key === undefined ? undefined : { scope: backfill ? 'events.backfill' : 'events', key, hash: createHash('sha256').update(body).digest() },
+      tenantId: p.tenantId,
+      plan,
+      subject: backfill ? subjects.backfill(p.tenantId) : subjects.usage(p.tenantId),
+      msgId: c.traceId,
+      prepared,
+      idempotency:
+        key === undefined
+          ? undefined
+          : { scope: backfill ? 'events.backfill' : 'events', key, hash: createHash('sha256').update(body).digest() },
       job: backfill ? { id: jobId!, rejected: prepared.errors.length } : undefined,
       answer: { status: answer.status, body: Buffer.from(JSON.stringify(answer.body)), headers: answer.headers },
     });
@@ -164,11 +265,26 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
     const q: Record<string, unknown> = Object.create(null);
     for (const [k, v] of new URLSearchParams(c.head.query)) if (!(k in q)) q[k] = v;
     if (!query(q)) throw invalid(fieldErrors(query.errors), 'The query string is invalid; see errors.');
-    const v = q as { customer_id?: string; event_name?: string; from?: string; to?: string; limit?: number; cursor?: string };
+    const v = q as {
+      customer_id?: string;
+      event_name?: string;
+      from?: string;
+      to?: string;
+      limit?: number;
+      cursor?: string;
+    };
     const toMs = v.to !== undefined ? Date.parse(v.to) : Date.now() + opts.futureSkewMs;
     const fromMs = v.from !== undefined ? Date.parse(v.from) : toMs - DEFAULT_QUERY_SPAN_MS;
     if (!(fromMs < toMs)) throw invalid([{ field: 'from', code: 'invalid_range', message: 'from must be before to' }]);
-    const page = await deps.events.page({ tenantId: p.tenantId, customerId: v.customer_id?.toLowerCase(), eventName: v.event_name, fromMs, toMs, limit: v.limit ?? 100, cursor: v.cursor });
+    const page = await deps.events.page({
+      tenantId: p.tenantId,
+      customerId: v.customer_id?.toLowerCase(),
+      eventName: v.event_name,
+      fromMs,
+      toMs,
+      limit: v.limit ?? 100,
+      cursor: v.cursor,
+    });
     send(c, 200, JSON.stringify(page), [['Content-Type', 'application/json']]);
   }
 
@@ -183,33 +299,67 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
       state.aborted = true;
     });
     const head = readHead(req, res);
-    const c: Ctx = { res, state, head, traceId: uuidv7(), started: performance.now(), kind, ip: clientIp(head.remoteAddress, head.headers['x-forwarded-for'], deps.trustedProxies) };
+    const c: Ctx = {
+      res,
+      state,
+      head,
+      traceId: uuidv7(),
+      started: performance.now(),
+      kind,
+      ip: clientIp(head.remoteAddress, head.headers['x-forwarded-for'], deps.trustedProxies),
+    };
     traffic.inflight++;
     const done = () => {
       traffic.inflight--;
     };
     if (kind === 'query') {
-      list(c).catch((e: unknown) => fail(c, e)).finally(done);
+      list(c)
+        .catch((e: unknown) => fail(c, e))
+        .finally(done);
       return;
     }
     readBody(res, head, opts.maxBodyBytes, state, (err, body) => {
       const release = err ? undefined : admitBody(traffic, body.length);
       const run = err
-        ? Promise.reject(err.kind === 'too_large' ? new ApiError('payload_too_large', `The request body exceeds ${opts.maxBodyBytes} bytes; send smaller batches.`) : new ApiError('unsupported_media_type', err.message))
-        : release ? ingest(c, body) : Promise.reject(new ApiError('service_unavailable', 'The server is busy; nothing was stored. Retry shortly.', undefined, [['Retry-After', '1']]));
-      run.catch((e: unknown) => fail(c, e)).finally(() => {
-        release?.();
-        done();
-      });
+        ? Promise.reject(
+            err.kind === 'too_large'
+              ? new ApiError(
+                  'payload_too_large',
+                  `The request body exceeds ${opts.maxBodyBytes} bytes; send smaller batches.`,
+                )
+              : new ApiError('unsupported_media_type', err.message),
+          )
+        : release
+          ? ingest(c, body)
+          : Promise.reject(
+              new ApiError('service_unavailable', 'The server is busy; nothing was stored. Retry shortly.', undefined, [
+                ['Retry-After', '1'],
+              ]),
+            );
+      run
+        .catch((e: unknown) => fail(c, e))
+        .finally(() => {
+          release?.();
+          done();
+        });
     });
   };
 
   const notAllowed = (allow: string) => (res: HttpResponse, req: HttpRequest) => {
     const traceId = uuidv7();
-    const e = new ApiError('method_not_allowed', `${req.getCaseSensitiveMethod?.() ?? req.getMethod().toUpperCase()} is not allowed on ${req.getUrl()}; allowed: ${allow}.`, undefined, [['Allow', allow]]);
+    const e = new ApiError(
+      'method_not_allowed',
+      `${req.getCaseSensitiveMethod?.() ?? req.getMethod().toUpperCase()} is not allowed on ${req.getUrl()}; allowed: ${allow}.`,
+      undefined,
+      [['Allow', allow]],
+    );
     const body = JSON.stringify(problemBody(deps.baseUrl, e, req.getUrl(), traceId));
     res.cork(() => {
-      res.writeStatus(STATUS_TEXT[405]).writeHeader('Content-Type', 'application/problem+json').writeHeader('X-Trace-Id', traceId).writeHeader('Allow', allow);
+      res
+        .writeStatus(STATUS_TEXT[405])
+        .writeHeader('Content-Type', 'application/problem+json')
+        .writeHeader('X-Trace-Id', traceId)
+        .writeHeader('Allow', allow);
       res.end(body, true);
     });
   };

@@ -16,7 +16,9 @@ export function loadConfig<T extends TSchema>(schema: T, env: NodeJS.ProcessEnv 
     if (value !== undefined && value !== '') input[key] = value;
   }
   if (!validate(input)) {
-    const lines = (validate.errors ?? []).map((e) => `  ${e.instancePath.slice(1) || e.params.missingProperty || '(config)'}: ${e.message}`);
+    const lines = (validate.errors ?? []).map(
+      (e) => `  ${e.instancePath.slice(1) || e.params.missingProperty || '(config)'}: ${e.message}`,
+    );
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
   return Object.freeze(input) as Readonly<Static<T>>;

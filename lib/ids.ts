@@ -35,11 +35,26 @@ export function uuidv7(now = Date.now()): string {
   const hi = Math.floor(ms / 0x10000);
   const lo = ms % 0x10000;
   return (
-    HEX[(hi >>> 24) & 0xff] + HEX[(hi >>> 16) & 0xff] + HEX[(hi >>> 8) & 0xff] + HEX[hi & 0xff] + '-' +
-    HEX[(lo >>> 8) & 0xff] + HEX[lo & 0xff] + '-' +
-    HEX[0x70 | (counter >>> 8)] + HEX[counter & 0xff] + '-' +
-    HEX[0x80 | (pool[r + 2] & 0x3f)] + HEX[pool[r + 3]] + '-' +
-    HEX[pool[r + 4]] + HEX[pool[r + 5]] + HEX[pool[r + 6]] + HEX[pool[r + 7]] + HEX[pool[r + 8]] + HEX[pool[r + 9]]
+    HEX[(hi >>> 24) & 0xff] +
+    HEX[(hi >>> 16) & 0xff] +
+    HEX[(hi >>> 8) & 0xff] +
+    HEX[hi & 0xff] +
+    '-' +
+    HEX[(lo >>> 8) & 0xff] +
+    HEX[lo & 0xff] +
+    '-' +
+    HEX[0x70 | (counter >>> 8)] +
+    HEX[counter & 0xff] +
+    '-' +
+    HEX[0x80 | (pool[r + 2] & 0x3f)] +
+    HEX[pool[r + 3]] +
+    '-' +
+    HEX[pool[r + 4]] +
+    HEX[pool[r + 5]] +
+    HEX[pool[r + 6]] +
+    HEX[pool[r + 7]] +
+    HEX[pool[r + 8]] +
+    HEX[pool[r + 9]]
   );
 }
 

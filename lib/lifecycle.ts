@@ -44,7 +44,11 @@ export function supervise(log: Logger, count: number, childEnv: string, execArgv
   const children = new Set<ChildProcess>();
   let stopping = false;
   const start = (slot: number) => {
-    const child = fork(process.argv[1], process.argv.slice(2), { env: { ...process.env, [childEnv]: String(slot) }, stdio: 'inherit', execArgv: [...process.execArgv, ...execArgv] });
+    const child = fork(process.argv[1], process.argv.slice(2), {
+      env: { ...process.env, [childEnv]: String(slot) },
+      stdio: 'inherit',
+      execArgv: [...process.execArgv, ...execArgv],
+    });
     children.add(child);
     child.on('exit', (code, signal) => {
       children.delete(child);
@@ -54,13 +58,20 @@ export function supervise(log: Logger, count: number, childEnv: string, execArgv
     });
   };
   for (let i = 0; i < count; i++) start(i);
-  onShutdown(log, async () => {
-    stopping = true;
-    const exits = [...children].map((c) => new Promise<void>((r) => {
-      if (c.exitCode !== null || c.signalCode !== null) return r();
-      c.once('exit', () => r());
-      c.kill('SIGTERM');
-    }));
-    await Promise.all(exits);
-  }, 30_000);
+  onShutdown(
+    log,
+    async () => {
+      stopping = true;
+      const exits = [...children].map(
+        (c) =>
+          new Promise<void>((r) => {
+            if (c.exitCode !== null || c.signalCode !== null) return r();
+            c.once('exit', () => r());
+            c.kill('SIGTERM');
+          }),
+      );
+      await Promise.all(exits);
+    },
+    30_000,
+  );
 }

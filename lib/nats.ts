@@ -4,10 +4,18 @@ import type { Logger } from './logger.js';
 /** Connects with unlimited reconnects, logging connection state changes. */
 export async function connectNats(url: string, name: string, log: Logger): Promise<NatsConnection> {
   // No async stack traces: they cost an Error with a stack per publish on the hot path.
-  const nc = await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500, pingInterval: 10_000, noAsyncTraces: true });
+  const nc = await connect({
+    servers: url,
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+    pingInterval: 10_000,
+    noAsyncTraces: true,
+  });
   void (async () => {
     for await (const s of nc.status()) {
-      if (s.type === 'disconnect' || s.type === 'reconnect' || s.type === 'error') log.warn({ nats: s.type, data: String(s.data) }, 'nats connection status');
+      if (s.type === 'disconnect' || s.type === 'reconnect' || s.type === 'error')
+        log.warn({ nats: s.type, data: String(s.data) }, 'nats connection status');
     }
   })();
   return nc;

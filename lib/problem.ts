@@ -59,10 +59,14 @@ export class ApiError extends Error {
 }
 
 export const notFound = (what = 'Resource') => new ApiError('not_found', `${what} not found`);
-export const invalid = (errors: FieldError[], message = 'The request is invalid; see errors.') => new ApiError('validation_failed', message, errors);
+export const invalid = (errors: FieldError[], message = 'The request is invalid; see errors.') =>
+  new ApiError('validation_failed', message, errors);
 
 function pointer(instancePath: string, prefix: string): string {
-  const parts = instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const parts = instancePath
+    .split('/')
+    .slice(1)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
   let out = prefix;
   for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : out === '' ? p : `.${p}`;
   return out;
@@ -93,7 +97,8 @@ export function fieldErrors(errors: ErrorObject[] | null | undefined, prefix = '
         break;
       case 'exclusiveMinimum':
         code = e.params.limit === 0 ? 'must_be_positive' : 'too_small';
-        message = e.params.limit === 0 ? `${field} must be positive` : `${field} must be greater than ${e.params.limit}`;
+        message =
+          e.params.limit === 0 ? `${field} must be positive` : `${field} must be greater than ${e.params.limit}`;
         break;
       case 'minimum':
         code = 'too_small';
@@ -105,7 +110,10 @@ export function fieldErrors(errors: ErrorObject[] | null | undefined, prefix = '
         break;
       case 'minLength':
         code = e.params.limit === 1 ? 'required' : 'too_short';
-        message = e.params.limit === 1 ? `${field} must not be empty` : `${field} must have at least ${e.params.limit} characters`;
+        message =
+          e.params.limit === 1
+            ? `${field} must not be empty`
+            : `${field} must have at least ${e.params.limit} characters`;
         break;
       case 'maxLength':
         code = 'too_long';
@@ -163,8 +171,12 @@ export function fieldErrors(errors: ErrorObject[] | null | undefined, prefix = '
 }
 
 const FORMAT_NAMES: Record<string, string> = {
-  email: 'e-mail address', date: 'date (YYYY-MM-DD)', 'date-time': 'ISO 8601 date-time with time zone', uuid: 'UUID',
-  uri: 'absolute URI', hostname: 'domain name',
+  email: 'e-mail address',
+  date: 'date (YYYY-MM-DD)',
+  'date-time': 'ISO 8601 date-time with time zone',
+  uuid: 'UUID',
+  uri: 'absolute URI',
+  hostname: 'domain name',
 };
 const PATTERN_MESSAGES: Record<string, string> = {
   whatsapp_number: 'whatsapp_number must be an international phone number in E.164 format, e.g. +4915112345678',
@@ -175,9 +187,13 @@ const PATTERN_MESSAGES: Record<string, string> = {
   external_source: 'external_source must be lowercase letters, digits, _, . or -',
 };
 
-
 /** The single place an error becomes `application/problem+json`. */
-export function problemBody(baseUrl: string, err: ApiError, instance: string, traceId: string): Record<string, unknown> {
+export function problemBody(
+  baseUrl: string,
+  err: ApiError,
+  instance: string,
+  traceId: string,
+): Record<string, unknown> {
   const body: Record<string, unknown> = {
     type: `${baseUrl}/errors/${err.code}`,
     title: ERRORS[err.code][1],
@@ -196,7 +212,8 @@ export const ERROR_DOCS: Record<ErrorCode, string> = {
   malformed_json: 'The body is not valid JSON (or not UTF-8).',
   invalid_cursor: 'The `cursor` query parameter was not produced by this API.',
   invalid_request: 'The request is malformed in a way not tied to one field.',
-  invalid_grant: 'OAuth token endpoint: the code or refresh token is unknown, used, expired, revoked, issued to another client, or the PKCE verifier or redirect_uri does not match.',
+  invalid_grant:
+    'OAuth token endpoint: the code or refresh token is unknown, used, expired, revoked, issued to another client, or the PKCE verifier or redirect_uri does not match.',
   invalid_scope: 'OAuth token endpoint: the requested scope exceeds the grant.',
   unsupported_grant_type: 'OAuth token endpoint: grant_type must be authorization_code or refresh_token.',
   invalid_client: 'OAuth token endpoint: client authentication failed.',
@@ -211,13 +228,16 @@ export const ERROR_DOCS: Record<ErrorCode, string> = {
   conflict: 'The request conflicts with the current state (duplicate external_id or e-mail).',
   last_admin: 'The change would leave the workspace without an admin.',
   payload_too_large: 'The body exceeds the size limit of the endpoint.',
-  unsupported_media_type: 'The body must be `application/json` (the token endpoint: `application/x-www-form-urlencoded`).',
+  unsupported_media_type:
+    'The body must be `application/json` (the token endpoint: `application/x-www-form-urlencoded`).',
   renewal_date_in_past: 'renewal_date is before today (UTC).',
   idempotency_key_reused: 'The Idempotency-Key was used in the last 24 hours with a different request body.',
-  idempotency_key_in_use: 'Another request with this Idempotency-Key is still being processed; retry shortly to get its response.',
+  idempotency_key_in_use:
+    'Another request with this Idempotency-Key is still being processed; retry shortly to get its response.',
   unprocessable: 'The request is well-formed but semantically invalid (for example an expiry in the past).',
   rate_limited: 'The workspace exceeded a rate limit; retry after `Retry-After` seconds.',
-  daily_quota_exceeded: 'The workspace reached the daily event volume of its plan (both ingestion surfaces count); `Retry-After` points at the next UTC day.',
+  daily_quota_exceeded:
+    'The workspace reached the daily event volume of its plan (both ingestion surfaces count); `Retry-After` points at the next UTC day.',
   internal_error: 'An unexpected error; quote trace_id to support.',
   service_unavailable: 'A dependency is unavailable; retry later.',
 };

@@ -32,7 +32,10 @@ export class SharedRateLimiter {
   private windows = new Map<string, Window>();
   private lastSweep = 0;
 
-  constructor(private readonly sql: Sql, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly sql: Sql,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   static chunkFor(limit: number): number {
     return Math.max(1, Math.min(10_000, Math.floor(limit / 1000)));
@@ -49,10 +52,25 @@ export class SharedRateLimiter {
       this.sweep(now);
     }
     const resetAt = Math.ceil((start + windowMs) / 1000);
-    const deny = (): Decision => ({ ok: false, limit, remaining: 0, resetAt, retryAfter: Math.max(1, Math.ceil((start + windowMs - now) / 1000)) });
+    const deny = (): Decision => ({
+      ok: false,
+      limit,
+      remaining: 0,
+      resetAt,
+      retryAfter: Math.max(1, Math.ceil((start + windowMs - now) / 1000)),
+    });
     while (w.local < cost) {
       if (w.exhausted) return deny();
-      if (!w.pending) w.pending = this.lease(tenantId, bucket, limit, w, Math.max(cost - w.local, SharedRateLimiter.chunkFor(limit))).finally(() => { w!.pending = undefined; });
+      if (!w.pending)
+        w.pending = this.lease(
+          tenantId,
+          bucket,
+          limit,
+          w,
+          Math.max(cost - w.local, SharedRateLimiter.chunkFor(limit)),
+        ).finally(() => {
+          w!.pending = undefined;
+        });
       await w.pending;
     }
     w.local -= cost;
@@ -76,7 +94,9 @@ export class SharedRateLimiter {
   private sweep(now: number): void {
     if (now - this.lastSweep < 60_000) return;
     this.lastSweep = now;
-    for (const [k, w] of this.windows) if (now - w.start > 2 * 24 * 3600_000 || (w.local === 0 && !w.pending && now - w.start > 3600_000)) this.windows.delete(k);
+    for (const [k, w] of this.windows)
+      if (now - w.start > 2 * 24 * 3600_000 || (w.local === 0 && !w.pending && now - w.start > 3600_000))
+        this.windows.delete(k);
     this.sql`DELETE FROM rate_windows WHERE window_start < now() - interval '2 days'`.catch(() => {});
   }
 }

@@ -23,8 +23,28 @@ export interface StackProfile {
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 const PROFILES: Record<StackProfile['name'], Omit<StackProfile, 'name' | 'dataDir'>> = {
-  dev: { natsPort: 14222, natsMonitorPort: 18222, chHttpPort: 18123, chTcpPort: 19000, pgPort: 15432, ingestPort: 3100, apiPort: 3200, edgePort: 3443, edgeHttpPort: 3080 },
-  test: { natsPort: 24222, natsMonitorPort: 28222, chHttpPort: 28123, chTcpPort: 29000, pgPort: 25432, ingestPort: 23100, apiPort: 23200, edgePort: 23443, edgeHttpPort: 23080 },
+  dev: {
+    natsPort: 14222,
+    natsMonitorPort: 18222,
+    chHttpPort: 18123,
+    chTcpPort: 19000,
+    pgPort: 15432,
+    ingestPort: 3100,
+    apiPort: 3200,
+    edgePort: 3443,
+    edgeHttpPort: 3080,
+  },
+  test: {
+    natsPort: 24222,
+    natsMonitorPort: 28222,
+    chHttpPort: 28123,
+    chTcpPort: 29000,
+    pgPort: 25432,
+    ingestPort: 23100,
+    apiPort: 23200,
+    edgePort: 23443,
+    edgeHttpPort: 23080,
+  },
 };
 
 export function stackProfile(name: string = process.env.STACK_PROFILE ?? 'dev'): StackProfile {

@@ -13,7 +13,8 @@ export type ListenSocket = UWS.us_listen_socket;
  * server when no binary matches this Node.js ABI; we refuse to run on that fallback.
  */
 export function loadUws(): typeof UWS {
-  if (/^(1|true)$/i.test(process.env.UWS_USE_FALLBACK ?? '')) throw new Error('UWS_USE_FALLBACK is set: refusing to run on the uWebSockets.js JS fallback');
+  if (/^(1|true)$/i.test(process.env.UWS_USE_FALLBACK ?? ''))
+    throw new Error('UWS_USE_FALLBACK is set: refusing to run on the uWebSockets.js JS fallback');
   const require = createRequire(import.meta.url);
   const warn = console.warn;
   let fellBack = false;
@@ -28,13 +29,18 @@ export function loadUws(): typeof UWS {
     console.warn = warn;
   }
   if (fellBack || !String(uws.App).includes('[native code]')) {
-    throw new Error(`uWebSockets.js has no native binary for Node ${process.version} (ABI ${process.versions.modules}) on ${process.platform}-${process.arch}; refusing to start on its JS fallback`);
+    throw new Error(
+      `uWebSockets.js has no native binary for Node ${process.version} (ABI ${process.versions.modules}) on ${process.platform}-${process.arch}; refusing to start on its JS fallback`,
+    );
   }
   return uws;
 }
 
 export class BodyError extends Error {
-  constructor(readonly kind: 'too_large' | 'bad_encoding' | 'aborted', message: string) {
+  constructor(
+    readonly kind: 'too_large' | 'bad_encoding' | 'aborted',
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -104,7 +110,8 @@ export function readBody(
     zlib.gunzip(raw, { maxOutputLength: maxBytes }, (err, out) => {
       if (state.aborted) return;
       if (!err) return cb(null, out);
-      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || err instanceof RangeError) cb(new BodyError('too_large', `decompressed body exceeds ${maxBytes} bytes`), Buffer.alloc(0));
+      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || err instanceof RangeError)
+        cb(new BodyError('too_large', `decompressed body exceeds ${maxBytes} bytes`), Buffer.alloc(0));
       else cb(new BodyError('bad_encoding', 'body is not valid gzip'), Buffer.alloc(0));
     });
   });
@@ -113,7 +120,14 @@ export function readBody(
 export { isUtf8 };
 
 /** Writes a complete response unless the client has gone; always corked. */
-export function reply(res: HttpResponse, state: { aborted: boolean }, status: string, headers: Array<[string, string]>, body: string | Buffer, close = false): void {
+export function reply(
+  res: HttpResponse,
+  state: { aborted: boolean },
+  status: string,
+  headers: Array<[string, string]>,
+  body: string | Buffer,
+  close = false,
+): void {
   if (state.aborted) return;
   state.aborted = true;
   res.cork(() => {
@@ -124,8 +138,22 @@ export function reply(res: HttpResponse, state: { aborted: boolean }, status: st
 }
 
 export const STATUS_TEXT: Record<number, string> = {
-  200: '200 OK', 201: '201 Created', 202: '202 Accepted', 204: '204 No Content', 302: '302 Found', 303: '303 See Other',
-  400: '400 Bad Request', 401: '401 Unauthorized', 403: '403 Forbidden', 404: '404 Not Found', 405: '405 Method Not Allowed',
-  409: '409 Conflict', 413: '413 Payload Too Large', 415: '415 Unsupported Media Type', 422: '422 Unprocessable Entity',
-  429: '429 Too Many Requests', 500: '500 Internal Server Error', 503: '503 Service Unavailable',
+  200: '200 OK',
+  201: '201 Created',
+  202: '202 Accepted',
+  204: '204 No Content',
+  302: '302 Found',
+  303: '303 See Other',
+  400: '400 Bad Request',
+  401: '401 Unauthorized',
+  403: '403 Forbidden',
+  404: '404 Not Found',
+  405: '405 Method Not Allowed',
+  409: '409 Conflict',
+  413: '413 Payload Too Large',
+  415: '415 Unsupported Media Type',
+  422: '422 Unprocessable Entity',
+  429: '429 Too Many Requests',
+  500: '500 Internal Server Error',
+  503: '503 Service Unavailable',
 };

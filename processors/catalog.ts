@@ -18,7 +18,12 @@ export class EventCatalog {
   private writing: Promise<void> = Promise.resolve();
   private stopping = false;
 
-  constructor(private readonly js: JetStreamClient, private readonly sql: Sql, private readonly consumer: string, private readonly log: Logger) {}
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly sql: Sql,
+    private readonly consumer: string,
+    private readonly log: Logger,
+  ) {}
 
   async start(): Promise<void> {
     const c = await this.js.consumers.get(STREAM_EVENTS, this.consumer);

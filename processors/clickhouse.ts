@@ -23,7 +23,11 @@ export const isDataError = (err: unknown): boolean => {
 export class ClickHouse {
   readonly client: ClickHouseClient;
 
-  constructor(url: string, readonly database: string, requestTimeoutMs: number) {
+  constructor(
+    url: string,
+    readonly database: string,
+    requestTimeoutMs: number,
+  ) {
     this.client = createClient({
       url,
       database,

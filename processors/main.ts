@@ -15,18 +15,41 @@ import { WriterMetrics } from './metrics.js';
 import { ClickhouseWriter } from './writer.js';
 
 export const ProcessorsConfig = Type.Object({
-  PROCESSORS_HOST: Type.String({ default: '127.0.0.1', description: 'Address of the processors health/metrics endpoint.' }),
+  PROCESSORS_HOST: Type.String({
+    default: '127.0.0.1',
+    description: 'Address of the processors health/metrics endpoint.',
+  }),
   PROCESSORS_PORT: Type.Integer({ default: 3300, description: 'Port of /healthz, /readyz, /metrics.' }),
   NATS_URL: Type.String({ default: 'nats://127.0.0.1:14222' }),
   CLICKHOUSE_URL: Type.String({ default: 'http://127.0.0.1:18123' }),
   CLICKHOUSE_DATABASE: Type.String({ default: 'csp' }),
   DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
-  WRITER_BATCH_ROWS: Type.Integer({ minimum: 1, default: 100_000, description: 'Rows per ClickHouse insert (upper bound).' }),
-  WRITER_BATCH_BYTES: Type.Integer({ minimum: 1024, default: 16 * 1024 * 1024, description: 'Bytes per ClickHouse insert (upper bound).' }),
-  WRITER_BATCH_MS: Type.Integer({ minimum: 1, default: 200, description: 'Longest time a row waits for its insert to start.' }),
+  WRITER_BATCH_ROWS: Type.Integer({
+    minimum: 1,
+    default: 100_000,
+    description: 'Rows per ClickHouse insert (upper bound).',
+  }),
+  WRITER_BATCH_BYTES: Type.Integer({
+    minimum: 1024,
+    default: 16 * 1024 * 1024,
+    description: 'Bytes per ClickHouse insert (upper bound).',
+  }),
+  WRITER_BATCH_MS: Type.Integer({
+    minimum: 1,
+    default: 200,
+    description: 'Longest time a row waits for its insert to start.',
+  }),
   WRITER_INSERT_STREAMS: Type.Integer({ minimum: 1, default: 2, description: 'Concurrent inserts per table.' }),
-  WRITER_BACKFILL_INSERT_STREAMS: Type.Integer({ minimum: 1, default: 1, description: 'Concurrent inserts of the backfill writer (kept below live events).' }),
-  WRITER_PULL_BYTES: Type.Integer({ minimum: 65536, default: 16 * 1024 * 1024, description: 'Bytes requested from JetStream per pull.' }),
+  WRITER_BACKFILL_INSERT_STREAMS: Type.Integer({
+    minimum: 1,
+    default: 1,
+    description: 'Concurrent inserts of the backfill writer (kept below live events).',
+  }),
+  WRITER_PULL_BYTES: Type.Integer({
+    minimum: 65536,
+    default: 16 * 1024 * 1024,
+    description: 'Bytes requested from JetStream per pull.',
+  }),
   CLICKHOUSE_TIMEOUT_MS: Type.Integer({ minimum: 1000, default: 60_000, description: 'ClickHouse request timeout.' }),
   PROCESSORS_THREADS: Type.Integer({ minimum: 1, default: 1, description: 'piscina worker threads for CPU work.' }),
   LOG_LEVEL: Type.String({ default: 'info' }),
@@ -51,38 +74,68 @@ const pool = new Piscina({
 const metrics = new WriterMetrics();
 
 const common = {
-  batchRows: cfg.WRITER_BATCH_ROWS, batchBytes: cfg.WRITER_BATCH_BYTES, batchMs: cfg.WRITER_BATCH_MS,
-  insertStreams: cfg.WRITER_INSERT_STREAMS, pullBytes: cfg.WRITER_PULL_BYTES, instance,
+  batchRows: cfg.WRITER_BATCH_ROWS,
+  batchBytes: cfg.WRITER_BATCH_BYTES,
+  batchMs: cfg.WRITER_BATCH_MS,
+  insertStreams: cfg.WRITER_INSERT_STREAMS,
+  pullBytes: cfg.WRITER_PULL_BYTES,
+  instance,
 };
 const deps = { js, ch, pool, log, metrics, running: new Set<string>() };
 const writers = [
   new ClickhouseWriter({ ...common, consumer: consumers.usageWriter, table: 'events' }, deps),
   new ClickhouseWriter({ ...common, consumer: consumers.billingWriter, table: 'billing_events' }, deps),
-  new ClickhouseWriter({ ...common, insertStreams: cfg.WRITER_BACKFILL_INSERT_STREAMS, consumer: consumers.backfillWriter, table: 'events', ...backfillJobHooks(sql) }, deps),
+  new ClickhouseWriter(
+    {
+      ...common,
+      insertStreams: cfg.WRITER_BACKFILL_INSERT_STREAMS,
+      consumer: consumers.backfillWriter,
+      table: 'events',
+      ...backfillJobHooks(sql),
+    },
+    deps,
+  ),
 ];
-const catalogs = [new EventCatalog(js, sql, consumers.catalog, log), new EventCatalog(js, sql, consumers.catalogBackfill, log)];
+const catalogs = [
+  new EventCatalog(js, sql, consumers.catalog, log),
+  new EventCatalog(js, sql, consumers.catalogBackfill, log),
+];
 for (const w of writers) await w.start();
 for (const c of catalogs) await c.start();
 let ready = true;
 
 // Backlog gauges: how far the consumers are behind.
 const sampler = setInterval(() => {
-  for (const name of [consumers.usageWriter, consumers.billingWriter, consumers.backfillWriter, consumers.catalog, consumers.catalogBackfill]) {
-    jsm.consumers.info(STREAM_EVENTS, name).then((i) => {
-      metrics.pending.set({ consumer: name }, i.num_pending);
-      metrics.ackPending.set({ consumer: name }, i.num_ack_pending);
-    }, () => {});
+  for (const name of [
+    consumers.usageWriter,
+    consumers.billingWriter,
+    consumers.backfillWriter,
+    consumers.catalog,
+    consumers.catalogBackfill,
+  ]) {
+    jsm.consumers.info(STREAM_EVENTS, name).then(
+      (i) => {
+        metrics.pending.set({ consumer: name }, i.num_pending);
+        metrics.ackPending.set({ consumer: name }, i.num_ack_pending);
+      },
+      () => {},
+    );
   }
 }, 5000);
 
 const server = http.createServer((req, res) => {
-  if (req.url === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+  if (req.url === '/healthz')
+    return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
   if (req.url === '/readyz') {
     const ok = ready && !nc.isClosed();
-    return void res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: ok ? 'ready' : 'not ready', held: writers.map((w) => w.heldMessages) }));
+    return void res
+      .writeHead(ok ? 200 : 503, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ status: ok ? 'ready' : 'not ready', held: writers.map((w) => w.heldMessages) }));
   }
   if (req.url === '/metrics') {
-    metrics.registry.metrics().then((text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text));
+    metrics.registry
+      .metrics()
+      .then((text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text));
     return;
   }
   res.writeHead(404, { 'content-type': 'application/json' }).end('{"detail":"Not Found"}');
@@ -90,13 +143,17 @@ const server = http.createServer((req, res) => {
 server.listen(cfg.PROCESSORS_PORT, cfg.PROCESSORS_HOST);
 log.info({ port: cfg.PROCESSORS_PORT, instance }, 'processors running');
 
-onShutdown(log, async () => {
-  ready = false;
-  clearInterval(sampler);
-  // Stop pulling, write and ack what is held, then drain the connection.
-  await Promise.all([...writers.map((w) => w.stop()), ...catalogs.map((c) => c.stop())]);
-  await nc.drain();
-  await Promise.all([sql.end({ timeout: 5 }), ch.close(), pool.destroy()]);
-  server.close();
-  log.info('processors stopped');
-}, 60_000);
+onShutdown(
+  log,
+  async () => {
+    ready = false;
+    clearInterval(sampler);
+    // Stop pulling, write and ack what is held, then drain the connection.
+    await Promise.all([...writers.map((w) => w.stop()), ...catalogs.map((c) => c.stop())]);
+    await nc.drain();
+    await Promise.all([sql.end({ timeout: 5 }), ch.close(), pool.destroy()]);
+    server.close();
+    log.info('processors stopped');
+  },
+  60_000,
+);

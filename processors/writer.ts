@@ -75,17 +75,27 @@ export class ClickhouseWriter {
   private timers: NodeJS.Timeout[] = [];
   private loop?: Promise<void>;
 
-  constructor(private readonly o: WriterOptions, private readonly d: Deps) {}
+  constructor(
+    private readonly o: WriterOptions,
+    private readonly d: Deps,
+  ) {}
 
   async start(): Promise<void> {
     const consumer = await this.d.js.consumers.get(STREAM_EVENTS, this.o.consumer);
-    this.timers.push(setInterval(() => {
-      if (this.pending.length && Date.now() - this.oldest >= this.o.batchMs) void this.flush();
-    }, Math.max(10, Math.floor(this.o.batchMs / 4))));
+    this.timers.push(
+      setInterval(
+        () => {
+          if (this.pending.length && Date.now() - this.oldest >= this.o.batchMs) void this.flush();
+        },
+        Math.max(10, Math.floor(this.o.batchMs / 4)),
+      ),
+    );
     // Keep held messages from being redelivered while ClickHouse is slow or down.
-    this.timers.push(setInterval(() => {
-      for (const m of this.held.values()) m.working();
-    }, 3_000));
+    this.timers.push(
+      setInterval(() => {
+        for (const m of this.held.values()) m.working();
+      }, 3_000),
+    );
     this.loop = this.pull(consumer);
   }
 
@@ -109,7 +119,10 @@ export class ClickhouseWriter {
         }
       } catch (err) {
         if (this.stopping) break;
-        this.d.log.warn({ consumer: this.o.consumer, err: String((err as Error).message ?? err) }, 'pull failed; retrying');
+        this.d.log.warn(
+          { consumer: this.o.consumer, err: String((err as Error).message ?? err) },
+          'pull failed; retrying',
+        );
         await sleep(500);
       } finally {
         this.fetching = undefined;
@@ -144,7 +157,10 @@ export class ClickhouseWriter {
   }
 
   private async flushWhenSlotFree(): Promise<void> {
-    while (this.inflight >= this.o.insertStreams) await new Promise<void>((r) => { this.slotFreed = r; });
+    while (this.inflight >= this.o.insertStreams)
+      await new Promise<void>((r) => {
+        this.slotFreed = r;
+      });
     if (this.pending.length === 0) return;
     const batch = this.pending;
     this.pending = [];
@@ -169,7 +185,11 @@ export class ClickhouseWriter {
         if (!batch.length) return;
         const t0 = performance.now();
         await this.insert(body(batch), queryId);
-        this.d.metrics.inserted(this.o.table, batch.reduce((n, m) => n + rowsOf(m), 0), performance.now() - t0);
+        this.d.metrics.inserted(
+          this.o.table,
+          batch.reduce((n, m) => n + rowsOf(m), 0),
+          performance.now() - t0,
+        );
         // From here on the rows are stored: a failing hook retries through reconcile, never re-inserts.
         verify = true;
         await this.done(batch);
@@ -185,7 +205,16 @@ export class ClickhouseWriter {
         attempt++;
         this.d.metrics.retry(this.o.table);
         const wait = Math.min(10_000, 100 * 2 ** Math.min(attempt, 7));
-        this.d.log.warn({ table: this.o.table, attempt, wait_ms: wait, messages: batch.length, err: String((err as Error).message ?? err).slice(0, 300) }, 'insert failed; retrying');
+        this.d.log.warn(
+          {
+            table: this.o.table,
+            attempt,
+            wait_ms: wait,
+            messages: batch.length,
+            err: String((err as Error).message ?? err).slice(0, 300),
+          },
+          'insert failed; retrying',
+        );
         if (this.stopping && attempt >= 3) {
           // Leave them un-acked: JetStream redelivers them to the next writer, which reconciles.
           for (const m of batch) this.held.delete(m.seq);
@@ -228,14 +257,16 @@ export class ClickhouseWriter {
     const deadline = Date.now() + 120_000;
     for (;;) {
       const running = await this.d.ch.rows<{ q: string }>(
-        `SELECT query_id AS q FROM system.processes WHERE query_id LIKE 'cw-%' AND query LIKE 'INSERT INTO ${table} %'`);
+        `SELECT query_id AS q FROM system.processes WHERE query_id LIKE 'cw-%' AND query LIKE 'INSERT INTO ${table} %'`,
+      );
       if (!running.some((r) => !this.d.running.has(r.q)) || Date.now() > deadline) break;
       await sleep(200);
     }
     const ids = batch.map(batchIdOf);
     const found = new Map<string, number>();
     const rows = await this.d.ch.rows<{ b: string; c: string }>(
-      `SELECT toString(batch_id) AS b, count() AS c FROM ${table} WHERE batch_id IN (${ids.map((i) => `'${i}'`).join(',')}) GROUP BY b`);
+      `SELECT toString(batch_id) AS b, count() AS c FROM ${table} WHERE batch_id IN (${ids.map((i) => `'${i}'`).join(',')}) GROUP BY b`,
+    );
     for (const r of rows) found.set(r.b, Number(r.c));
     const present: JsMsg[] = [];
     const partial: JsMsg[] = [];
@@ -246,14 +277,23 @@ export class ClickhouseWriter {
       else if (c >= rowsOf(m)) present.push(m);
       else partial.push(m);
     }
-    if (present.length) this.d.log.info({ table: this.o.table, messages: present.length }, 'already stored; acknowledging without insert');
+    if (present.length)
+      this.d.log.info(
+        { table: this.o.table, messages: present.length },
+        'already stored; acknowledging without insert',
+      );
     await this.done(present);
     if (partial.length) {
       const list = partial.map((m) => `'${batchIdOf(m)}'`).join(',');
-      this.d.log.warn({ table: this.o.table, messages: partial.length }, 'partly stored; removing their rows before inserting again');
+      this.d.log.warn(
+        { table: this.o.table, messages: partial.length },
+        'partly stored; removing their rows before inserting again',
+      );
       await this.d.ch.command(`ALTER TABLE ${table} DELETE WHERE batch_id IN (${list})`);
       for (;;) {
-        const [{ c }] = await this.d.ch.rows<{ c: string }>(`SELECT count() AS c FROM ${table} WHERE batch_id IN (${list})`);
+        const [{ c }] = await this.d.ch.rows<{ c: string }>(
+          `SELECT count() AS c FROM ${table} WHERE batch_id IN (${list})`,
+        );
         if (Number(c) === 0) break;
         await sleep(100);
       }
@@ -263,7 +303,10 @@ export class ClickhouseWriter {
 
   /** A data error: find the messages ClickHouse cannot take, dead-letter them, return the rest. */
   private async isolate(batch: JsMsg[], err: unknown): Promise<JsMsg[]> {
-    const reasons = (await this.d.pool.run({ columns: TABLES[this.o.table], payloads: batch.map((m) => m.data) } satisfies CheckInput)) as Array<string | null>;
+    const reasons = (await this.d.pool.run({
+      columns: TABLES[this.o.table],
+      payloads: batch.map((m) => m.data),
+    } satisfies CheckInput)) as Array<string | null>;
     const bad = batch.filter((_, i) => reasons[i] !== null);
     for (const m of bad) await this.deadLetter(m, reasons[batch.indexOf(m)]!);
     const rest = batch.filter((_, i) => reasons[i] === null);
@@ -295,7 +338,10 @@ export class ClickhouseWriter {
     h.set('Cs-Original-Seq', String(m.seq));
     h.set('Cs-Original-Msg-Id', m.headers?.get('Nats-Msg-Id') ?? '');
     // A dead-letter copy is stored once even if we crash between publishing and acking.
-    await this.d.js.publish(subjects.dlq(this.o.consumer, m.subject), m.data, { headers: h, msgID: `dlq-${this.o.consumer}-${m.seq}` });
+    await this.d.js.publish(subjects.dlq(this.o.consumer, m.subject), m.data, {
+      headers: h,
+      msgID: `dlq-${this.o.consumer}-${m.seq}`,
+    });
     this.d.log.error({ consumer: this.o.consumer, seq: m.seq, subject: m.subject, reason }, 'message dead-lettered');
     this.d.metrics.deadLettered(this.o.table);
     await this.o.onDeadLettered?.(m, reason);

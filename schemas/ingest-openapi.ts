@@ -1,5 +1,14 @@
 import type { OpenApiRoute } from './openapi.js';
-import { AuthFailure, BillingAccepted, BillingBatch, RateLimited, ServerFailure, UsageAccepted, UsageBatchA, ValidationDetail } from './ingest.js';
+import {
+  AuthFailure,
+  BillingAccepted,
+  BillingBatch,
+  RateLimited,
+  ServerFailure,
+  UsageAccepted,
+  UsageBatchA,
+  ValidationDetail,
+} from './ingest.js';
 import { BackfillAccepted, EventsAccepted, EventsPage, EventsQuery, UsageBatchB } from './events.js';
 
 /**
@@ -7,17 +16,41 @@ import { BackfillAccepted, EventsAccepted, EventsPage, EventsQuery, UsageBatchB 
  * /v1/events* there), described from the same schemas the ingest tier validates with.
  */
 const surfaceAErrors = {
-  401: { description: 'Missing or invalid X-API-Key: `{"detail":"Missing X-API-Key header"}` or `{"detail":"Invalid API key"}`.', schema: AuthFailure, example: { detail: 'Invalid API key' } },
+  401: {
+    description:
+      'Missing or invalid X-API-Key: `{"detail":"Missing X-API-Key header"}` or `{"detail":"Invalid API key"}`.',
+    schema: AuthFailure,
+    example: { detail: 'Invalid API key' },
+  },
   413: { description: 'Body over 1 MiB (before or after gunzip).', schema: ValidationDetail },
   422: {
-    description: 'The body itself is invalid (malformed JSON, wrong content type, batch size, any field rule, an event with neither customer reference); nothing stored.',
+    description:
+      'The body itself is invalid (malformed JSON, wrong content type, batch size, any field rule, an event with neither customer reference); nothing stored.',
     schema: ValidationDetail,
-    example: { detail: [{ type: 'string_pattern_mismatch', loc: ['body', 'events', 3, 'event_name'], msg: 'event_name must be snake_case', input: 'Page View' }] },
+    example: {
+      detail: [
+        {
+          type: 'string_pattern_mismatch',
+          loc: ['body', 'events', 3, 'event_name'],
+          msg: 'event_name must be snake_case',
+          input: 'Page View',
+        },
+      ],
+    },
   },
   429: {
-    description: '300 requests/min per organization across both surface-A endpoints (`rate_limited`), or the daily event quota (`daily_quota_exceeded`); header Retry-After.',
+    description:
+      '300 requests/min per organization across both surface-A endpoints (`rate_limited`), or the daily event quota (`daily_quota_exceeded`); header Retry-After.',
     schema: RateLimited,
-    example: { detail: { type: 'rate_limited', title: 'Too Many Requests', status: 429, detail: 'Rate limit of 300 requests per minute exceeded for this organization', retry_after: 12 } },
+    example: {
+      detail: {
+        type: 'rate_limited',
+        title: 'Too Many Requests',
+        status: 429,
+        detail: 'Rate limit of 300 requests per minute exceeded for this organization',
+        retry_after: 12,
+      },
+    },
   },
   500: { description: 'JetStream did not acknowledge: no event of the request was stored.', schema: ServerFailure },
   503: { description: 'The event store is full: nothing stored; header Retry-After.', schema: ServerFailure },
@@ -25,48 +58,121 @@ const surfaceAErrors = {
 
 export const INGEST_ROUTES: OpenApiRoute[] = [
   {
-    method: 'POST', path: '/v1/ingest/events', tag: 'Ingestion', auth: 'ingestionKey', problems: false,
+    method: 'POST',
+    path: '/v1/ingest/events',
+    tag: 'Ingestion',
+    auth: 'ingestionKey',
+    problems: false,
     summary: 'Send 1–100 usage events (surface A)',
-    description: 'Answered after NATS JetStream stored one message holding every accepted event (atomic per request). One bad event does not fail the batch: it is listed in `errors` with its `index` and `code` (`invalid_customer_id`, `unknown_customer`, `unknown_external_customer`, `invalid_timestamp`, `properties_too_large`, `invalid_properties`, `reserved_event_name`). `Content-Encoding: gzip` is accepted. Every response carries X-Trace-Id.',
+    description:
+      'Answered after NATS JetStream stored one message holding every accepted event (atomic per request). One bad event does not fail the batch: it is listed in `errors` with its `index` and `code` (`invalid_customer_id`, `unknown_customer`, `unknown_external_customer`, `invalid_timestamp`, `properties_too_large`, `invalid_properties`, `reserved_event_name`). `Content-Encoding: gzip` is accepted. Every response carries X-Trace-Id.',
     body: UsageBatchA,
-    bodyExample: { events: [{ event_name: 'report_exported', external_customer_id: 'cust-000001', properties: { format: 'pdf' }, timestamp: '2026-05-01T12:00:00Z' }] },
+    bodyExample: {
+      events: [
+        {
+          event_name: 'report_exported',
+          external_customer_id: 'cust-000001',
+          properties: { format: 'pdf' },
+          timestamp: '2026-05-01T12:00:00Z',
+        },
+      ],
+    },
     responses: {
-      202: { description: 'Stored (per-event rejections listed).', schema: UsageAccepted, example: { accepted: 1, rejected: 0, errors: [], message: '1 events accepted' } },
+      202: {
+        description: 'Stored (per-event rejections listed).',
+        schema: UsageAccepted,
+        example: { accepted: 1, rejected: 0, errors: [], message: '1 events accepted' },
+      },
       ...surfaceAErrors,
     },
   },
   {
-    method: 'POST', path: '/v1/ingest/billing-events', tag: 'Ingestion', auth: 'ingestionKey', problems: false,
+    method: 'POST',
+    path: '/v1/ingest/billing-events',
+    tag: 'Ingestion',
+    auth: 'ingestionKey',
+    problems: false,
     summary: 'Send 1–50 billing events (surface A)',
-    description: 'Never deduplicated: a retried batch is recorded again. `skipped` is 0 in practice. A billing event for a customer that does not exist fails the request with 422 `unknown_customer`.',
+    description:
+      'Never deduplicated: a retried batch is recorded again. `skipped` is 0 in practice. A billing event for a customer that does not exist fails the request with 422 `unknown_customer`.',
     body: BillingBatch,
-    bodyExample: { events: [{ event_type: 'payment_failed', customer_id: '0192f0c4-8a55-7b3e-9d1c-5f0e2a9b1c3d', amount: 49.5, currency: 'EUR' }] },
+    bodyExample: {
+      events: [
+        {
+          event_type: 'payment_failed',
+          customer_id: '0192f0c4-8a55-7b3e-9d1c-5f0e2a9b1c3d',
+          amount: 49.5,
+          currency: 'EUR',
+        },
+      ],
+    },
     responses: {
-      202: { description: 'Stored.', schema: BillingAccepted, example: { accepted: 1, skipped: 0, message: '1 billing events accepted' } },
+      202: {
+        description: 'Stored.',
+        schema: BillingAccepted,
+        example: { accepted: 1, skipped: 0, message: '1 billing events accepted' },
+      },
       ...surfaceAErrors,
     },
   },
   {
-    method: 'POST', path: '/v1/events', tag: 'Ingestion', auth: 'bearer', scope: 'events:write', bucket: 'events (60 batches/min)',
+    method: 'POST',
+    path: '/v1/events',
+    tag: 'Ingestion',
+    auth: 'bearer',
+    scope: 'events:write',
+    bucket: 'events (60 batches/min)',
     summary: 'Send up to 1000 usage events (surface B)',
-    description: 'Answer 200 even with per-event rejections. An event whose `external_id` and `customer_id` match one already recorded is silently ignored and counted as accepted. Idempotency-Key replays the first answer byte for byte for 24 hours; the same key with another body is 422 `idempotency_key_reused`.',
-    headers: [{ name: 'Idempotency-Key', description: '1–255 visible ASCII characters; replays the first answer for 24 hours.' }],
+    description:
+      'Answer 200 even with per-event rejections. An event whose `external_id` and `customer_id` match one already recorded is silently ignored and counted as accepted. Idempotency-Key replays the first answer byte for byte for 24 hours; the same key with another body is 422 `idempotency_key_reused`.',
+    headers: [
+      {
+        name: 'Idempotency-Key',
+        description: '1–255 visible ASCII characters; replays the first answer for 24 hours.',
+      },
+    ],
     body: UsageBatchB,
-    bodyExample: { events: [{ customer_id: '0192f0c4-8a55-7b3e-9d1c-5f0e2a9b1c3d', event_name: 'login', external_id: 'evt_000123', timestamp: '2026-05-01T12:00:00Z' }] },
-    responses: { 200: { description: 'Stored (per-event rejections listed).', schema: EventsAccepted, example: { accepted: 1, rejected: 0, errors: [] } } },
+    bodyExample: {
+      events: [
+        {
+          customer_id: '0192f0c4-8a55-7b3e-9d1c-5f0e2a9b1c3d',
+          event_name: 'login',
+          external_id: 'evt_000123',
+          timestamp: '2026-05-01T12:00:00Z',
+        },
+      ],
+    },
+    responses: {
+      200: {
+        description: 'Stored (per-event rejections listed).',
+        schema: EventsAccepted,
+        example: { accepted: 1, rejected: 0, errors: [] },
+      },
+    },
     errors: [409, 413, 415, 422, 503],
   },
   {
-    method: 'POST', path: '/v1/events/backfill', tag: 'Ingestion', auth: 'bearer', scope: 'events:write', bucket: 'backfill (10/min)',
+    method: 'POST',
+    path: '/v1/events/backfill',
+    tag: 'Ingestion',
+    auth: 'bearer',
+    scope: 'events:write',
+    bucket: 'backfill (10/min)',
     summary: 'Backfill usage events up to 2 years old (asynchronous)',
-    description: 'Same schema and rules as POST /v1/events; written by its own consumer so it never delays live events. Poll the returned job with GET /v1/jobs/{id}.',
+    description:
+      'Same schema and rules as POST /v1/events; written by its own consumer so it never delays live events. Poll the returned job with GET /v1/jobs/{id}.',
     headers: [{ name: 'Idempotency-Key', description: 'As for POST /v1/events.' }],
     body: UsageBatchB,
     responses: { 202: { description: 'Accepted; the job reports progress and counts.', schema: BackfillAccepted } },
     errors: [409, 413, 415, 422, 503],
   },
   {
-    method: 'GET', path: '/v1/events', tag: 'Ingestion', auth: 'bearer', scope: 'events:read', bucket: 'event reads (120/min)',
+    method: 'GET',
+    path: '/v1/events',
+    tag: 'Ingestion',
+    auth: 'bearer',
+    scope: 'events:read',
+    bucket: 'event reads (120/min)',
     summary: 'Debug query over stored events',
     description: 'Newest first, keyset cursor pagination. Events appear once the writer stored them (about 200 ms).',
     query: EventsQuery,

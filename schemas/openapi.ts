@@ -63,7 +63,13 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
   };
   for (const r of routes) {
     const op: Record<string, unknown> = {
-      operationId: `${r.method.toLowerCase()}${r.path.replace(/\/v1/, '').replace(/\{(\w+)\}/g, 'By_$1').split(/[/-]/).filter(Boolean).map((s) => s[0].toUpperCase() + s.slice(1)).join('')}`,
+      operationId: `${r.method.toLowerCase()}${r.path
+        .replace(/\/v1/, '')
+        .replace(/\{(\w+)\}/g, 'By_$1')
+        .split(/[/-]/)
+        .filter(Boolean)
+        .map((s) => s[0].toUpperCase() + s.slice(1))
+        .join('')}`,
       summary: r.summary,
       tags: [r.tag],
     };
@@ -73,36 +79,83 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
     if (r.role) notes.push(`Role: ${r.role}.`);
     if (r.auth === 'bearer') notes.push(`Rate-limit bucket: ${r.bucket ?? (r.method === 'GET' ? 'read' : 'write')}.`);
     op.description = notes.join('\n\n');
-    op.security = r.auth === 'bearer' ? [{ oauth2: r.scope ? [r.scope] : [] }, { bearerApiKey: r.scope ? [r.scope] : [] }] : r.auth === 'ingestionKey' ? [{ ingestionKey: [] }] : [];
+    op.security =
+      r.auth === 'bearer'
+        ? [{ oauth2: r.scope ? [r.scope] : [] }, { bearerApiKey: r.scope ? [r.scope] : [] }]
+        : r.auth === 'ingestionKey'
+          ? [{ ingestionKey: [] }]
+          : [];
     if (r.scope) op['x-required-scope'] = r.scope;
     const parameters: unknown[] = [];
     for (const m of r.path.matchAll(/\{(\w+)\}/g)) {
-      const schema = (r.params as { properties?: Record<string, unknown> } | undefined)?.properties?.[m[1]] ?? { type: 'string' };
+      const schema = (r.params as { properties?: Record<string, unknown> } | undefined)?.properties?.[m[1]] ?? {
+        type: 'string',
+      };
       parameters.push({ name: m[1], in: 'path', required: true, schema: plain(schema) });
     }
     const q = r.query as { properties?: Record<string, { description?: string }>; required?: string[] } | undefined;
     for (const [name, schema] of Object.entries(q?.properties ?? {})) {
-      parameters.push({ name, in: 'query', required: q?.required?.includes(name) ?? false, schema: plain(schema), ...(schema.description ? { description: schema.description } : {}) });
+      parameters.push({
+        name,
+        in: 'query',
+        required: q?.required?.includes(name) ?? false,
+        schema: plain(schema),
+        ...(schema.description ? { description: schema.description } : {}),
+      });
     }
-    for (const h of r.headers ?? []) parameters.push({ name: h.name, in: 'header', required: false, description: h.description, schema: { type: 'string' } });
+    for (const h of r.headers ?? [])
+      parameters.push({
+        name: h.name,
+        in: 'header',
+        required: false,
+        description: h.description,
+        schema: { type: 'string' },
+      });
     if (parameters.length) op.parameters = parameters;
     if (r.body) {
       const type = r.bodyType === 'form' ? 'application/x-www-form-urlencoded' : 'application/json';
-      op.requestBody = { required: true, content: { [type]: { schema: plain(r.body), ...(r.bodyExample !== undefined ? { example: r.bodyExample } : {}) } } };
+      op.requestBody = {
+        required: true,
+        content: {
+          [type]: { schema: plain(r.body), ...(r.bodyExample !== undefined ? { example: r.bodyExample } : {}) },
+        },
+      };
     }
     const responses: Record<string, unknown> = {};
     for (const [status, doc] of Object.entries(r.responses)) {
       const ct = doc.contentType ?? 'application/json';
       const resp: Record<string, unknown> = { description: doc.description };
-      if (doc.schema) resp.content = { [ct]: { schema: plain(doc.schema), ...(doc.example !== undefined ? { example: doc.example } : {}) } };
+      if (doc.schema)
+        resp.content = {
+          [ct]: { schema: plain(doc.schema), ...(doc.example !== undefined ? { example: doc.example } : {}) },
+        };
       else if (doc.contentType) resp.content = { [ct]: { schema: { type: 'string' } } };
       if (r.auth === 'bearer') resp.headers = rateHeaders;
-      else if (r.auth === 'ingestionKey') resp.headers = { 'X-Trace-Id': rateHeaders['X-Trace-Id'], ...(Number(status) === 429 || Number(status) === 503 ? { 'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' } } } : {}) };
-      else if (Number(status) === 303) resp.headers = { Location: { description: 'redirect_uri with code and state, or error and state.', schema: { type: 'string' } } };
+      else if (r.auth === 'ingestionKey')
+        resp.headers = {
+          'X-Trace-Id': rateHeaders['X-Trace-Id'],
+          ...(Number(status) === 429 || Number(status) === 503
+            ? { 'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' } } }
+            : {}),
+        };
+      else if (Number(status) === 303)
+        resp.headers = {
+          Location: {
+            description: 'redirect_uri with code and state, or error and state.',
+            schema: { type: 'string' },
+          },
+        };
       responses[status] = resp;
     }
-    const errorStatuses = new Set<number>([...(r.body || r.query ? [400] : []), ...(r.auth === 'bearer' ? [401, 403, 429] : []), ...(r.errors ?? []), 500]);
-    if (r.problems !== false) for (const s of [...errorStatuses].sort()) if (!responses[s]) responses[s] = { $ref: `#/components/responses/Problem${s}` };
+    const errorStatuses = new Set<number>([
+      ...(r.body || r.query ? [400] : []),
+      ...(r.auth === 'bearer' ? [401, 403, 429] : []),
+      ...(r.errors ?? []),
+      500,
+    ]);
+    if (r.problems !== false)
+      for (const s of [...errorStatuses].sort())
+        if (!responses[s]) responses[s] = { $ref: `#/components/responses/Problem${s}` };
     op.responses = responses;
     const path = (paths[r.path] ??= {});
     path[r.method.toLowerCase()] = op;
@@ -113,18 +166,31 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
     const code = Object.entries(o.errorCodes).find(([, v]) => String(v[0]) === status);
     problemResponses[`Problem${status}`] = {
       description,
-      headers: Number(status) === 429 ? { 'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' } } } : undefined,
+      headers:
+        Number(status) === 429
+          ? { 'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' } } }
+          : undefined,
       content: {
         'application/problem+json': {
           schema: { $ref: '#/components/schemas/Problem' },
-          example: code ? {
-            type: `${o.baseUrl}/errors/${code[0]}`, title: code[1][1], status: Number(status), detail: code[1][2], instance: '/v1/customers', trace_id: '0192f0c4-8a55-7b3e-9d1c-2b7f3c4d5e6f',
-            ...(code[0] === 'validation_failed' ? { errors: [{ field: 'arr', code: 'must_be_positive', message: 'arr must be positive' }] } : {}),
-          } : undefined,
+          example: code
+            ? {
+                type: `${o.baseUrl}/errors/${code[0]}`,
+                title: code[1][1],
+                status: Number(status),
+                detail: code[1][2],
+                instance: '/v1/customers',
+                trace_id: '0192f0c4-8a55-7b3e-9d1c-2b7f3c4d5e6f',
+                ...(code[0] === 'validation_failed'
+                  ? { errors: [{ field: 'arr', code: 'must_be_positive', message: 'arr must be positive' }] }
+                  : {}),
+              }
+            : undefined,
         },
       },
     };
-    if (!(problemResponses[`Problem${status}`] as { headers?: unknown }).headers) delete (problemResponses[`Problem${status}`] as { headers?: unknown }).headers;
+    if (!(problemResponses[`Problem${status}`] as { headers?: unknown }).headers)
+      delete (problemResponses[`Problem${status}`] as { headers?: unknown }).headers;
   }
 
   return {
@@ -137,21 +203,51 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
       schemas: { Problem: plain(o.problem) },
       responses: problemResponses,
       headers: {
-        'X-RateLimit-Limit': { description: 'Requests allowed in the current window for this workspace and bucket.', schema: { type: 'integer' } },
+        'X-RateLimit-Limit': {
+          description: 'Requests allowed in the current window for this workspace and bucket.',
+          schema: { type: 'integer' },
+        },
         'X-RateLimit-Remaining': { description: 'Requests left in the current window.', schema: { type: 'integer' } },
-        'X-RateLimit-Reset': { description: 'Unix timestamp (seconds) when the window resets.', schema: { type: 'integer' } },
+        'X-RateLimit-Reset': {
+          description: 'Unix timestamp (seconds) when the window resets.',
+          schema: { type: 'integer' },
+        },
         'X-Trace-Id': { description: 'Identifier of this request; quote it to support.', schema: { type: 'string' } },
       },
       securitySchemes: {
-        ingestionKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'The organization\'s ingestion key `sk_live_` + 64 hex (surface A only); the workspace is derived from it.' },
-        bearerApiKey: { type: 'http', scheme: 'bearer', description: 'API key `svc_sk_live_…` or `svc_sk_test_…` sent as `Authorization: Bearer <key>`. Scopes are fixed at creation.' },
+        ingestionKey: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'X-API-Key',
+          description:
+            "The organization's ingestion key `sk_live_` + 64 hex (surface A only); the workspace is derived from it.",
+        },
+        bearerApiKey: {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            'API key `svc_sk_live_…` or `svc_sk_test_…` sent as `Authorization: Bearer <key>`. Scopes are fixed at creation.',
+        },
         oauth2: {
           type: 'oauth2',
-          description: 'Authorization Code with PKCE (S256 only). Access tokens are EdDSA JWTs valid 1 hour; refresh tokens last 90 days and rotate on every use.',
-          flows: { authorizationCode: { authorizationUrl: `${o.baseUrl}/v1/oauth/authorize`, tokenUrl: `${o.baseUrl}/v1/oauth/token`, refreshUrl: `${o.baseUrl}/v1/oauth/token`, scopes: o.scopes } },
+          description:
+            'Authorization Code with PKCE (S256 only). Access tokens are EdDSA JWTs valid 1 hour; refresh tokens last 90 days and rotate on every use.',
+          flows: {
+            authorizationCode: {
+              authorizationUrl: `${o.baseUrl}/v1/oauth/authorize`,
+              tokenUrl: `${o.baseUrl}/v1/oauth/token`,
+              refreshUrl: `${o.baseUrl}/v1/oauth/token`,
+              scopes: o.scopes,
+            },
+          },
         },
       },
     },
-    'x-error-codes': Object.fromEntries(Object.entries(o.errorCodes).map(([k, v]) => [k, { status: v[0], title: v[1], description: v[2], type: `${o.baseUrl}/errors/${k}` }])),
+    'x-error-codes': Object.fromEntries(
+      Object.entries(o.errorCodes).map(([k, v]) => [
+        k,
+        { status: v[0], title: v[1], description: v[2], type: `${o.baseUrl}/errors/${k}` },
+      ]),
+    ),
   };
 }

@@ -23,9 +23,14 @@ export async function loadSigningKey(sql: Sql, configured: { privatePem: string;
     const publicPem = createPublicKey(pem).export({ type: 'spki', format: 'pem' }).toString();
     return { kid: configured.kid, privatePem: pem, publicPem };
   }
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519', { privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519', {
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+  });
   await sql`INSERT INTO signing_keys (kid, alg, private_pem, public_pem) VALUES ('default', 'EdDSA', ${privateKey}, ${publicKey}) ON CONFLICT (kid) DO NOTHING`;
-  const [row] = await sql<{ private_pem: string; public_pem: string }[]>`SELECT private_pem, public_pem FROM signing_keys WHERE kid = 'default'`;
+  const [row] = await sql<
+    { private_pem: string; public_pem: string }[]
+  >`SELECT private_pem, public_pem FROM signing_keys WHERE kid = 'default'`;
   return { kid: 'default', privatePem: row.private_pem, publicPem: row.public_pem };
 }
 
@@ -33,13 +38,39 @@ export class AccessTokens implements TokenChecker {
   private readonly sign: (payload: Record<string, unknown>) => string;
   private readonly verifier: TokenVerifier;
 
-  constructor(key: SigningKey, issuer: string, readonly ttlSeconds: number) {
-    this.sign = createSigner({ key: key.privatePem, algorithm: 'EdDSA', kid: key.kid, iss: issuer, expiresIn: ttlSeconds * 1000 });
+  constructor(
+    key: SigningKey,
+    issuer: string,
+    readonly ttlSeconds: number,
+  ) {
+    this.sign = createSigner({
+      key: key.privatePem,
+      algorithm: 'EdDSA',
+      kid: key.kid,
+      iss: issuer,
+      expiresIn: ttlSeconds * 1000,
+    });
     this.verifier = new TokenVerifier(key.publicPem, issuer);
   }
 
-  issue(c: { userId: string; tenantId: string; role: Role; scopes: string[]; clientId: string; familyId: string }): string {
-    return this.sign({ sub: c.userId, tid: c.tenantId, role: c.role, scope: c.scopes.join(' '), act: 'user', cid: c.clientId, fam: c.familyId, jti: randomUUID() });
+  issue(c: {
+    userId: string;
+    tenantId: string;
+    role: Role;
+    scopes: string[];
+    clientId: string;
+    familyId: string;
+  }): string {
+    return this.sign({
+      sub: c.userId,
+      tid: c.tenantId,
+      role: c.role,
+      scope: c.scopes.join(' '),
+      act: 'user',
+      cid: c.clientId,
+      fam: c.familyId,
+      jti: randomUUID(),
+    });
   }
 
   check(token: string): VerifyResult {

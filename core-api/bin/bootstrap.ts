@@ -9,9 +9,23 @@ import { hashPassword, newApiKey, newIngestionKey, newPassword, sha256 } from '.
  * and prints the credentials once (they are stored only hashed).
  */
 export const ALL_SCOPES = [
-  'customers:read', 'customers:write', 'customers:delete', 'health:read', 'health:write', 'playbooks:read', 'playbooks:write',
-  'tasks:read', 'tasks:write', 'events:write', 'events:read', 'webhooks:read', 'webhooks:write', 'users:read', 'users:write',
-  'analytics:read', 'admin:*',
+  'customers:read',
+  'customers:write',
+  'customers:delete',
+  'health:read',
+  'health:write',
+  'playbooks:read',
+  'playbooks:write',
+  'tasks:read',
+  'tasks:write',
+  'events:write',
+  'events:read',
+  'webhooks:read',
+  'webhooks:write',
+  'users:read',
+  'users:write',
+  'analytics:read',
+  'admin:*',
 ];
 
 const { values } = parseArgs({
@@ -35,7 +49,9 @@ try {
   const password = newPassword();
   const passwordHash = await hashPassword(password);
   const out = await sql.begin(async (tx) => {
-    const [t] = await tx<{ id: string }[]>`INSERT INTO tenants (name, plan) VALUES (${values.name!}, ${values.plan!}) RETURNING id::text`;
+    const [t] = await tx<
+      { id: string }[]
+    >`INSERT INTO tenants (name, plan) VALUES (${values.name!}, ${values.plan!}) RETURNING id::text`;
     const email = values.email ?? `admin+${t.id.slice(0, 8)}@example.com`;
     await tx`INSERT INTO ingestion_keys (tenant_id, key_hash, last4) VALUES (${t.id}, ${sha256(ingestionKey)}, ${ingestionKey.slice(-4)})`;
     const [u] = await tx<{ id: string }[]>`
@@ -43,7 +59,15 @@ try {
     await tx`
       INSERT INTO api_keys (tenant_id, name, key_hash, prefix, last4, scopes, role, created_by)
       VALUES (${t.id}, 'bootstrap admin key', ${sha256(apiKey)}, 'svc_sk_test_', ${apiKey.slice(-4)}, ${ALL_SCOPES}, 'admin', ${u.id})`;
-    return { tenant_id: t.id, ingest_url: ingestUrl, api_url: apiUrl, ingestion_key: ingestionKey, api_key: apiKey, admin_email: email, admin_password: password };
+    return {
+      tenant_id: t.id,
+      ingest_url: ingestUrl,
+      api_url: apiUrl,
+      ingestion_key: ingestionKey,
+      api_key: apiKey,
+      admin_email: email,
+      admin_password: password,
+    };
   });
   if (values.json) process.stdout.write(JSON.stringify(out) + '\n');
   else {

@@ -37,7 +37,15 @@ try {
   if (np > 0) {
     await sql`INSERT INTO products (tenant_id, code, name) SELECT ${values.tenant}, 'P' || lpad(i::text, 4, '0'), 'Product ' || i FROM generate_series(1, ${np}) AS i ON CONFLICT DO NOTHING`;
   }
-  process.stdout.write(JSON.stringify({ tenant_id: values.tenant, customers: count, products: np, external_source: values.source, first_external_id: `${values.prefix}000001` }) + '\n');
+  process.stdout.write(
+    JSON.stringify({
+      tenant_id: values.tenant,
+      customers: count,
+      products: np,
+      external_source: values.source,
+      first_external_id: `${values.prefix}000001`,
+    }) + '\n',
+  );
 } catch (err) {
   process.stderr.write(`seed failed: ${(err as Error).message}\n`);
   process.exitCode = 1;

@@ -26,9 +26,20 @@ export const COLUMNS = `id::text, tenant_id::text, name, email_domain, arr::floa
 
 export function toCustomer(r: CustomerRow, withDeleted = false): Record<string, unknown> {
   const out: Record<string, unknown> = {
-    id: r.id, tenant_id: r.tenant_id, name: r.name, email_domain: r.email_domain, arr: r.arr, owner_email: r.owner_email, status: r.status,
-    renewal_date: r.renewal_date, custom_fields: r.custom_fields, external_id: r.external_id, external_source: r.external_source,
-    health_status: r.health_status, created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString(),
+    id: r.id,
+    tenant_id: r.tenant_id,
+    name: r.name,
+    email_domain: r.email_domain,
+    arr: r.arr,
+    owner_email: r.owner_email,
+    status: r.status,
+    renewal_date: r.renewal_date,
+    custom_fields: r.custom_fields,
+    external_id: r.external_id,
+    external_source: r.external_source,
+    health_status: r.health_status,
+    created_at: r.created_at.toISOString(),
+    updated_at: r.updated_at.toISOString(),
   };
   if (withDeleted) out.deleted_at = r.deleted_at?.toISOString() ?? null;
   return out;
@@ -69,7 +80,9 @@ export async function listCustomers(sql: Sql, tenantId: string, f: ListFilter): 
 }
 
 export async function getCustomer(sql: Sql, tenantId: string, id: string): Promise<CustomerRow | undefined> {
-  const [row] = await sql<CustomerRow[]>`SELECT ${sql.unsafe(COLUMNS)} FROM customers WHERE tenant_id = ${tenantId} AND id = ${id} AND deleted_at IS NULL`;
+  const [row] = await sql<
+    CustomerRow[]
+  >`SELECT ${sql.unsafe(COLUMNS)} FROM customers WHERE tenant_id = ${tenantId} AND id = ${id} AND deleted_at IS NULL`;
   return row;
 }
 
@@ -94,10 +107,24 @@ export async function insertCustomer(sql: Sql, tenantId: string, c: CustomerInpu
   return row;
 }
 
-const PLAIN = ['name', 'email_domain', 'arr', 'owner_email', 'status', 'renewal_date', 'external_id', 'external_source'] as const;
+const PLAIN = [
+  'name',
+  'email_domain',
+  'arr',
+  'owner_email',
+  'status',
+  'renewal_date',
+  'external_id',
+  'external_source',
+] as const;
 
 /** Only the fields sent change; custom_fields merge, a key sent as null is removed. */
-export async function updateCustomer(sql: Sql, tenantId: string, id: string, patch: Partial<Record<string, unknown>>): Promise<CustomerRow | undefined> {
+export async function updateCustomer(
+  sql: Sql,
+  tenantId: string,
+  id: string,
+  patch: Partial<Record<string, unknown>>,
+): Promise<CustomerRow | undefined> {
   const sets = [];
   for (const k of PLAIN) {
     if (!(k in patch)) continue;
@@ -109,7 +136,7 @@ export async function updateCustomer(sql: Sql, tenantId: string, id: string, pat
     const cf = patch.custom_fields as Record<string, unknown>;
     const set: Record<string, unknown> = {};
     const drop: string[] = [];
-    for (const [k, v] of Object.entries(cf)) (v === null ? drop.push(k) : (set[k] = v));
+    for (const [k, v] of Object.entries(cf)) v === null ? drop.push(k) : (set[k] = v);
     sets.push(sql`custom_fields = (custom_fields || ${JSON.stringify(set)}::text::jsonb) - ${drop}::text[]`);
   }
   sets.push(sql`updated_at = now()`);
@@ -121,6 +148,10 @@ export async function updateCustomer(sql: Sql, tenantId: string, id: string, pat
 
 /** Prefix search over name and domain words: "acm glob" finds "Acme Global". */
 export function toTsquery(q: string): string | undefined {
-  const words = q.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter(Boolean).slice(0, 10);
+  const words = q
+    .toLowerCase()
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter(Boolean)
+    .slice(0, 10);
   return words.length ? words.map((w) => `${w}:*`).join(' & ') : undefined;
 }

@@ -1,7 +1,16 @@
 import { createHash } from 'node:crypto';
 import { IdParams, PageQuery } from '../../schemas/core/common.js';
 import {
-  Contact, ContactCreate, ContactList, Customer, CustomerCreate, CustomerDetail, CustomerList, CustomerListQuery, CustomerPatch, DeleteQuery,
+  Contact,
+  ContactCreate,
+  ContactList,
+  Customer,
+  CustomerCreate,
+  CustomerDetail,
+  CustomerList,
+  CustomerListQuery,
+  CustomerPatch,
+  DeleteQuery,
 } from '../../schemas/core/customers.js';
 import { holds } from '../../lib/credentials/scopes.js';
 import { json, noContent, type Ctx, type Reply } from '../http/context.js';
@@ -9,36 +18,65 @@ import { decodeCursor, page } from '../http/cursor.js';
 import { ApiError, notFound } from '../http/errors.js';
 import type { Route } from '../http/router.js';
 import { isUniqueViolation, todayUtc, type Deps } from '../deps.js';
-import { getCustomer, insertCustomer, listCustomers, toCustomer, toTsquery, updateCustomer, type CustomerInput, type CustomerRow } from './repo.js';
+import {
+  getCustomer,
+  insertCustomer,
+  listCustomers,
+  toCustomer,
+  toTsquery,
+  updateCustomer,
+  type CustomerInput,
+  type CustomerRow,
+} from './repo.js';
 
 const IDEMPOTENCY_KEY_RE = /^[\x21-\x7e]{1,255}$/;
 
 const EXAMPLE = {
-  name: 'Acme Corp', email_domain: 'acme.com', arr: 120000, owner_email: 'jane@yourco.com', status: 'active',
-  renewal_date: '2027-03-31', custom_fields: { tier: 'gold' }, external_id: 'cus_4711', external_source: 'stripe',
+  name: 'Acme Corp',
+  email_domain: 'acme.com',
+  arr: 120000,
+  owner_email: 'jane@yourco.com',
+  status: 'active',
+  renewal_date: '2027-03-31',
+  custom_fields: { tier: 'gold' },
+  external_id: 'cus_4711',
+  external_source: 'stripe',
 };
 
 export function renewalInPast(date: string | null | undefined): ApiError | null {
   if (!date || date >= todayUtc()) return null;
-  return new ApiError('renewal_date_in_past', `renewal_date ${date} is before today (${todayUtc()}, UTC).`, [{ field: 'renewal_date', code: 'renewal_date_in_past', message: 'renewal_date must be today or later' }]);
+  return new ApiError('renewal_date_in_past', `renewal_date ${date} is before today (${todayUtc()}, UTC).`, [
+    { field: 'renewal_date', code: 'renewal_date_in_past', message: 'renewal_date must be today or later' },
+  ]);
 }
 
 export function externalConflict(err: unknown): ApiError | null {
-  if (isUniqueViolation(err, 'customers_external')) return new ApiError('conflict', 'A customer with this external_source and external_id already exists in this workspace (a customer in the trash keeps its external_id until purged).', [{ field: 'external_id', code: 'duplicate', message: 'external_id is already used for this external_source' }]);
+  if (isUniqueViolation(err, 'customers_external'))
+    return new ApiError(
+      'conflict',
+      'A customer with this external_source and external_id already exists in this workspace (a customer in the trash keeps its external_id until purged).',
+      [{ field: 'external_id', code: 'duplicate', message: 'external_id is already used for this external_source' }],
+    );
   return null;
 }
 
 function canonical(v: unknown): string {
   if (v === null || typeof v !== 'object') return JSON.stringify(v);
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
-  return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  return `{${Object.keys(v)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
+    .join(',')}}`;
 }
 
 function detail(r: CustomerRow): Record<string, unknown> {
-  const days = r.renewal_date ? Math.round((Date.parse(`${r.renewal_date}T00:00:00Z`) - Date.parse(`${todayUtc()}T00:00:00Z`)) / 86_400_000) : null;
+  const days = r.renewal_date
+    ? Math.round((Date.parse(`${r.renewal_date}T00:00:00Z`) - Date.parse(`${todayUtc()}T00:00:00Z`)) / 86_400_000)
+    : null;
   return {
     ...toCustomer(r),
-    health: r.health_score === null && r.health_status === null ? null : { score: r.health_score, status: r.health_status },
+    health:
+      r.health_score === null && r.health_status === null ? null : { score: r.health_score, status: r.health_status },
     renewal: { renewal_date: r.renewal_date, days_until_renewal: days, arr: r.arr },
     pending_tasks: [],
   };
@@ -51,20 +89,34 @@ export function customerRoutes(d: Deps): Route[] {
     const q = c.query;
     let ownerEmail: string | null | undefined;
     if (q.owner_id) {
-      const [u] = await sql<{ email: string }[]>`SELECT email FROM users WHERE tenant_id = ${c.principal.tenantId} AND id = ${q.owner_id}`;
+      const [u] = await sql<
+        { email: string }[]
+      >`SELECT email FROM users WHERE tenant_id = ${c.principal.tenantId} AND id = ${q.owner_id}`;
       ownerEmail = u?.email ?? null;
       if (ownerEmail === null) return json(200, { data: [], next_cursor: null, has_more: false });
     }
     if (q.min_arr !== undefined && q.max_arr !== undefined && q.min_arr > q.max_arr) {
-      throw new ApiError('validation_failed', 'min_arr must not exceed max_arr.', [{ field: 'min_arr', code: 'invalid_range', message: 'min_arr must not exceed max_arr' }]);
+      throw new ApiError('validation_failed', 'min_arr must not exceed max_arr.', [
+        { field: 'min_arr', code: 'invalid_range', message: 'min_arr must not exceed max_arr' },
+      ]);
     }
     const limit = q.limit ?? 50;
     const rows = await listCustomers(sql, c.principal.tenantId, {
-      statuses: q.status?.split(','), ownerEmail, segmentId: q.segment_id, healthStatuses: q.health_status?.split(','),
-      minArr: q.min_arr, maxArr: q.max_arr, renewalWithinDays: q.renewal_within_days, tsquery: q.q ? toTsquery(q.q) ?? '' : undefined,
-      after: decodeCursor(q.cursor), limit,
+      statuses: q.status?.split(','),
+      ownerEmail,
+      segmentId: q.segment_id,
+      healthStatuses: q.health_status?.split(','),
+      minArr: q.min_arr,
+      maxArr: q.max_arr,
+      renewalWithinDays: q.renewal_within_days,
+      tsquery: q.q ? (toTsquery(q.q) ?? '') : undefined,
+      after: decodeCursor(q.cursor),
+      limit,
     });
-    return json(200, page(rows, limit, (r) => toCustomer(r)));
+    return json(
+      200,
+      page(rows, limit, (r) => toCustomer(r)),
+    );
   }
 
   async function create(c: Ctx): Promise<Reply> {
@@ -86,7 +138,13 @@ export function customerRoutes(d: Deps): Route[] {
       return json(201, toCustomer(row), [['Location', `/v1/customers/${row.id}`]]);
     }
     if (!IDEMPOTENCY_KEY_RE.test(key)) {
-      throw new ApiError('validation_failed', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', [{ field: 'Idempotency-Key', code: 'invalid_format', message: 'Idempotency-Key must be 1 to 255 visible ASCII characters' }]);
+      throw new ApiError('validation_failed', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', [
+        {
+          field: 'Idempotency-Key',
+          code: 'invalid_format',
+          message: 'Idempotency-Key must be 1 to 255 visible ASCII characters',
+        },
+      ]);
     }
     const hash = createHash('sha256').update(canonical(c.body)).digest();
     // Concurrent requests with one key queue on the key's row; the second sees the first's result.
@@ -100,7 +158,10 @@ export function customerRoutes(d: Deps): Route[] {
         const [prev] = await tx<{ request_hash: Buffer; status: number; body: unknown }[]>`
           SELECT request_hash, status, body FROM idempotency_keys WHERE tenant_id = ${tenantId} AND scope = 'customers.create' AND key = ${key}`;
         if (!Buffer.from(prev.request_hash).equals(hash)) {
-          throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was used in the last 24 hours with a different request body; use a new key for a different request.');
+          throw new ApiError(
+            'idempotency_key_reused',
+            'This Idempotency-Key was used in the last 24 hours with a different request body; use a new key for a different request.',
+          );
         }
         return { replay: true, status: prev.status, body: prev.body as Record<string, unknown> };
       }
@@ -110,7 +171,10 @@ export function customerRoutes(d: Deps): Route[] {
       return { replay: false, status: 201, body: resp };
     });
     if (!out.replay) d.notify.customersChanged(tenantId, [String(out.body.id)], 'created');
-    return json(out.status, out.body, [['Location', `/v1/customers/${String(out.body.id)}`], ...(out.replay ? [['Idempotent-Replayed', 'true'] as [string, string]] : [])]);
+    return json(out.status, out.body, [
+      ['Location', `/v1/customers/${String(out.body.id)}`],
+      ...(out.replay ? [['Idempotent-Replayed', 'true'] as [string, string]] : []),
+    ]);
   }
 
   async function get(c: Ctx): Promise<Reply> {
@@ -137,12 +201,16 @@ export function customerRoutes(d: Deps): Route[] {
     const tenantId = c.principal.tenantId;
     if (c.query.hard) {
       if (!holds(c.principal, 'admin:*')) {
-        throw new ApiError('insufficient_scope', `Permanent deletion (hard=true) requires the scope admin:*; the credential holds: ${[...c.principal.scopes].sort().join(' ')}.`);
+        throw new ApiError(
+          'insufficient_scope',
+          `Permanent deletion (hard=true) requires the scope admin:*; the credential holds: ${[...c.principal.scopes].sort().join(' ')}.`,
+        );
       }
       const gone = await sql`DELETE FROM customers WHERE tenant_id = ${tenantId} AND id = ${c.params.id} RETURNING 1`;
       if (gone.length === 0) throw notFound('Customer');
     } else {
-      const gone = await sql`UPDATE customers SET deleted_at = now(), updated_at = now() WHERE tenant_id = ${tenantId} AND id = ${c.params.id} AND deleted_at IS NULL RETURNING 1`;
+      const gone =
+        await sql`UPDATE customers SET deleted_at = now(), updated_at = now() WHERE tenant_id = ${tenantId} AND id = ${c.params.id} AND deleted_at IS NULL RETURNING 1`;
       if (gone.length === 0) throw notFound('Customer');
     }
     d.notify.customersChanged(tenantId, [c.params.id], 'deleted');
@@ -151,8 +219,18 @@ export function customerRoutes(d: Deps): Route[] {
 
   async function trash(c: Ctx): Promise<Reply> {
     const limit = c.query.limit ?? 50;
-    const rows = await listCustomers(sql, c.principal.tenantId, { trash: true, after: decodeCursor(c.query.cursor), limit });
-    return json(200, page(rows, limit, (r) => ({ ...toCustomer(r, true), purge_at: new Date(r.deleted_at!.getTime() + 30 * 86_400_000).toISOString() })));
+    const rows = await listCustomers(sql, c.principal.tenantId, {
+      trash: true,
+      after: decodeCursor(c.query.cursor),
+      limit,
+    });
+    return json(
+      200,
+      page(rows, limit, (r) => ({
+        ...toCustomer(r, true),
+        purge_at: new Date(r.deleted_at!.getTime() + 30 * 86_400_000).toISOString(),
+      })),
+    );
   }
 
   async function restore(c: Ctx): Promise<Reply> {
@@ -170,52 +248,183 @@ export function customerRoutes(d: Deps): Route[] {
     if (!(await getCustomer(sql, c.principal.tenantId, c.params.id))) throw notFound('Customer');
     const limit = c.query.limit ?? 50;
     const after = decodeCursor(c.query.cursor);
-    const rows = await sql<Array<{ id: string; customer_id: string; name: string; email: string | null; title: string | null; is_champion: boolean; whatsapp_number: string | null; created_at: Date; cursor_ts: string }>>`
+    const rows = await sql<
+      Array<{
+        id: string;
+        customer_id: string;
+        name: string;
+        email: string | null;
+        title: string | null;
+        is_champion: boolean;
+        whatsapp_number: string | null;
+        created_at: Date;
+        cursor_ts: string;
+      }>
+    >`
       SELECT id::text, customer_id::text, name, email, title, is_champion, whatsapp_number, created_at, created_at::text AS cursor_ts
       FROM contacts WHERE tenant_id = ${c.principal.tenantId} AND customer_id = ${c.params.id}
         ${after ? sql`AND (created_at, id) > (${after.t}::text::timestamptz, ${after.id}::uuid)` : sql``}
       ORDER BY created_at, id LIMIT ${limit + 1}`;
-    return json(200, page(rows, limit, ({ cursor_ts: _, created_at, ...r }) => ({ ...r, created_at: created_at.toISOString() })));
+    return json(
+      200,
+      page(rows, limit, ({ cursor_ts: _, created_at, ...r }) => ({ ...r, created_at: created_at.toISOString() })),
+    );
   }
 
   async function createContact(c: Ctx): Promise<Reply> {
     if (!(await getCustomer(sql, c.principal.tenantId, c.params.id))) throw notFound('Customer');
-    const b = c.body as { name: string; email?: string; title?: string; is_champion?: boolean; whatsapp_number?: string };
+    const b = c.body as {
+      name: string;
+      email?: string;
+      title?: string;
+      is_champion?: boolean;
+      whatsapp_number?: string;
+    };
     try {
-      const [row] = await sql<Array<{ id: string; customer_id: string; name: string; email: string | null; title: string | null; is_champion: boolean; whatsapp_number: string | null; created_at: Date }>>`
+      const [row] = await sql<
+        Array<{
+          id: string;
+          customer_id: string;
+          name: string;
+          email: string | null;
+          title: string | null;
+          is_champion: boolean;
+          whatsapp_number: string | null;
+          created_at: Date;
+        }>
+      >`
         INSERT INTO contacts (tenant_id, customer_id, name, email, title, is_champion, whatsapp_number)
         VALUES (${c.principal.tenantId}, ${c.params.id}, ${b.name}, ${b.email ?? null}, ${b.title ?? null}, ${b.is_champion ?? false}, ${b.whatsapp_number ?? null})
         RETURNING id::text, customer_id::text, name, email, title, is_champion, whatsapp_number, created_at`;
-      return json(201, { ...row, created_at: row.created_at.toISOString() }, [['Location', `/v1/customers/${c.params.id}/contacts/${row.id}`]]);
+      return json(201, { ...row, created_at: row.created_at.toISOString() }, [
+        ['Location', `/v1/customers/${c.params.id}/contacts/${row.id}`],
+      ]);
     } catch (err) {
-      if (isUniqueViolation(err, 'contacts_email')) throw new ApiError('conflict', 'This customer already has a contact with this e-mail.', [{ field: 'email', code: 'duplicate', message: 'email is already used by a contact of this customer' }]);
+      if (isUniqueViolation(err, 'contacts_email'))
+        throw new ApiError('conflict', 'This customer already has a contact with this e-mail.', [
+          { field: 'email', code: 'duplicate', message: 'email is already used by a contact of this customer' },
+        ]);
       throw err;
     }
   }
 
   const common = { tag: 'Customers', auth: 'bearer' as const };
   return [
-    { ...common, method: 'GET', path: '/v1/customers', summary: 'List customers', scope: 'customers:read', query: CustomerListQuery, handler: list,
-      responses: { 200: { description: 'A page of customers, newest first.', schema: CustomerList } } },
-    { ...common, method: 'POST', path: '/v1/customers', summary: 'Create a customer', scope: 'customers:write', body: CustomerCreate, bodyExample: EXAMPLE, handler: create,
-      description: 'With an `Idempotency-Key` header the first response is stored for 24 hours and replayed (header `Idempotent-Replayed: true`) for the same key and body; the same key with a different body answers 422 `idempotency_key_reused`.',
+    {
+      ...common,
+      method: 'GET',
+      path: '/v1/customers',
+      summary: 'List customers',
+      scope: 'customers:read',
+      query: CustomerListQuery,
+      handler: list,
+      responses: { 200: { description: 'A page of customers, newest first.', schema: CustomerList } },
+    },
+    {
+      ...common,
+      method: 'POST',
+      path: '/v1/customers',
+      summary: 'Create a customer',
+      scope: 'customers:write',
+      body: CustomerCreate,
+      bodyExample: EXAMPLE,
+      handler: create,
+      description:
+        'With an `Idempotency-Key` header the first response is stored for 24 hours and replayed (header `Idempotent-Replayed: true`) for the same key and body; the same key with a different body answers 422 `idempotency_key_reused`.',
       headers: [{ name: 'Idempotency-Key', description: '1 to 255 visible ASCII characters; recommended.' }],
-      errors: [409, 413, 415, 422], responses: { 201: { description: 'Created.', schema: Customer } } },
-    { ...common, method: 'GET', path: '/v1/customers/trash', summary: 'List soft-deleted customers (recoverable for 30 days)', scope: 'admin:*', query: PageQuery, handler: trash,
-      responses: { 200: { description: 'A page of customers in the trash with deleted_at and purge_at.', schema: CustomerList } } },
-    { ...common, method: 'GET', path: '/v1/customers/{id}', summary: 'Customer detail with health, renewal and pending tasks', scope: 'customers:read', params: IdParams, handler: get,
-      errors: [404], responses: { 200: { description: 'The customer.', schema: CustomerDetail } } },
-    { ...common, method: 'PATCH', path: '/v1/customers/{id}', summary: 'Update a customer (fields sent only; custom_fields merge)', scope: 'customers:write', params: IdParams, body: CustomerPatch,
-      bodyExample: { arr: 150000, custom_fields: { tier: 'platinum', legacy_flag: null } }, handler: patch, errors: [404, 409, 413, 415, 422],
-      responses: { 200: { description: 'The updated customer.', schema: Customer } } },
-    { ...common, method: 'DELETE', path: '/v1/customers/{id}', summary: 'Soft-delete a customer, or remove it permanently with hard=true (admin:*)', scope: 'customers:delete', params: IdParams, query: DeleteQuery,
-      handler: remove, errors: [404], responses: { 204: { description: 'Deleted.' } } },
-    { ...common, method: 'POST', path: '/v1/customers/{id}/restore', summary: 'Restore a soft-deleted customer', scope: 'admin:*', params: IdParams, handler: restore, bucket: 'write',
-      errors: [404], responses: { 200: { description: 'The restored customer.', schema: Customer } } },
-    { ...common, method: 'GET', path: '/v1/customers/{id}/contacts', summary: 'List contacts', scope: 'customers:read', params: IdParams, query: PageQuery, handler: listContacts,
-      errors: [404], responses: { 200: { description: 'A page of contacts, oldest first.', schema: ContactList } } },
-    { ...common, method: 'POST', path: '/v1/customers/{id}/contacts', summary: 'Create a contact', scope: 'customers:write', params: IdParams, body: ContactCreate,
-      bodyExample: { name: 'Ada Lovelace', email: 'ada@acme.com', title: 'CTO', is_champion: true, whatsapp_number: '+4915112345678' }, handler: createContact,
-      errors: [404, 409, 413, 415], responses: { 201: { description: 'Created.', schema: Contact } } },
+      errors: [409, 413, 415, 422],
+      responses: { 201: { description: 'Created.', schema: Customer } },
+    },
+    {
+      ...common,
+      method: 'GET',
+      path: '/v1/customers/trash',
+      summary: 'List soft-deleted customers (recoverable for 30 days)',
+      scope: 'admin:*',
+      query: PageQuery,
+      handler: trash,
+      responses: {
+        200: { description: 'A page of customers in the trash with deleted_at and purge_at.', schema: CustomerList },
+      },
+    },
+    {
+      ...common,
+      method: 'GET',
+      path: '/v1/customers/{id}',
+      summary: 'Customer detail with health, renewal and pending tasks',
+      scope: 'customers:read',
+      params: IdParams,
+      handler: get,
+      errors: [404],
+      responses: { 200: { description: 'The customer.', schema: CustomerDetail } },
+    },
+    {
+      ...common,
+      method: 'PATCH',
+      path: '/v1/customers/{id}',
+      summary: 'Update a customer (fields sent only; custom_fields merge)',
+      scope: 'customers:write',
+      params: IdParams,
+      body: CustomerPatch,
+      bodyExample: { arr: 150000, custom_fields: { tier: 'platinum', legacy_flag: null } },
+      handler: patch,
+      errors: [404, 409, 413, 415, 422],
+      responses: { 200: { description: 'The updated customer.', schema: Customer } },
+    },
+    {
+      ...common,
+      method: 'DELETE',
+      path: '/v1/customers/{id}',
+      summary: 'Soft-delete a customer, or remove it permanently with hard=true (admin:*)',
+      scope: 'customers:delete',
+      params: IdParams,
+      query: DeleteQuery,
+      handler: remove,
+      errors: [404],
+      responses: { 204: { description: 'Deleted.' } },
+    },
+    {
+      ...common,
+      method: 'POST',
+      path: '/v1/customers/{id}/restore',
+      summary: 'Restore a soft-deleted customer',
+      scope: 'admin:*',
+      params: IdParams,
+      handler: restore,
+      bucket: 'write',
+      errors: [404],
+      responses: { 200: { description: 'The restored customer.', schema: Customer } },
+    },
+    {
+      ...common,
+      method: 'GET',
+      path: '/v1/customers/{id}/contacts',
+      summary: 'List contacts',
+      scope: 'customers:read',
+      params: IdParams,
+      query: PageQuery,
+      handler: listContacts,
+      errors: [404],
+      responses: { 200: { description: 'A page of contacts, oldest first.', schema: ContactList } },
+    },
+    {
+      ...common,
+      method: 'POST',
+      path: '/v1/customers/{id}/contacts',
+      summary: 'Create a contact',
+      scope: 'customers:write',
+      params: IdParams,
+      body: ContactCreate,
+      bodyExample: {
+        name: 'Ada Lovelace',
+        email: 'ada@acme.com',
+        title: 'CTO',
+        is_champion: true,
+        whatsapp_number: '+4915112345678',
+      },
+      handler: createContact,
+      errors: [404, 409, 413, 415],
+      responses: { 201: { description: 'Created.', schema: Contact } },
+    },
   ] satisfies Route[];
 }

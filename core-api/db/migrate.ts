@@ -7,7 +7,10 @@ import type { Sql } from '../../lib/pg.js';
  * them in schema_migrations. An advisory lock lets several processes call it at once.
  */
 export async function migrate(sql: Sql, dir: string): Promise<string[]> {
-  const files = fs.readdirSync(dir).filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f)).sort();
+  const files = fs
+    .readdirSync(dir)
+    .filter((f) => /^\d{4}_[\w-]+\.sql$/.test(f))
+    .sort();
   const applied: string[] = [];
   await sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(727274)`;

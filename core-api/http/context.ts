@@ -3,7 +3,6 @@ import type { Logger } from '../../lib/logger.js';
 
 export type { Principal };
 
-
 export interface Ctx {
   traceId: string;
   method: string;
@@ -26,5 +25,9 @@ export interface Reply {
   headers?: Array<[string, string]>;
 }
 
-export const json = (status: number, body: unknown, headers?: Array<[string, string]>): Reply => ({ status, json: body, headers });
+export const json = (status: number, body: unknown, headers?: Array<[string, string]>): Reply => ({
+  status,
+  json: body,
+  headers,
+});
 export const noContent = (): Reply => ({ status: 204 });

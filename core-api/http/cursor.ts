@@ -12,18 +12,36 @@ export function decodeCursor(cursor: string | undefined): Position | null {
   if (cursor === undefined) return null;
   try {
     const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(v) && v.length === 2 && typeof v[0] === 'string' && typeof v[1] === 'string'
-      && /^\d{4}-\d{2}-\d{2}[ T][\d:.]+(?:[+-]\d{2}(?::?\d{2})?|Z)?$/.test(v[0]) && /^[0-9a-f-]{36}$/i.test(v[1])) {
+    if (
+      Array.isArray(v) &&
+      v.length === 2 &&
+      typeof v[0] === 'string' &&
+      typeof v[1] === 'string' &&
+      /^\d{4}-\d{2}-\d{2}[ T][\d:.]+(?:[+-]\d{2}(?::?\d{2})?|Z)?$/.test(v[0]) &&
+      /^[0-9a-f-]{36}$/i.test(v[1])
+    ) {
       return { t: v[0], id: v[1] };
     }
-  } catch { /* falls through */ }
-  throw new ApiError('invalid_cursor', 'The cursor is not valid; pass next_cursor from a previous page unchanged.', [{ field: 'cursor', code: 'invalid_cursor', message: 'cursor was not produced by this API' }]);
+  } catch {
+    /* falls through */
+  }
+  throw new ApiError('invalid_cursor', 'The cursor is not valid; pass next_cursor from a previous page unchanged.', [
+    { field: 'cursor', code: 'invalid_cursor', message: 'cursor was not produced by this API' },
+  ]);
 }
 
 /** Rows fetched with limit+1: the extra row says there is a next page. */
-export function page<R extends { cursor_ts: string; id: string }, T>(rows: R[], limit: number, map: (r: R) => T): { data: T[]; next_cursor: string | null; has_more: boolean } {
+export function page<R extends { cursor_ts: string; id: string }, T>(
+  rows: R[],
+  limit: number,
+  map: (r: R) => T,
+): { data: T[]; next_cursor: string | null; has_more: boolean } {
   const has_more = rows.length > limit;
   const shown = has_more ? rows.slice(0, limit) : rows;
   const last = shown[shown.length - 1];
-  return { data: shown.map(map), next_cursor: has_more && last ? encodeCursor({ t: last.cursor_ts, id: last.id }) : null, has_more };
+  return {
+    data: shown.map(map),
+    next_cursor: has_more && last ? encodeCursor({ t: last.cursor_ts, id: last.id }) : null,
+    has_more,
+  };
 }

@@ -10,7 +10,11 @@ export interface PlanLimits {
 }
 
 const WINDOW: Record<Bucket, number> = { read: 60_000, write: 60_000, bulk: 3600_000 };
-const FIELD: Record<Bucket, keyof PlanLimits> = { read: 'reads_per_min', write: 'writes_per_min', bulk: 'bulk_imports_per_hour' };
+const FIELD: Record<Bucket, keyof PlanLimits> = {
+  read: 'reads_per_min',
+  write: 'writes_per_min',
+  bulk: 'bulk_imports_per_hour',
+};
 
 /**
  * Per-workspace limits by plan, counted in PostgreSQL through SharedRateLimiter so they hold across

@@ -52,7 +52,10 @@ export class Router {
 
   constructor(readonly routes: Route[]) {
     for (const route of routes) {
-      const segments = route.path.split('/').slice(1).map((s) => (s.startsWith('{') ? { param: s.slice(1, -1) } : s));
+      const segments = route.path
+        .split('/')
+        .slice(1)
+        .map((s) => (s.startsWith('{') ? { param: s.slice(1, -1) } : s));
       this.compiled.push({ route, segments });
     }
     // More static segments first, so /v1/customers/trash beats /v1/customers/{id}.
@@ -71,11 +74,22 @@ export class Router {
       for (let i = 0; i < parts.length; i++) {
         const s = c.segments[i];
         if (typeof s === 'string') {
-          if (s !== parts[i]) { ok = false; break; }
+          if (s !== parts[i]) {
+            ok = false;
+            break;
+          }
         } else {
           let v: string;
-          try { v = decodeURIComponent(parts[i]); } catch { ok = false; break; }
-          if (v === '') { ok = false; break; }
+          try {
+            v = decodeURIComponent(parts[i]);
+          } catch {
+            ok = false;
+            break;
+          }
+          if (v === '') {
+            ok = false;
+            break;
+          }
           params[s.param] = v;
         }
       }

@@ -1,6 +1,16 @@
 import type { Logger } from '../../lib/logger.js';
 import { uuidv7 } from '../../lib/ids.js';
-import { isUtf8, readBody, readHead, reply, STATUS_TEXT, type HttpRequest, type HttpResponse, type RequestHead, type TemplatedApp } from '../../lib/uws.js';
+import {
+  isUtf8,
+  readBody,
+  readHead,
+  reply,
+  STATUS_TEXT,
+  type HttpRequest,
+  type HttpResponse,
+  type RequestHead,
+  type TemplatedApp,
+} from '../../lib/uws.js';
 import type { Decision } from '../../lib/rate-limit.js';
 import { compileBody, compileQuery, type Validator } from '../../schemas/core/validate.js';
 import type { AuditLog } from '../../lib/credentials/audit.js';
@@ -54,7 +64,16 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     });
   }
 
-  const send = (res: HttpResponse, state: State, head: RequestHead, traceId: string, started: number, routeName: string, out: Reply, extra: Array<[string, string]>) => {
+  const send = (
+    res: HttpResponse,
+    state: State,
+    head: RequestHead,
+    traceId: string,
+    started: number,
+    routeName: string,
+    out: Reply,
+    extra: Array<[string, string]>,
+  ) => {
     const headers: Array<[string, string]> = [['X-Trace-Id', traceId], ...extra, ...(out.headers ?? [])];
     let body = '';
     if (out.status !== 204 && out.status !== 304) {
@@ -81,10 +100,24 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
       log.debug({ trace_id: traceId, code: (err as ApiError).code, method, path }, 'request refused');
     }
     const e = err as ApiError;
-    return { status: e.status, json: problemBody(deps.baseUrl, e, path, traceId), contentType: 'application/problem+json', headers: e.headers };
+    return {
+      status: e.status,
+      json: problemBody(deps.baseUrl, e, path, traceId),
+      contentType: 'application/problem+json',
+      headers: e.headers,
+    };
   };
 
-  async function run(head: RequestHead, route: Route, params: Record<string, string>, body: Buffer | null, bodyErr: ApiError | null, traceId: string, rl: { d?: Decision }, who: { p?: Principal; ip?: string }): Promise<Reply> {
+  async function run(
+    head: RequestHead,
+    route: Route,
+    params: Record<string, string>,
+    body: Buffer | null,
+    bodyErr: ApiError | null,
+    traceId: string,
+    rl: { d?: Decision },
+    who: { p?: Principal; ip?: string },
+  ): Promise<Reply> {
     const ip = clientIp(head.remoteAddress, head.headers['x-forwarded-for'], deps.trustedProxies);
     who.ip = ip;
     let principal: Principal | undefined;
@@ -95,7 +128,10 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
       if (bucket === 'bulk') {
         // A bulk import is also a write; the tighter hourly bucket is the one reported.
         const w = await deps.limits.take(principal.tenantId, 'write');
-        if (!w.ok) { rl.d = w; throw rateLimited(w); }
+        if (!w.ok) {
+          rl.d = w;
+          throw rateLimited(w);
+        }
       }
       const d = await deps.limits.take(principal.tenantId, bucket);
       rl.d = d;
@@ -108,7 +144,8 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     let query: Record<string, unknown> = {};
     if (route.query || head.query) {
       query = parseQuery(head.query);
-      if (c.query && !c.query(query)) throw invalid(fieldErrors(c.query.errors), 'The query string is invalid; see errors.');
+      if (c.query && !c.query(query))
+        throw invalid(fieldErrors(c.query.errors), 'The query string is invalid; see errors.');
     }
     let parsed: unknown;
     if (route.body) {
@@ -116,19 +153,38 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
       parsed = route.bodyType === 'form' ? parseForm(head, body!) : parseJson(head, body!);
       if (c.body && !c.body(parsed)) throw invalid(fieldErrors(c.body.errors));
     }
-    const ctx: Ctx = { traceId, method: head.method, path: head.url, headers: head.headers, ip, params, query, body: parsed, principal: principal!, log };
+    const ctx: Ctx = {
+      traceId,
+      method: head.method,
+      path: head.url,
+      headers: head.headers,
+      ip,
+      params,
+      query,
+      body: parsed,
+      principal: principal!,
+      log,
+    };
     return route.handler(ctx);
   }
 
   const dispatch = (res: HttpResponse, req: HttpRequest) => {
     const state: State = { aborted: false };
-    res.onAborted(() => { state.aborted = true; });
+    res.onAborted(() => {
+      state.aborted = true;
+    });
     const started = performance.now();
     const head = readHead(req, res);
     const traceId = uuidv7();
     const m = router.match(head.method, head.url);
     if (!m || !('route' in m)) {
-      const err = m ? new ApiError('method_not_allowed', `${head.method} is not allowed on ${head.url}; allowed: ${m.allowed.join(', ')}.`, undefined, [['Allow', m.allowed.join(', ')]])
+      const err = m
+        ? new ApiError(
+            'method_not_allowed',
+            `${head.method} is not allowed on ${head.url}; allowed: ${m.allowed.join(', ')}.`,
+            undefined,
+            [['Allow', m.allowed.join(', ')]],
+          )
         : new ApiError('not_found', `No endpoint ${head.method} ${head.url}.`);
       send(res, state, head, traceId, started, 'unmatched', problem(err, head.url, traceId, head.method), []);
       return;
@@ -142,10 +198,23 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
         .catch((err: unknown) => problem(err, head.url, traceId, head.method))
         .then((out) => {
           send(res, state, head, traceId, started, route.path, out, rl.d ? rateHeaders(rl.d) : []);
-          if (who.p) deps.audit.record({ tenant_id: who.p.tenantId, actor_kind: who.p.kind, actor_id: who.p.actorId, trace_id: traceId, method: head.method, endpoint: route.path, status: out.status, ip: who.ip ?? '', at: new Date() });
+          if (who.p)
+            deps.audit.record({
+              tenant_id: who.p.tenantId,
+              actor_kind: who.p.kind,
+              actor_id: who.p.actorId,
+              trace_id: traceId,
+              method: head.method,
+              endpoint: route.path,
+              status: out.status,
+              ip: who.ip ?? '',
+              at: new Date(),
+            });
         })
         .catch((err: unknown) => log.error({ err, trace_id: traceId }, 'reply failed'))
-        .finally(() => { inflight.n--; });
+        .finally(() => {
+          inflight.n--;
+        });
     };
     if (!BODY_METHODS.has(head.method) || !route.body) {
       // Whatever body came is drained and ignored.
@@ -156,34 +225,58 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     const max = route.maxBodyBytes ?? deps.maxBodyBytes;
     readBody(res, head, max, state, (err, body) => {
       if (!err) return go(body, null);
-      go(null, err.kind === 'too_large'
-        ? new ApiError('payload_too_large', `The request body exceeds ${max} bytes.`)
-        : new ApiError('unsupported_media_type', err.message));
+      go(
+        null,
+        err.kind === 'too_large'
+          ? new ApiError('payload_too_large', `The request body exceeds ${max} bytes.`)
+          : new ApiError('unsupported_media_type', err.message),
+      );
     });
   };
 
   return app
-    .get('/healthz', (res) => { res.cork(() => res.writeHeader('Content-Type', 'application/json').end('{"status":"ok"}')); })
+    .get('/healthz', (res) => {
+      res.cork(() => res.writeHeader('Content-Type', 'application/json').end('{"status":"ok"}'));
+    })
     .get('/readyz', (res) => {
       const ok = deps.ready();
-      res.cork(() => res.writeStatus(ok ? '200 OK' : '503 Service Unavailable').writeHeader('Content-Type', 'application/json').end(ok ? '{"status":"ready"}' : '{"status":"not ready"}'));
+      res.cork(() =>
+        res
+          .writeStatus(ok ? '200 OK' : '503 Service Unavailable')
+          .writeHeader('Content-Type', 'application/json')
+          .end(ok ? '{"status":"ready"}' : '{"status":"not ready"}'),
+      );
     })
     .get('/metrics', (res) => {
       const state = { aborted: false };
-      res.onAborted(() => { state.aborted = true; });
+      res.onAborted(() => {
+        state.aborted = true;
+      });
       metrics.render().then((text) => reply(res, state, '200 OK', [['Content-Type', metrics.contentType]], text));
     })
     .get('/errors/:code', (res, req) => {
       const code = req.getParameter(0) as ErrorCode;
       const known = Object.hasOwn(ERRORS, code);
-      const body = known ? { code, status: ERRORS[code][0], title: ERRORS[code][1], description: ERROR_DOCS[code] } : { detail: 'Unknown error code' };
-      res.cork(() => res.writeStatus(known ? '200 OK' : '404 Not Found').writeHeader('Content-Type', 'application/json').end(JSON.stringify(body)));
+      const body = known
+        ? { code, status: ERRORS[code][0], title: ERRORS[code][1], description: ERROR_DOCS[code] }
+        : { detail: 'Unknown error code' };
+      res.cork(() =>
+        res
+          .writeStatus(known ? '200 OK' : '404 Not Found')
+          .writeHeader('Content-Type', 'application/json')
+          .end(JSON.stringify(body)),
+      );
     })
     .any('/*', dispatch);
 }
 
 function rateLimited(d: Decision): ApiError {
-  return new ApiError('rate_limited', `Rate limit of ${d.limit} requests exceeded for this workspace; retry in ${d.retryAfter} s.`, undefined, [['Retry-After', String(d.retryAfter)]]);
+  return new ApiError(
+    'rate_limited',
+    `Rate limit of ${d.limit} requests exceeded for this workspace; retry in ${d.retryAfter} s.`,
+    undefined,
+    [['Retry-After', String(d.retryAfter)]],
+  );
 }
 
 function parseQuery(qs: string): Record<string, unknown> {
@@ -194,7 +287,8 @@ function parseQuery(qs: string): Record<string, unknown> {
 
 function parseJson(head: RequestHead, body: Buffer): unknown {
   const ct = head.headers['content-type'];
-  if (ct === undefined || !JSON_TYPE.test(ct)) throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
+  if (ct === undefined || !JSON_TYPE.test(ct))
+    throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
   if (body.length === 0) throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object.');
   if (!isUtf8(body)) throw new ApiError('malformed_json', 'The request body is not valid UTF-8.');
   const text = body.toString('utf8');
@@ -216,7 +310,8 @@ function rejectForbiddenKeys(v: unknown, path: string): void {
   }
   for (const k of Object.keys(v)) {
     const p = path ? `${path}.${k}` : k;
-    if (FORBIDDEN_KEYS.has(k)) throw invalid([{ field: p, code: 'forbidden_key', message: `The key "${k}" is not allowed.` }]);
+    if (FORBIDDEN_KEYS.has(k))
+      throw invalid([{ field: p, code: 'forbidden_key', message: `The key "${k}" is not allowed.` }]);
     rejectForbiddenKeys((v as Record<string, unknown>)[k], p);
   }
 }
@@ -224,13 +319,23 @@ function rejectForbiddenKeys(v: unknown, path: string): void {
 function parseForm(head: RequestHead, body: Buffer): Record<string, string> {
   const ct = head.headers['content-type'];
   if (ct === undefined || !FORM_TYPE.test(ct)) {
-    throw new ApiError('unsupported_media_type', 'Content-Type must be application/x-www-form-urlencoded.', undefined, [], { error: 'invalid_request', error_description: 'Content-Type must be application/x-www-form-urlencoded' });
+    throw new ApiError(
+      'unsupported_media_type',
+      'Content-Type must be application/x-www-form-urlencoded.',
+      undefined,
+      [],
+      { error: 'invalid_request', error_description: 'Content-Type must be application/x-www-form-urlencoded' },
+    );
   }
   const out: Record<string, string> = Object.create(null);
   const seen = new Set<string>();
   for (const [k, v] of new URLSearchParams(body.toString('utf8'))) {
     // RFC 6749 §3.2: a parameter must not be sent twice.
-    if (seen.has(k)) throw new ApiError('invalid_request', `The parameter ${k} is repeated.`, undefined, [], { error: 'invalid_request', error_description: `parameter ${k} repeated` });
+    if (seen.has(k))
+      throw new ApiError('invalid_request', `The parameter ${k} is repeated.`, undefined, [], {
+        error: 'invalid_request',
+        error_description: `parameter ${k} repeated`,
+      });
     seen.add(k);
     out[k] = v;
   }

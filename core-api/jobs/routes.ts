@@ -45,26 +45,69 @@ export function jobRoutes(d: Deps & { runner: JobRunner }): Route[] {
     // A backfill job belongs to an events:write caller, who need not read customers.
     const backfill = r.type === 'events.backfill';
     if (!backfill) requireScope(c.principal, 'customers:read');
-    else if (!holds(c.principal, 'events:write') && !holds(c.principal, 'events:read')) requireScope(c.principal, 'events:write');
-    const counts = backfill ? { accepted: 0, rejected: 0, duplicates: 0, stored: 0, ...r.counts }
-      : { created: r.counts.created ?? 0, updated: r.counts.updated ?? 0, skipped: r.counts.skipped ?? 0, failed: r.counts.failed ?? 0 };
+    else if (!holds(c.principal, 'events:write') && !holds(c.principal, 'events:read'))
+      requireScope(c.principal, 'events:write');
+    const counts = backfill
+      ? { accepted: 0, rejected: 0, duplicates: 0, stored: 0, ...r.counts }
+      : {
+          created: r.counts.created ?? 0,
+          updated: r.counts.updated ?? 0,
+          skipped: r.counts.skipped ?? 0,
+          failed: r.counts.failed ?? 0,
+        };
     return json(200, {
-      id: r.id, type: r.type, status: r.status,
-      progress: { total: r.total, processed: r.processed, percent: r.total ? Math.floor((100 * r.processed) / r.total) : 100 },
+      id: r.id,
+      type: r.type,
+      status: r.status,
+      progress: {
+        total: r.total,
+        processed: r.processed,
+        percent: r.total ? Math.floor((100 * r.processed) / r.total) : 100,
+      },
       counts,
-      errors: r.errors, error: r.error, params: r.params,
-      created_at: r.created_at.toISOString(), started_at: r.started_at?.toISOString() ?? null, finished_at: r.finished_at?.toISOString() ?? null,
+      errors: r.errors,
+      error: r.error,
+      params: r.params,
+      created_at: r.created_at.toISOString(),
+      started_at: r.started_at?.toISOString() ?? null,
+      finished_at: r.finished_at?.toISOString() ?? null,
     });
   }
 
   return [
-    { tag: 'Customers', auth: 'bearer', method: 'POST', path: '/v1/customers/bulk-import', summary: 'Import up to 1000 customers asynchronously', scope: 'customers:write', bucket: 'bulk',
-      body: BulkImport, maxBodyBytes: 8 * 1024 * 1024, handler: bulkImport, errors: [413, 415],
-      bodyExample: { customers: [{ name: 'Acme Corp', external_id: 'cus_1', external_source: 'stripe', arr: 1200 }], mode: 'create_or_update', conflict_resolution: 'skip' },
-      description: 'Rows are matched to existing customers by (external_source, external_id). Limited to 10 imports per hour per workspace (and counted as a write).',
-      responses: { 202: { description: 'Accepted; poll the job.', schema: BulkImportAccepted } } },
-    { tag: 'Customers', auth: 'bearer', method: 'GET', path: '/v1/jobs/{id}', summary: 'Poll a job (bulk import or event backfill)', scope: null,
-      description: 'A bulk import job needs customers:read; an event backfill job needs events:write or events:read.', params: IdParams, handler: get,
-      errors: [404], responses: { 200: { description: 'The job with progress, counts and per-row errors.', schema: Job } } },
+    {
+      tag: 'Customers',
+      auth: 'bearer',
+      method: 'POST',
+      path: '/v1/customers/bulk-import',
+      summary: 'Import up to 1000 customers asynchronously',
+      scope: 'customers:write',
+      bucket: 'bulk',
+      body: BulkImport,
+      maxBodyBytes: 8 * 1024 * 1024,
+      handler: bulkImport,
+      errors: [413, 415],
+      bodyExample: {
+        customers: [{ name: 'Acme Corp', external_id: 'cus_1', external_source: 'stripe', arr: 1200 }],
+        mode: 'create_or_update',
+        conflict_resolution: 'skip',
+      },
+      description:
+        'Rows are matched to existing customers by (external_source, external_id). Limited to 10 imports per hour per workspace (and counted as a write).',
+      responses: { 202: { description: 'Accepted; poll the job.', schema: BulkImportAccepted } },
+    },
+    {
+      tag: 'Customers',
+      auth: 'bearer',
+      method: 'GET',
+      path: '/v1/jobs/{id}',
+      summary: 'Poll a job (bulk import or event backfill)',
+      scope: null,
+      description: 'A bulk import job needs customers:read; an event backfill job needs events:write or events:read.',
+      params: IdParams,
+      handler: get,
+      errors: [404],
+      responses: { 200: { description: 'The job with progress, counts and per-row errors.', schema: Job } },
+    },
   ] satisfies Route[];
 }

@@ -45,7 +45,12 @@ export class JobRunner {
   private again = false;
   private stopped = false;
 
-  constructor(private readonly sql: Sql, private readonly notify: Notifier, private readonly log: Logger, private readonly pollMs = 2000) {}
+  constructor(
+    private readonly sql: Sql,
+    private readonly notify: Notifier,
+    private readonly log: Logger,
+    private readonly pollMs = 2000,
+  ) {}
 
   start(): void {
     this.timer = setInterval(() => this.kick(), this.pollMs);
@@ -66,13 +71,15 @@ export class JobRunner {
       return;
     }
     this.running = true;
-    this.loop().catch((err: unknown) => this.log.error({ err }, 'job loop failed')).finally(() => {
-      this.running = false;
-      if (this.again && !this.stopped) {
-        this.again = false;
-        this.kick();
-      }
-    });
+    this.loop()
+      .catch((err: unknown) => this.log.error({ err }, 'job loop failed'))
+      .finally(() => {
+        this.running = false;
+        if (this.again && !this.stopped) {
+          this.again = false;
+          this.kick();
+        }
+      });
   }
 
   private async loop(): Promise<void> {
@@ -86,7 +93,8 @@ export class JobRunner {
       if (!job) return;
       await this.run(job).catch(async (err: unknown) => {
         this.log.error({ err, job_id: job.id }, 'job failed');
-        await this.sql`UPDATE jobs SET status = 'failed', error = 'internal error', finished_at = now() WHERE id = ${job.id}`;
+        await this
+          .sql`UPDATE jobs SET status = 'failed', error = 'internal error', finished_at = now() WHERE id = ${job.id}`;
       });
     }
   }
@@ -97,30 +105,63 @@ export class JobRunner {
     const { mode, conflict_resolution: onConflict } = job.params;
     const apply = async (tx: Sql, i: number): Promise<{ id: string; op: 'created' | 'updated' }> => {
       const row = job.input[i];
-      if (!validateRow(row)) throw new RowFailure(fieldErrors(validateRow.errors).map((e) => ({ index: i, field: e.field, code: e.code, message: e.message })));
+      if (!validateRow(row))
+        throw new RowFailure(
+          fieldErrors(validateRow.errors).map((e) => ({ index: i, field: e.field, code: e.code, message: e.message })),
+        );
       const c = row as CustomerInput;
       const past = renewalInPast(c.renewal_date);
-      if (past) throw new RowFailure([{ index: i, field: 'renewal_date', code: 'renewal_date_in_past', message: past.message }]);
+      if (past)
+        throw new RowFailure([
+          { index: i, field: 'renewal_date', code: 'renewal_date_in_past', message: past.message },
+        ]);
       let existing: { id: string; deleted: boolean } | undefined;
       if (c.external_id !== undefined) {
         [existing] = await tx<{ id: string; deleted: boolean }[]>`
           SELECT id::text, deleted_at IS NOT NULL AS deleted FROM customers
           WHERE tenant_id = ${job.tenant_id} AND external_source = ${c.external_source ?? 'internal'} AND external_id = ${c.external_id} FOR UPDATE`;
       }
-      if (existing?.deleted) throw new RowFailure([{ index: i, field: 'external_id', code: 'in_trash', message: 'a customer with this external_id is in the trash; restore it or delete it permanently' }]);
+      if (existing?.deleted)
+        throw new RowFailure([
+          {
+            index: i,
+            field: 'external_id',
+            code: 'in_trash',
+            message: 'a customer with this external_id is in the trash; restore it or delete it permanently',
+          },
+        ]);
       if (existing) {
-        if (mode === 'create_only') throw new RowFailure([{ index: i, field: 'external_id', code: 'already_exists', message: 'a customer with this external_source and external_id exists' }]);
+        if (mode === 'create_only')
+          throw new RowFailure([
+            {
+              index: i,
+              field: 'external_id',
+              code: 'already_exists',
+              message: 'a customer with this external_source and external_id exists',
+            },
+          ]);
         await updateCustomer(tx, job.tenant_id, existing.id, c as unknown as Record<string, unknown>);
         return { id: existing.id, op: 'updated' };
       }
       if (mode === 'update_only') {
-        throw new RowFailure([{ index: i, field: 'external_id', code: c.external_id === undefined ? 'required' : 'not_found', message: c.external_id === undefined ? 'update_only needs external_id to find the customer' : 'no customer with this external_source and external_id' }]);
+        throw new RowFailure([
+          {
+            index: i,
+            field: 'external_id',
+            code: c.external_id === undefined ? 'required' : 'not_found',
+            message:
+              c.external_id === undefined
+                ? 'update_only needs external_id to find the customer'
+                : 'no customer with this external_source and external_id',
+          },
+        ]);
       }
       try {
         return { id: (await insertCustomer(tx, job.tenant_id, c)).id, op: 'created' };
       } catch (err) {
         const conflict = externalConflict(err);
-        if (conflict) throw new RowFailure([{ index: i, field: 'external_id', code: 'duplicate', message: conflict.message }]);
+        if (conflict)
+          throw new RowFailure([{ index: i, field: 'external_id', code: 'duplicate', message: conflict.message }]);
         throw err;
       }
     };

@@ -1,7 +1,8 @@
 import { SCOPE_DESCRIPTIONS, type Scope } from '../../schemas/core/scopes.js';
 import type { Reply } from '../http/context.js';
 
-const esc = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+const esc = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 /** The page must never be framed (clickjacking on the consent button) nor cached (it carries the request). */
 const PAGE_HEADERS: Array<[string, string]> = [
@@ -21,7 +22,15 @@ function layout(title: string, body: string): string {
 }
 
 export function errorPage(status: number, title: string, message: string): Reply {
-  return { status, text: layout(title, `<h1>${esc(title)}</h1><p class="err" role="alert">${esc(message)}</p><p>Return to the application and try again.</p>`), contentType: 'text/html; charset=utf-8', headers: PAGE_HEADERS };
+  return {
+    status,
+    text: layout(
+      title,
+      `<h1>${esc(title)}</h1><p class="err" role="alert">${esc(message)}</p><p>Return to the application and try again.</p>`,
+    ),
+    contentType: 'text/html; charset=utf-8',
+    headers: PAGE_HEADERS,
+  };
 }
 
 export interface ConsentView {
@@ -33,8 +42,12 @@ export interface ConsentView {
 }
 
 export function consentPage(v: ConsentView, status = 200): Reply {
-  const hidden = Object.entries(v.hidden).map(([k, val]) => `<input type="hidden" name="${esc(k)}" value="${esc(val)}">`).join('');
-  const scopes = v.scopes.map((s) => `<li><code>${esc(s)}</code> — ${esc(SCOPE_DESCRIPTIONS[s as Scope] ?? s)}</li>`).join('');
+  const hidden = Object.entries(v.hidden)
+    .map(([k, val]) => `<input type="hidden" name="${esc(k)}" value="${esc(val)}">`)
+    .join('');
+  const scopes = v.scopes
+    .map((s) => `<li><code>${esc(s)}</code> — ${esc(SCOPE_DESCRIPTIONS[s as Scope] ?? s)}</li>`)
+    .join('');
   const body = `<h1>Sign in to authorize ${esc(v.appName)}</h1>
 ${v.error ? `<p class="err" role="alert" id="error">${esc(v.error)}</p>` : ''}
 <p><strong>${esc(v.appName)}</strong> asks to act for you with these permissions:</p><ul id="scopes">${scopes}</ul>
@@ -43,5 +56,10 @@ ${v.error ? `<p class="err" role="alert" id="error">${esc(v.error)}</p>` : ''}
 <label for="password">Password</label><input id="password" name="password" type="password" required autocomplete="current-password">
 <div class="actions"><button type="submit" name="decision" value="approve" id="approve">Sign in and allow</button>
 <button type="submit" name="decision" value="deny" id="deny" formnovalidate>Deny</button></div></form>`;
-  return { status, text: layout(`Authorize ${v.appName}`, body), contentType: 'text/html; charset=utf-8', headers: PAGE_HEADERS };
+  return {
+    status,
+    text: layout(`Authorize ${v.appName}`, body),
+    contentType: 'text/html; charset=utf-8',
+    headers: PAGE_HEADERS,
+  };
 }

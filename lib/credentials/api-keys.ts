@@ -38,7 +38,18 @@ export class ApiKeyStore {
     if (hit && now - hit.loadedAt < TTL_MS) return hit;
     const miss = this.misses.get(hash);
     if (miss !== undefined && miss > now) return null;
-    const [row] = await this.sql<{ id: string; tenant_id: string; role: Role; scopes: string[]; ip_allowlist: string[]; expires_at: Date | null; revoked_at: Date | null; name: string }[]>`
+    const [row] = await this.sql<
+      {
+        id: string;
+        tenant_id: string;
+        role: Role;
+        scopes: string[];
+        ip_allowlist: string[];
+        expires_at: Date | null;
+        revoked_at: Date | null;
+        name: string;
+      }[]
+    >`
       SELECT id::text, tenant_id::text, role, scopes, ip_allowlist::text[] AS ip_allowlist, expires_at, revoked_at, name
       FROM api_keys WHERE key_hash = decode(${hash}, 'hex')`;
     if (!row) {
@@ -47,8 +58,15 @@ export class ApiKeyStore {
       return null;
     }
     const rec: KeyRecord = {
-      id: row.id, tenantId: row.tenant_id, role: row.role, scopes: new Set(row.scopes), allowlist: new Allowlist(row.ip_allowlist),
-      expiresAt: row.expires_at, revoked: row.revoked_at !== null, name: row.name, loadedAt: now,
+      id: row.id,
+      tenantId: row.tenant_id,
+      role: row.role,
+      scopes: new Set(row.scopes),
+      allowlist: new Allowlist(row.ip_allowlist),
+      expiresAt: row.expires_at,
+      revoked: row.revoked_at !== null,
+      name: row.name,
+      loadedAt: now,
     };
     if (this.byHash.size > 100_000) this.byHash.clear();
     this.byHash.set(hash, rec);

@@ -23,7 +23,11 @@ export class AuditLog {
   private timer: NodeJS.Timeout;
   private flushing?: Promise<void>;
 
-  constructor(private readonly sql: Sql, private readonly log: Logger, intervalMs = 1000) {
+  constructor(
+    private readonly sql: Sql,
+    private readonly log: Logger,
+    intervalMs = 1000,
+  ) {
     this.timer = setInterval(() => void this.flush(), intervalMs);
     this.timer.unref();
   }
@@ -43,11 +47,16 @@ export class AuditLog {
       SELECT * FROM unnest(${batch.map((e) => e.tenant_id)}::uuid[], ${batch.map((e) => e.actor_kind)}::text[], ${batch.map((e) => e.actor_id)}::uuid[],
         ${batch.map((e) => e.trace_id)}::text[], ${batch.map((e) => e.method)}::text[], ${batch.map((e) => e.endpoint)}::text[],
         ${batch.map((e) => e.status)}::int[], ${batch.map((e) => e.ip)}::text[], ${batch.map((e) => e.at.toISOString())}::timestamptz[])`
-      .then(() => undefined, (err: unknown) => {
-        this.log.warn({ err, entries: batch.length }, 'audit log write failed; will retry');
-        this.buf = batch.concat(this.buf).slice(-100_000);
-      })
-      .finally(() => { this.flushing = undefined; });
+      .then(
+        () => undefined,
+        (err: unknown) => {
+          this.log.warn({ err, entries: batch.length }, 'audit log write failed; will retry');
+          this.buf = batch.concat(this.buf).slice(-100_000);
+        },
+      )
+      .finally(() => {
+        this.flushing = undefined;
+      });
     return this.flushing;
   }
 

@@ -47,14 +47,20 @@ export class Allowlist {
 export function clientIp(peer: string, forwardedFor: string | undefined, trusted: Allowlist): string {
   const p = normalizeIp(peer);
   if (!forwardedFor || trusted.empty || !trusted.allows(p)) return p;
-  const hops = forwardedFor.split(',').map((s) => s.trim()).filter(Boolean);
+  const hops = forwardedFor
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const last = hops[hops.length - 1];
   return last && net.isIP(normalizeIp(last)) ? normalizeIp(last) : p;
 }
 
 /** A comma-separated list of CIDR ranges from configuration (the edge proxies); a bad entry is a ConfigError. */
 export function trustedProxies(variable: string, value: string): Allowlist {
-  const cidrs = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const cidrs = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const bad = cidrs.find((c) => !parseCidr(c));
   if (bad) throw new ConfigError(`invalid configuration:\n  ${variable}: "${bad}" is not a CIDR range`);
   return new Allowlist(cidrs);

@@ -8,14 +8,22 @@ export const holds = (p: Principal, scope: string): boolean => p.scopes.has(scop
 export function requireScope(p: Principal, scope: Scope): void {
   if (holds(p, scope)) return;
   const held = [...p.scopes].sort().join(' ') || '(none)';
-  throw new ApiError('insufficient_scope', `This endpoint requires the scope ${scope}; the credential holds: ${held}.`, undefined, [
-    ['WWW-Authenticate', `Bearer error="insufficient_scope", scope="${scope}"`],
-  ]);
+  throw new ApiError(
+    'insufficient_scope',
+    `This endpoint requires the scope ${scope}; the credential holds: ${held}.`,
+    undefined,
+    [['WWW-Authenticate', `Bearer error="insufficient_scope", scope="${scope}"`]],
+  );
 }
 
 export function requireRole(p: Principal, role: Role): void {
-  if (role === 'admin' && p.role !== 'admin') throw new ApiError('insufficient_role', `This endpoint is for admins; the credential acts with the role ${p.role}.`);
+  if (role === 'admin' && p.role !== 'admin')
+    throw new ApiError(
+      'insufficient_role',
+      `This endpoint is for admins; the credential acts with the role ${p.role}.`,
+    );
 }
 
 /** Scopes a credential of `role` may hold out of `wanted`. */
-export const allowedFor = (role: Role, wanted: Iterable<string>): string[] => [...wanted].filter((s) => (ROLE_SCOPES[role] as readonly string[]).includes(s));
+export const allowedFor = (role: Role, wanted: Iterable<string>): string[] =>
+  [...wanted].filter((s) => (ROLE_SCOPES[role] as readonly string[]).includes(s));

@@ -28,13 +28,24 @@ export class TokenVerifier implements TokenChecker {
   private readonly verify: (token: string) => AccessClaims;
 
   constructor(publicPem: string, issuer = '') {
-    this.verify = createVerifier({ key: publicPem, algorithms: ['EdDSA'], ...(issuer ? { allowedIss: issuer } : {}), cache: 10_000 }) as (t: string) => AccessClaims;
+    this.verify = createVerifier({
+      key: publicPem,
+      algorithms: ['EdDSA'],
+      ...(issuer ? { allowedIss: issuer } : {}),
+      cache: 10_000,
+    }) as (t: string) => AccessClaims;
   }
 
   check(token: string): VerifyResult {
     try {
       const claims = this.verify(token);
-      if (typeof claims.tid !== 'string' || typeof claims.sub !== 'string' || typeof claims.scope !== 'string' || typeof claims.fam !== 'string') return { ok: false, reason: 'invalid' };
+      if (
+        typeof claims.tid !== 'string' ||
+        typeof claims.sub !== 'string' ||
+        typeof claims.scope !== 'string' ||
+        typeof claims.fam !== 'string'
+      )
+        return { ok: false, reason: 'invalid' };
       return { ok: true, claims };
     } catch (err) {
       if (err instanceof TokenError && err.code === TokenError.codes.expired) return { ok: false, reason: 'expired' };
@@ -53,14 +64,19 @@ export class SharedTokenVerifier implements TokenChecker {
   private nextLookup = 0;
   private pending?: Promise<void>;
 
-  constructor(private readonly sql: Sql, private readonly opts: { publicPem?: string; kid?: string; issuer?: string; retryMs?: number }) {
+  constructor(
+    private readonly sql: Sql,
+    private readonly opts: { publicPem?: string; kid?: string; issuer?: string; retryMs?: number },
+  ) {
     if (opts.publicPem) this.verifier = new TokenVerifier(opts.publicPem.replace(/\\n/g, '\n'), opts.issuer);
   }
 
   async load(): Promise<boolean> {
     if (this.verifier) return true;
     this.pending ??= (async () => {
-      const [row] = await this.sql<{ public_pem: string }[]>`SELECT public_pem FROM signing_keys WHERE kid = ${this.opts.kid ?? 'default'}`;
+      const [row] = await this.sql<
+        { public_pem: string }[]
+      >`SELECT public_pem FROM signing_keys WHERE kid = ${this.opts.kid ?? 'default'}`;
       if (row) this.verifier = new TokenVerifier(row.public_pem, this.opts.issuer);
     })().finally(() => {
       this.pending = undefined;

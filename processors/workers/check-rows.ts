@@ -27,7 +27,9 @@ function checkValue(kind: ColumnKind, v: unknown): string | undefined {
     case 'nullable_float':
       return v === null || (typeof v === 'number' && Number.isFinite(v)) ? undefined : 'not a number or null';
     case 'strings':
-      return Array.isArray(v) && v.every((s) => typeof s === 'string' && s.isWellFormed()) ? undefined : 'not an array of strings';
+      return Array.isArray(v) && v.every((s) => typeof s === 'string' && s.isWellFormed())
+        ? undefined
+        : 'not an array of strings';
   }
 }
 

@@ -1,8 +1,22 @@
 /** Scopes of SPEC.md "Scopes", and which scopes each role may hold. */
 export const SCOPES = [
-  'customers:read', 'customers:write', 'customers:delete', 'health:read', 'health:write', 'playbooks:read', 'playbooks:write',
-  'tasks:read', 'tasks:write', 'events:write', 'events:read', 'webhooks:read', 'webhooks:write', 'users:read', 'users:write',
-  'analytics:read', 'admin:*',
+  'customers:read',
+  'customers:write',
+  'customers:delete',
+  'health:read',
+  'health:write',
+  'playbooks:read',
+  'playbooks:write',
+  'tasks:read',
+  'tasks:write',
+  'events:write',
+  'events:read',
+  'webhooks:read',
+  'webhooks:write',
+  'users:read',
+  'users:write',
+  'analytics:read',
+  'admin:*',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

@@ -3,7 +3,8 @@ import addFormatsModule from 'ajv-formats';
 import type { Static, TSchema } from 'typebox';
 
 // ajv-formats is CommonJS; under NodeNext its default export arrives one level down.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv, formats?: string[]) => Ajv;
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
+  addFormatsModule) as unknown as (ajv: Ajv, formats?: string[]) => Ajv;
 const FORMATS = ['date-time', 'date', 'email', 'uuid', 'uri', 'hostname', 'ipv4', 'ipv6'];
 
 function make(coerce: boolean): Ajv {

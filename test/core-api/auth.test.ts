@@ -19,16 +19,41 @@ t.test('authentication errors', async (t) => {
   const none = await call(a.url, 'GET', '/v1/customers');
   isProblem(t, none, 401, 'unauthenticated');
   t.match(none.headers.get('www-authenticate'), /^Bearer/);
-  isProblem(t, await call(a.url, 'GET', '/v1/customers', { headers: { authorization: 'Basic abc' } }), 401, 'unauthenticated');
-  isProblem(t, await call(a.url, 'GET', '/v1/customers', { headers: { authorization: 'Bearer' } }), 401, 'unauthenticated');
-  isProblem(t, await call(a.url, 'GET', '/v1/customers', { token: 'svc_sk_test_' + 'A'.repeat(43) }), 401, 'unauthenticated');
+  isProblem(
+    t,
+    await call(a.url, 'GET', '/v1/customers', { headers: { authorization: 'Basic abc' } }),
+    401,
+    'unauthenticated',
+  );
+  isProblem(
+    t,
+    await call(a.url, 'GET', '/v1/customers', { headers: { authorization: 'Bearer' } }),
+    401,
+    'unauthenticated',
+  );
+  isProblem(
+    t,
+    await call(a.url, 'GET', '/v1/customers', { token: 'svc_sk_test_' + 'A'.repeat(43) }),
+    401,
+    'unauthenticated',
+  );
   isProblem(t, await call(a.url, 'GET', '/v1/customers', { token: 'svc_sk_bogus' }), 401, 'unauthenticated');
-  isProblem(t, await call(a.url, 'GET', '/v1/customers', { token: 'eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2ln' }), 401, 'unauthenticated');
+  isProblem(
+    t,
+    await call(a.url, 'GET', '/v1/customers', { token: 'eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2ln' }),
+    401,
+    'unauthenticated',
+  );
   isProblem(t, await call(a.url, 'GET', '/v1/customers', { token: 'random' }), 401, 'unauthenticated');
 });
 
 t.test('API keys: created by an admin, shown once, stored hashed', async (t) => {
-  const r = await admin.post('/v1/api-keys', { name: 'CRM sync', scopes: ['customers:read'], mode: 'live', role: 'csm' });
+  const r = await admin.post('/v1/api-keys', {
+    name: 'CRM sync',
+    scopes: ['customers:read'],
+    mode: 'live',
+    role: 'csm',
+  });
   t.equal(r.status, 201);
   t.match(r.body.key, /^svc_sk_live_[A-Za-z0-9_-]{43}$/);
   t.equal(r.body.last4, r.body.key.slice(-4));
@@ -43,17 +68,35 @@ t.test('API keys: created by an admin, shown once, stored hashed', async (t) => 
   t.equal(row.h, createHash('sha256').update(r.body.key).digest('hex'), 'stored as SHA-256');
   const me = await client(a.url, r.body.key).get('/v1/users/me');
   t.equal(me.status, 200);
-  t.same({ kind: me.body.kind, id: me.body.id, role: me.body.role, scopes: me.body.scopes, name: me.body.name }, { kind: 'api_key', id: r.body.id, role: 'csm', scopes: ['customers:read'], name: 'CRM sync' });
+  t.same(
+    { kind: me.body.kind, id: me.body.id, role: me.body.role, scopes: me.body.scopes, name: me.body.name },
+    { kind: 'api_key', id: r.body.id, role: 'csm', scopes: ['customers:read'], name: 'CRM sync' },
+  );
   t.equal((await client(a.url, r.body.key).get('/v1/customers')).status, 200);
   // A csm key cannot manage keys, and a csm key cannot hold admin:*.
-  isProblem(t, await client(a.url, r.body.key).post('/v1/api-keys', { name: 'x', scopes: ['customers:read'] }), 403, 'insufficient_scope');
+  isProblem(
+    t,
+    await client(a.url, r.body.key).post('/v1/api-keys', { name: 'x', scopes: ['customers:read'] }),
+    403,
+    'insufficient_scope',
+  );
   const bad = await admin.post('/v1/api-keys', { name: 'x', scopes: ['admin:*'], role: 'csm' });
   isProblem(t, bad, 400, 'validation_failed');
   t.equal(bad.body.errors[0].code, 'not_allowed_for_role');
   isProblem(t, await admin.post('/v1/api-keys', { name: 'x', scopes: ['nope:read'] }), 400, 'validation_failed');
   isProblem(t, await admin.post('/v1/api-keys', { name: 'x', scopes: [] }), 400, 'validation_failed');
-  isProblem(t, await admin.post('/v1/api-keys', { name: 'x', scopes: ['customers:read'], expires_at: '2001-01-01T00:00:00Z' }), 422, 'unprocessable');
-  isProblem(t, await admin.post('/v1/api-keys', { name: 'x', scopes: ['customers:read'], ip_allowlist: ['10.0.0.0/33'] }), 400, 'validation_failed');
+  isProblem(
+    t,
+    await admin.post('/v1/api-keys', { name: 'x', scopes: ['customers:read'], expires_at: '2001-01-01T00:00:00Z' }),
+    422,
+    'unprocessable',
+  );
+  isProblem(
+    t,
+    await admin.post('/v1/api-keys', { name: 'x', scopes: ['customers:read'], ip_allowlist: ['10.0.0.0/33'] }),
+    400,
+    'validation_failed',
+  );
 });
 
 t.test('revocation is effective at once in every process', async (t) => {
@@ -87,10 +130,15 @@ t.test('IP allowlist, IPv4 and IPv6', async (t) => {
 t.test('expiry', async (t) => {
   const k = await newKey({ scopes: ['customers:read'], expires_at: new Date(Date.now() + 1500).toISOString() });
   t.equal((await client(a.url, k.key).get('/v1/customers')).status, 200);
-  const r = await waitFor('key to expire', async () => {
-    const x = await client(a.url, k.key).get('/v1/customers');
-    return x.status === 401 ? x : undefined;
-  }, 10_000, 200);
+  const r = await waitFor(
+    'key to expire',
+    async () => {
+      const x = await client(a.url, k.key).get('/v1/customers');
+      return x.status === 401 ? x : undefined;
+    },
+    10_000,
+    200,
+  );
   isProblem(t, r, 401, 'token_expired');
 });
 
@@ -99,11 +147,20 @@ t.test('every use is in the audit log, written off the request path', async (t) 
   const r = await client(a.url, k.key).get('/v1/customers?limit=1');
   const trace = r.headers.get('x-trace-id');
   const row = await waitFor('audit row', async () => {
-    const [x] = await db()`SELECT actor_id::text, actor_kind, trace_id, endpoint, method, status, at FROM credential_audit WHERE trace_id = ${trace}`;
+    const [x] =
+      await db()`SELECT actor_id::text, actor_kind, trace_id, endpoint, method, status, at FROM credential_audit WHERE trace_id = ${trace}`;
     return x;
   });
-  t.same({ actor_id: row.actor_id, actor_kind: row.actor_kind, endpoint: row.endpoint, method: row.method, status: row.status },
-    { actor_id: k.id, actor_kind: 'api_key', endpoint: '/v1/customers', method: 'GET', status: 200 });
+  t.same(
+    {
+      actor_id: row.actor_id,
+      actor_kind: row.actor_kind,
+      endpoint: row.endpoint,
+      method: row.method,
+      status: row.status,
+    },
+    { actor_id: k.id, actor_kind: 'api_key', endpoint: '/v1/customers', method: 'GET', status: 200 },
+  );
   t.ok(row.at instanceof Date);
 });
 
@@ -116,7 +173,10 @@ t.test('scope denial on every route, naming required and held scopes', async (t)
       const scope = op['x-required-scope'];
       // Ingestion routes are served by the ingest tier; test/events checks their scopes there.
       if (!scope || op.tags?.includes('Ingestion')) continue;
-      const r = await call(a.url, method.toUpperCase(), path.replace(/\{\w+\}/g, randomUuid()), { token: k.key, body: method === 'get' ? undefined : {} });
+      const r = await call(a.url, method.toUpperCase(), path.replace(/\{\w+\}/g, randomUuid()), {
+        token: k.key,
+        body: method === 'get' ? undefined : {},
+      });
       isProblem(t, r, 403, 'insufficient_scope');
       t.match(r.body.detail, scope, `${method} ${path} names ${scope}`);
       t.match(r.body.detail, 'analytics:read', 'and the held scope');
@@ -140,7 +200,10 @@ t.test('the bootstrap admin key passes authorization on every route', async (t) 
       if (!op['x-required-scope'] && !(op.security ?? []).length) continue;
       if (op.tags?.includes('Ingestion')) continue;
       if (method === 'post' && path === '/v1/settings/ingestion-key') continue;
-      const r = await call(a.url, method.toUpperCase(), path.replace(/\{\w+\}/g, randomUuid()), { token: ws.api_key, body: method === 'get' ? undefined : {} });
+      const r = await call(a.url, method.toUpperCase(), path.replace(/\{\w+\}/g, randomUuid()), {
+        token: ws.api_key,
+        body: method === 'get' ? undefined : {},
+      });
       t.notOk([401, 403].includes(r.status), `${method} ${path}: ${r.status}`);
     }
   }
@@ -148,7 +211,11 @@ t.test('the bootstrap admin key passes authorization on every route', async (t) 
 
 t.test('ingestion key: last 4 shown, regenerate invalidates the old key at once', async (t) => {
   const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '1' });
-  const send = (key: string) => call(ingest.url, 'POST', '/v1/ingest/events', { body: { events: [{ event_name: 'login', customer_id: randomUuid() }] }, headers: { 'x-api-key': key } });
+  const send = (key: string) =>
+    call(ingest.url, 'POST', '/v1/ingest/events', {
+      body: { events: [{ event_name: 'login', customer_id: randomUuid() }] },
+      headers: { 'x-api-key': key },
+    });
   t.equal((await send(ws.ingestion_key)).status, 202, 'old key works before');
   const g = await admin.get('/v1/settings/ingestion-key');
   t.equal(g.body.last4, ws.ingestion_key.slice(-4));
@@ -157,7 +224,12 @@ t.test('ingestion key: last 4 shown, regenerate invalidates the old key at once'
   t.equal(r.status, 201);
   t.match(r.body.key, /^sk_live_[0-9a-f]{64}$/);
   t.equal((await admin.get('/v1/settings/ingestion-key')).body.last4, r.body.key.slice(-4));
-  const old = await waitFor('old key refused', async () => ((await send(ws.ingestion_key)).status === 401 ? true : undefined), 2000, 20);
+  const old = await waitFor(
+    'old key refused',
+    async () => ((await send(ws.ingestion_key)).status === 401 ? true : undefined),
+    2000,
+    20,
+  );
   t.ok(old, 'old key refused by the ingest tier within a second');
   t.equal((await send(r.body.key)).status, 202, 'new key accepted');
 });

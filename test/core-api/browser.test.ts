@@ -9,7 +9,11 @@ import { bootstrap, closeDb, freePort } from '../helpers/stack.js';
 import { client, exchange, pkce, startApi, type App } from './_helpers.js';
 
 const CHROMIUM = '/usr/bin/chromium';
-if (!fs.existsSync(CHROMIUM)) execFileSync('apt-get', ['install', '-y', 'chromium'], { stdio: 'ignore', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+if (!fs.existsSync(CHROMIUM))
+  execFileSync('apt-get', ['install', '-y', 'chromium'], {
+    stdio: 'ignore',
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
 
 t.teardown(closeDb);
 
@@ -19,7 +23,11 @@ t.test('a real browser signs in, consents, and the app exchanges the code', asyn
   // The third-party app: receives the redirect and exchanges the code server-side.
   const cbPort = await freePort();
   const redirect = `http://127.0.0.1:${cbPort}/cb`;
-  const ownApp = await client(api.url, ws.api_key).post('/v1/oauth/apps', { name: 'Browser app', redirect_uris: [redirect], scopes: ['customers:read', 'customers:write'] });
+  const ownApp = await client(api.url, ws.api_key).post('/v1/oauth/apps', {
+    name: 'Browser app',
+    redirect_uris: [redirect],
+    scopes: ['customers:read', 'customers:write'],
+  });
   const registered = ownApp.body as App;
   const p = pkce();
   const state = 'browser-state-1';
@@ -33,12 +41,16 @@ t.test('a real browser signs in, consents, and the app exchanges the code', asyn
       }
       const code = u.searchParams.get('code');
       if (!code) {
-        res.writeHead(200, { 'content-type': 'text/html' }).end(`<p id="result">error=${u.searchParams.get('error')}</p>`);
+        res
+          .writeHead(200, { 'content-type': 'text/html' })
+          .end(`<p id="result">error=${u.searchParams.get('error')}</p>`);
         return;
       }
       const r = await exchange(api.url, registered, code, p.verifier);
       tokens = r.body;
-      res.writeHead(200, { 'content-type': 'text/html' }).end(`<p id="result">signed in: ${r.status} ${tokens.scope}</p>`);
+      res
+        .writeHead(200, { 'content-type': 'text/html' })
+        .end(`<p id="result">signed in: ${r.status} ${tokens.scope}</p>`);
     })();
   });
   await new Promise<void>((r) => srv.listen(cbPort, '127.0.0.1', r));
@@ -49,11 +61,28 @@ t.test('a real browser signs in, consents, and the app exchanges the code', asyn
   const ctx = await chromium.launchPersistentContext(dir, {
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   t.teardown(() => ctx.close());
   const page = ctx.pages()[0] ?? (await ctx.newPage());
-  const q = new URLSearchParams({ response_type: 'code', client_id: registered.client_id, redirect_uri: redirect, scope: 'customers:read customers:write', state, code_challenge: p.challenge, code_challenge_method: 'S256' });
+  const q = new URLSearchParams({
+    response_type: 'code',
+    client_id: registered.client_id,
+    redirect_uri: redirect,
+    scope: 'customers:read customers:write',
+    state,
+    code_challenge: p.challenge,
+    code_challenge_method: 'S256',
+  });
   await page.goto(`${api.url}/v1/oauth/authorize?${q}`);
   t.match(await page.title(), 'Authorize Browser app');
   t.match(await page.locator('#scopes').innerText(), 'customers:write');
@@ -72,7 +101,10 @@ t.test('a real browser signs in, consents, and the app exchanges the code', asyn
   t.ok(tokens?.access_token);
   const me = await client(api.url, tokens.access_token).get('/v1/users/me');
   t.equal(me.body.email, ws.admin_email);
-  t.equal((await client(api.url, tokens.access_token).post('/v1/customers', { name: 'Made from the browser grant' })).status, 201);
+  t.equal(
+    (await client(api.url, tokens.access_token).post('/v1/customers', { name: 'Made from the browser grant' })).status,
+    201,
+  );
 
   // Deny sends access_denied back with the state.
   await page.goto(`${api.url}/v1/oauth/authorize?${q}`);

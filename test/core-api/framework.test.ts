@@ -27,27 +27,62 @@ t.test('unknown route and wrong method', async (t) => {
 });
 
 t.test('malformed JSON, wrong content type, oversized body, empty body', async (t) => {
-  isProblem(t, await c.raw('POST', '/v1/customers', '{"name": "x",', { 'content-type': 'application/json' }), 400, 'malformed_json');
+  isProblem(
+    t,
+    await c.raw('POST', '/v1/customers', '{"name": "x",', { 'content-type': 'application/json' }),
+    400,
+    'malformed_json',
+  );
   isProblem(t, await c.raw('POST', '/v1/customers', '', { 'content-type': 'application/json' }), 400, 'malformed_json');
-  isProblem(t, await c.raw('POST', '/v1/customers', Buffer.from([0x7b, 0xff, 0x7d]), { 'content-type': 'application/json' }), 400, 'malformed_json');
-  isProblem(t, await c.raw('POST', '/v1/customers', '{"name":"x"}', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type');
+  isProblem(
+    t,
+    await c.raw('POST', '/v1/customers', Buffer.from([0x7b, 0xff, 0x7d]), { 'content-type': 'application/json' }),
+    400,
+    'malformed_json',
+  );
+  isProblem(
+    t,
+    await c.raw('POST', '/v1/customers', '{"name":"x"}', { 'content-type': 'text/plain' }),
+    415,
+    'unsupported_media_type',
+  );
   isProblem(t, await c.raw('POST', '/v1/customers', '{"name":"x"}', {}), 415, 'unsupported_media_type');
   const big = JSON.stringify({ name: 'x', custom_fields: { blob: 'y'.repeat(5000) } });
-  isProblem(t, await c.raw('POST', '/v1/customers', big, { 'content-type': 'application/json' }), 413, 'payload_too_large');
-  const ok = await c.raw('POST', '/v1/customers', '{"name":"charset ok"}', { 'content-type': 'application/json; charset=utf-8' });
+  isProblem(
+    t,
+    await c.raw('POST', '/v1/customers', big, { 'content-type': 'application/json' }),
+    413,
+    'payload_too_large',
+  );
+  const ok = await c.raw('POST', '/v1/customers', '{"name":"charset ok"}', {
+    'content-type': 'application/json; charset=utf-8',
+  });
   t.equal(ok.status, 201);
 });
 
 t.test('__proto__ and constructor keys are refused', async (t) => {
-  const r = await c.raw('POST', '/v1/customers', '{"name":"x","custom_fields":{"__proto__":{"admin":true}}}', { 'content-type': 'application/json' });
+  const r = await c.raw('POST', '/v1/customers', '{"name":"x","custom_fields":{"__proto__":{"admin":true}}}', {
+    'content-type': 'application/json',
+  });
   isProblem(t, r, 400, 'validation_failed');
-  t.same(r.body.errors, [{ field: 'custom_fields.__proto__', code: 'forbidden_key', message: 'The key "__proto__" is not allowed.' }]);
-  const r2 = await c.raw('POST', '/v1/customers', '{"name":"x","constructor":{"prototype":1}}', { 'content-type': 'application/json' });
+  t.same(r.body.errors, [
+    { field: 'custom_fields.__proto__', code: 'forbidden_key', message: 'The key "__proto__" is not allowed.' },
+  ]);
+  const r2 = await c.raw('POST', '/v1/customers', '{"name":"x","constructor":{"prototype":1}}', {
+    'content-type': 'application/json',
+  });
   isProblem(t, r2, 400, 'validation_failed');
 });
 
 t.test('wrong types and boundary values give field errors', async (t) => {
-  const r = await c.post('/v1/customers', { name: 5, arr: 0, status: 'gone', renewal_date: '2026-02-30', owner_email: 'nope', custom_fields: [] });
+  const r = await c.post('/v1/customers', {
+    name: 5,
+    arr: 0,
+    status: 'gone',
+    renewal_date: '2026-02-30',
+    owner_email: 'nope',
+    custom_fields: [],
+  });
   isProblem(t, r, 400, 'validation_failed');
   const by = Object.fromEntries(r.body.errors.map((e: any) => [e.field, e.code]));
   t.equal(by.name, 'invalid_type');
@@ -61,7 +96,16 @@ t.test('wrong types and boundary values give field errors', async (t) => {
   isProblem(t, await c.post('/v1/customers', { name: '' }), 400, 'validation_failed');
   isProblem(t, await c.post('/v1/customers', { name: 'x'.repeat(201) }), 400, 'validation_failed');
   t.equal((await c.post('/v1/customers', { name: 'x'.repeat(200), arr: 0.01 })).status, 201);
-  for (const q of ['limit=0', 'limit=201', 'limit=abc', 'renewal_within_days=45', 'status=active,unknown', 'min_arr=-1', 'bogus=1', 'cursor=notacursor']) {
+  for (const q of [
+    'limit=0',
+    'limit=201',
+    'limit=abc',
+    'renewal_within_days=45',
+    'status=active,unknown',
+    'min_arr=-1',
+    'bogus=1',
+    'cursor=notacursor',
+  ]) {
     const l = await c.get(`/v1/customers?${q}`);
     isProblem(t, l, 400, q.startsWith('cursor') ? 'invalid_cursor' : 'validation_failed');
   }
@@ -96,13 +140,41 @@ t.test('OpenAPI document is valid 3.1 and covers every route', async (t) => {
   const v = new Validator();
   const res = await v.validate(doc);
   t.ok(res.valid, JSON.stringify(res.errors ?? '').slice(0, 2000));
-  const ops = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([p, m]) => Object.keys(m).map((k) => `${k.toUpperCase()} ${p}`));
-  for (const want of ['GET /v1/customers', 'POST /v1/customers', 'GET /v1/customers/{id}', 'PATCH /v1/customers/{id}', 'DELETE /v1/customers/{id}',
-    'POST /v1/customers/{id}/restore', 'GET /v1/customers/trash', 'GET /v1/customers/{id}/contacts', 'POST /v1/customers/{id}/contacts',
-    'POST /v1/customers/bulk-import', 'GET /v1/jobs/{id}', 'GET /v1/users', 'GET /v1/users/me', 'POST /v1/users', 'PATCH /v1/users/{id}/role',
-    'POST /v1/api-keys', 'GET /v1/api-keys', 'DELETE /v1/api-keys/{id}', 'POST /v1/oauth/apps', 'GET /v1/oauth/apps', 'GET /v1/oauth/authorize',
-    'POST /v1/oauth/token', 'GET /v1/settings/ingestion-key', 'POST /v1/settings/ingestion-key', 'GET /v1/openapi.json',
-    'POST /v1/ingest/events', 'POST /v1/ingest/billing-events', 'POST /v1/events', 'POST /v1/events/backfill', 'GET /v1/events']) {
+  const ops = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([p, m]) =>
+    Object.keys(m).map((k) => `${k.toUpperCase()} ${p}`),
+  );
+  for (const want of [
+    'GET /v1/customers',
+    'POST /v1/customers',
+    'GET /v1/customers/{id}',
+    'PATCH /v1/customers/{id}',
+    'DELETE /v1/customers/{id}',
+    'POST /v1/customers/{id}/restore',
+    'GET /v1/customers/trash',
+    'GET /v1/customers/{id}/contacts',
+    'POST /v1/customers/{id}/contacts',
+    'POST /v1/customers/bulk-import',
+    'GET /v1/jobs/{id}',
+    'GET /v1/users',
+    'GET /v1/users/me',
+    'POST /v1/users',
+    'PATCH /v1/users/{id}/role',
+    'POST /v1/api-keys',
+    'GET /v1/api-keys',
+    'DELETE /v1/api-keys/{id}',
+    'POST /v1/oauth/apps',
+    'GET /v1/oauth/apps',
+    'GET /v1/oauth/authorize',
+    'POST /v1/oauth/token',
+    'GET /v1/settings/ingestion-key',
+    'POST /v1/settings/ingestion-key',
+    'GET /v1/openapi.json',
+    'POST /v1/ingest/events',
+    'POST /v1/ingest/billing-events',
+    'POST /v1/events',
+    'POST /v1/events/backfill',
+    'GET /v1/events',
+  ]) {
     t.ok(ops.includes(want), want);
   }
   t.ok(doc.components.securitySchemes.oauth2.flows.authorizationCode.scopes['customers:read']);
@@ -111,7 +183,12 @@ t.test('OpenAPI document is valid 3.1 and covers every route', async (t) => {
   // Surface A answers in its own shapes and authenticates with X-API-Key.
   const a = doc.paths['/v1/ingest/events'].post;
   t.same(a.security, [{ ingestionKey: [] }]);
-  t.same(doc.components.securitySchemes.ingestionKey, { type: 'apiKey', in: 'header', name: 'X-API-Key', description: doc.components.securitySchemes.ingestionKey.description });
+  t.same(doc.components.securitySchemes.ingestionKey, {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-API-Key',
+    description: doc.components.securitySchemes.ingestionKey.description,
+  });
   t.same(Object.keys(a.responses).sort(), ['202', '401', '413', '422', '429', '500', '503']);
   t.equal(a.requestBody.content['application/json'].schema.properties.events.maxItems, 100);
   t.equal(doc.paths['/v1/events'].post['x-required-scope'], 'events:write');

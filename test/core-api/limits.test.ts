@@ -5,10 +5,16 @@ import { call, client, isProblem, startApi } from './_helpers.js';
 t.teardown(closeDb);
 
 // Fixed one-minute windows: start a run early in a window so it cannot straddle two.
-const earlyInMinute = () => waitFor('start of a minute window', () => Date.now() % 60_000 < 40_000 || undefined, 25_000, 200);
+const earlyInMinute = () =>
+  waitFor('start of a minute window', () => Date.now() % 60_000 < 40_000 || undefined, 25_000, 200);
 
 t.test('limits are shared by several processes serving one workspace', async (t) => {
-  const env = { API_READS_PER_MIN: '20', API_WRITES_PER_MIN: '10', API_BULK_IMPORTS_PER_HOUR: '2', API_PLAN_LIMITS: '{"enterprise":{"reads_per_min":7}}' };
+  const env = {
+    API_READS_PER_MIN: '20',
+    API_WRITES_PER_MIN: '10',
+    API_BULK_IMPORTS_PER_HOUR: '2',
+    API_PLAN_LIMITS: '{"enterprise":{"reads_per_min":7}}',
+  };
   // Two processes on one port (SO_REUSEPORT), as API_PROCESSES would run them, plus one on its own port.
   const port = String(await freePort());
   const one = await startApi(t, { ...env, API_PORT: port });
@@ -62,9 +68,19 @@ t.test('rate-limit headers on every authenticated response, errors included', as
   const ws = await bootstrap();
   const c = client(api.url, ws.api_key);
   const k = await c.post('/v1/api-keys', { name: 'narrow', scopes: ['analytics:read'] });
-  for (const r of [await c.get('/v1/customers'), await c.get('/v1/customers/00000000-0000-4000-8000-000000000000'), await c.post('/v1/customers', {}),
-    await client(api.url, k.body.key).get('/v1/customers'), await c.del('/v1/api-keys/00000000-0000-4000-8000-000000000000')]) {
-    t.ok(r.headers.get('x-ratelimit-limit') && r.headers.get('x-ratelimit-remaining') && r.headers.get('x-ratelimit-reset'), `headers on ${r.status}`);
+  for (const r of [
+    await c.get('/v1/customers'),
+    await c.get('/v1/customers/00000000-0000-4000-8000-000000000000'),
+    await c.post('/v1/customers', {}),
+    await client(api.url, k.body.key).get('/v1/customers'),
+    await c.del('/v1/api-keys/00000000-0000-4000-8000-000000000000'),
+  ]) {
+    t.ok(
+      r.headers.get('x-ratelimit-limit') &&
+        r.headers.get('x-ratelimit-remaining') &&
+        r.headers.get('x-ratelimit-reset'),
+      `headers on ${r.status}`,
+    );
     t.ok(r.headers.get('x-trace-id'));
   }
   const anon = await call(api.url, 'GET', '/v1/customers');

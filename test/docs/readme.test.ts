@@ -5,12 +5,19 @@ import { ROOT } from '../../lib/stack.js';
 
 // The README's configuration tables are what operators read: every variable a tier accepts must be there.
 const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-const mains = ['ingest/main.ts', 'ingest/config.ts', 'processors/main.ts', 'core-api/main.ts', 'core-api/config.ts'].filter((f) => fs.existsSync(path.join(ROOT, f)));
+const mains = [
+  'ingest/main.ts',
+  'ingest/config.ts',
+  'processors/main.ts',
+  'core-api/main.ts',
+  'core-api/config.ts',
+].filter((f) => fs.existsSync(path.join(ROOT, f)));
 
 t.test('every configuration variable of every tier is documented in the README', async (t) => {
   const vars = new Set<string>();
   for (const f of mains) {
-    for (const m of fs.readFileSync(path.join(ROOT, f), 'utf8').matchAll(/^\s+([A-Z][A-Z0-9_]+): Type\./gm)) vars.add(m[1]);
+    for (const m of fs.readFileSync(path.join(ROOT, f), 'utf8').matchAll(/^\s+([A-Z][A-Z0-9_]+): Type\./gm))
+      vars.add(m[1]);
   }
   t.ok(vars.size > 20, `found ${vars.size} variables`);
   const missing = [...vars].filter((v) => !readme.includes(`\`${v}\``));

@@ -4,11 +4,16 @@ import t from 'tap';
 import { edgeCaFile } from '../../infra/services.js';
 import { bootstrap, profile, seed, startTier } from '../helpers/stack.js';
 
-function request(url: string, opts: { method?: string; headers?: Record<string, string>; body?: string; ca?: Buffer }): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+function request(
+  url: string,
+  opts: { method?: string; headers?: Record<string, string>; body?: string; ca?: Buffer },
+): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
   return new Promise((resolve, reject) => {
     const req = https.request(url, { method: opts.method ?? 'GET', headers: opts.headers, ca: opts.ca }, (res) => {
       let body = '';
-      res.on('data', (d: Buffer) => { body += d.toString(); });
+      res.on('data', (d: Buffer) => {
+        body += d.toString();
+      });
       res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
     });
     req.on('error', reject);
@@ -26,7 +31,9 @@ t.test('the edge serves both tiers over HTTPS, routed by path, and redirects pla
   const base = `https://127.0.0.1:${profile.edgePort}`;
 
   const ingest = await request(`${base}/v1/ingest/events`, {
-    method: 'POST', ca, headers: { 'content-type': 'application/json', 'x-api-key': ws.ingestion_key },
+    method: 'POST',
+    ca,
+    headers: { 'content-type': 'application/json', 'x-api-key': ws.ingestion_key },
     body: JSON.stringify({ events: [{ event_name: 'login', external_customer_id: 'cust-000001' }] }),
   });
   t.equal(ingest.status, 202, `surface A through the edge (${ingest.body.slice(0, 300)})`);

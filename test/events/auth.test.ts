@@ -21,31 +21,44 @@ t.test('missing, malformed and unknown credentials: 401 unauthenticated with a B
   const none = await call(tier.url, 'POST', EVENTS, { body: { events: one } });
   isProblem(t, none, 401, 'unauthenticated');
   t.equal(none.headers.get('www-authenticate'), 'Bearer');
-  isProblem(t, await call(tier.url, 'POST', EVENTS, { body: { events: one }, headers: { authorization: 'Basic abc' } }), 401, 'unauthenticated');
+  isProblem(
+    t,
+    await call(tier.url, 'POST', EVENTS, { body: { events: one }, headers: { authorization: 'Basic abc' } }),
+    401,
+    'unauthenticated',
+  );
   isProblem(t, await postEvents(tier.url, 'svc_sk_test_' + 'A'.repeat(43), one), 401, 'unauthenticated');
   isProblem(t, await postEvents(tier.url, ws.ingestion_key, one), 401, 'unauthenticated');
 });
 
-t.test('an API key needs events:write to post and events:read to query: 403 insufficient_scope names both', async (t) => {
-  const reader = await newKey({ scopes: ['events:read'] });
-  const r = await postEvents(tier.url, reader.key, one);
-  isProblem(t, r, 403, 'insufficient_scope');
-  t.match(r.body.detail, /events:write.*events:read/);
-  const writer = await newKey({ scopes: ['events:write'] });
-  expect200(t, await postEvents(tier.url, writer.key, one), 1);
-  isProblem(t, await call(tier.url, 'GET', EVENTS, { token: writer.key }), 403, 'insufficient_scope');
-  t.equal((await call(tier.url, 'GET', EVENTS, { token: reader.key })).status, 200);
-});
+t.test(
+  'an API key needs events:write to post and events:read to query: 403 insufficient_scope names both',
+  async (t) => {
+    const reader = await newKey({ scopes: ['events:read'] });
+    const r = await postEvents(tier.url, reader.key, one);
+    isProblem(t, r, 403, 'insufficient_scope');
+    t.match(r.body.detail, /events:write.*events:read/);
+    const writer = await newKey({ scopes: ['events:write'] });
+    expect200(t, await postEvents(tier.url, writer.key, one), 1);
+    isProblem(t, await call(tier.url, 'GET', EVENTS, { token: writer.key }), 403, 'insufficient_scope');
+    t.equal((await call(tier.url, 'GET', EVENTS, { token: reader.key })).status, 200);
+  },
+);
 
 t.test('a revoked key gets 401 token_revoked within a second', async (t) => {
   const k = await newKey({ scopes: ['events:write'] });
   expect200(t, await postEvents(tier.url, k.key, one), 1);
   t.equal((await admin.del(`/v1/api-keys/${k.id}`)).status, 204);
   const started = Date.now();
-  const r = await waitFor('revocation', async () => {
-    const x = await postEvents(tier.url, k.key, one);
-    return x.status === 401 ? x : undefined;
-  }, 5000, 50);
+  const r = await waitFor(
+    'revocation',
+    async () => {
+      const x = await postEvents(tier.url, k.key, one);
+      return x.status === 401 ? x : undefined;
+    },
+    5000,
+    50,
+  );
   t.ok(Date.now() - started < 1000, `seen in ${Date.now() - started} ms`);
   isProblem(t, r, 401, 'token_revoked');
 });
@@ -63,12 +76,22 @@ t.test('an IP allowlist is honoured: 403 ip_not_allowed outside it, allowed insi
   const inside = await newKey({ scopes: ['events:write'], ip_allowlist: ['127.0.0.0/8', '::1/128'] });
   expect200(t, await postEvents(tier.url, inside.key, one), 1);
   // Behind the edge (a trusted proxy) the address it forwards is the caller's.
-  isProblem(t, await postEvents(tier.url, inside.key, one, { 'x-forwarded-for': '203.0.113.9' }), 403, 'ip_not_allowed');
+  isProblem(
+    t,
+    await postEvents(tier.url, inside.key, one, { 'x-forwarded-for': '203.0.113.9' }),
+    403,
+    'ip_not_allowed',
+  );
 });
 
 t.test('an OAuth access token with events:write works; a revoked grant gets token_revoked', async (t) => {
   const app = await registerApp(api.url, ws.api_key, ['events:write', 'events:read']);
-  const code = await authorize(api.url, app, { email: ws.admin_email, password: ws.admin_password }, 'events:write events:read');
+  const code = await authorize(
+    api.url,
+    app,
+    { email: ws.admin_email, password: ws.admin_password },
+    'events:write events:read',
+  );
   const tok = await exchange(api.url, app, code.code!, code.pkce.verifier);
   t.equal(tok.status, 200, tok.text);
   expect200(t, await postEvents(tier.url, tok.body.access_token, one), 1);
@@ -76,26 +99,37 @@ t.test('an OAuth access token with events:write works; a revoked grant gets toke
   const next = await refresh(api.url, app, tok.body.refresh_token);
   t.equal(next.status, 200);
   t.equal((await refresh(api.url, app, tok.body.refresh_token)).status, 400);
-  const r = await waitFor('family revocation', async () => {
-    const x = await postEvents(tier.url, next.body.access_token, one);
-    return x.status === 401 ? x : undefined;
-  }, 5000, 50);
+  const r = await waitFor(
+    'family revocation',
+    async () => {
+      const x = await postEvents(tier.url, next.body.access_token, one);
+      return x.status === 401 ? x : undefined;
+    },
+    5000,
+    50,
+  );
   isProblem(t, r, 401, 'token_revoked');
   isProblem(t, await postEvents(tier.url, 'eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2ln', one), 401, 'unauthenticated');
 });
 
-t.test('60 batches per minute per workspace (here 5): 429 rate_limited with Retry-After and X-RateLimit-*', async (t) => {
-  const { ws: w, ids: c } = await workspace(1);
-  const tier = await ingest(t, { EVENTS_BATCHES_PER_MIN: '5' });
-  for (let i = 0; i < 5; i++) {
+t.test(
+  '60 batches per minute per workspace (here 5): 429 rate_limited with Retry-After and X-RateLimit-*',
+  async (t) => {
+    const { ws: w, ids: c } = await workspace(1);
+    const tier = await ingest(t, { EVENTS_BATCHES_PER_MIN: '5' });
+    for (let i = 0; i < 5; i++) {
+      const r = await postEvents(tier.url, w.api_key, [ev(c[0])]);
+      expect200(t, r, 1);
+      t.equal(r.headers.get('x-ratelimit-remaining'), String(4 - i));
+    }
     const r = await postEvents(tier.url, w.api_key, [ev(c[0])]);
-    expect200(t, r, 1);
-    t.equal(r.headers.get('x-ratelimit-remaining'), String(4 - i));
-  }
-  const r = await postEvents(tier.url, w.api_key, [ev(c[0])]);
-  isProblem(t, r, 429, 'rate_limited');
-  t.ok(Number(r.headers.get('retry-after')) >= 1 && Number(r.headers.get('retry-after')) <= 60, 'Retry-After in seconds');
-  t.equal(r.headers.get('x-ratelimit-limit'), '5');
-  t.equal(r.headers.get('x-ratelimit-remaining'), '0');
-  t.ok(Number(r.headers.get('x-ratelimit-reset')) > Date.now() / 1000);
-});
+    isProblem(t, r, 429, 'rate_limited');
+    t.ok(
+      Number(r.headers.get('retry-after')) >= 1 && Number(r.headers.get('retry-after')) <= 60,
+      'Retry-After in seconds',
+    );
+    t.equal(r.headers.get('x-ratelimit-limit'), '5');
+    t.equal(r.headers.get('x-ratelimit-remaining'), '0');
+    t.ok(Number(r.headers.get('x-ratelimit-reset')) > Date.now() / 1000);
+  },
+);

@@ -11,11 +11,14 @@ const [a, b] = await Promise.all([ingest(t), ingest(t)]);
 const nc = await natsClient(t);
 const live = await StreamTap.open(t, nc, `ev.usage.${ws.tenant_id}`);
 const backfill = await StreamTap.open(t, nc, `ev.backfill.${ws.tenant_id}`);
-const raw = (base: string, body: string, key: string, path = EVENTS) => call(base, 'POST', path, { token: ws.api_key, body, headers: { 'idempotency-key': key } });
+const raw = (base: string, body: string, key: string, path = EVENTS) =>
+  call(base, 'POST', path, { token: ws.api_key, body, headers: { 'idempotency-key': key } });
 
 t.test('a repeated request returns the first response byte for byte and stores nothing again', async (t) => {
   const key = `key-${xid()}`;
-  const body = JSON.stringify({ events: [ev(ids[0]), ev(ids[1], { event_name: 'BAD' }), ev(ids[0], { external_id: xid() })] });
+  const body = JSON.stringify({
+    events: [ev(ids[0]), ev(ids[1], { event_name: 'BAD' }), ev(ids[0], { external_id: xid() })],
+  });
   const first = await raw(a.url, body, key);
   t.equal(first.status, 200);
   t.equal(first.headers.get('idempotent-replayed'), null);
@@ -37,7 +40,12 @@ t.test('the same key with a different body is 422 idempotency_key_reused', async
   await live.drain();
   isProblem(t, await raw(b.url, JSON.stringify({ events: [ev(ids[1])] }), key), 422, 'idempotency_key_reused');
   t.equal(await live.pending(), 0);
-  isProblem(t, await raw(a.url, JSON.stringify({ events: [ev(ids[1])] }), 'bad key with spaces'), 400, 'validation_failed');
+  isProblem(
+    t,
+    await raw(a.url, JSON.stringify({ events: [ev(ids[1])] }), 'bad key with spaces'),
+    400,
+    'validation_failed',
+  );
 });
 
 t.test('after 24 hours the key is free again', async (t) => {

@@ -13,16 +13,26 @@ const procs = await Promise.all([ingest(t), ingest(t)]);
 const core = client(api.url, ws.api_key);
 
 /** Both processes pass the check within a second of the change. */
-async function seenBy(t: { ok: (v: boolean, m: string) => void }, what: string, check: (base: string) => Promise<boolean>): Promise<void> {
+async function seenBy(
+  t: { ok: (v: boolean, m: string) => void },
+  what: string,
+  check: (base: string) => Promise<boolean>,
+): Promise<void> {
   const started = Date.now();
   await Promise.all(procs.map((p) => waitFor(`${what} on ${p.url}`, () => check(p.url), 3000, 20)));
   const ms = Date.now() - started;
   t.ok(ms < 1000, `${what}: seen by both processes in ${ms} ms`);
 }
 
-const surfaceB = async (base: string, id: string) => (await postEvents(base, ws.api_key, [ev(id)])).body?.errors?.[0]?.code ?? 'accepted';
+const surfaceB = async (base: string, id: string) =>
+  (await postEvents(base, ws.api_key, [ev(id)])).body?.errors?.[0]?.code ?? 'accepted';
 const surfaceA = async (base: string, ext: string, source = 'internal') => {
-  const r = await send(base, '/v1/ingest/events', { events: [{ event_name: 'login', external_customer_id: ext, external_source: source }] }, { key: ws.ingestion_key });
+  const r = await send(
+    base,
+    '/v1/ingest/events',
+    { events: [{ event_name: 'login', external_customer_id: ext, external_source: source }] },
+    { key: ws.ingestion_key },
+  );
   return r.body?.errors?.[0]?.code ?? 'accepted';
 };
 
@@ -32,15 +42,36 @@ t.test('create, re-key, soft-delete, restore, hard-delete', async (t) => {
   const created = await core.post('/v1/customers', { name: 'Resolver Co', external_id: 'ext-1' });
   t.equal(created.status, 201);
   const id = created.body.id as string;
-  await seenBy(t, 'created', async (base) => (await surfaceA(base, 'ext-1')) === 'accepted' && (await surfaceB(base, id)) === 'accepted');
+  await seenBy(
+    t,
+    'created',
+    async (base) => (await surfaceA(base, 'ext-1')) === 'accepted' && (await surfaceB(base, id)) === 'accepted',
+  );
 
   t.equal((await core.patch(`/v1/customers/${id}`, { external_id: 'ext-2' })).status, 200);
-  await seenBy(t, 're-keyed (external id)', async (base) => (await surfaceA(base, 'ext-1')) === 'unknown_external_customer' && (await surfaceA(base, 'ext-2')) === 'accepted');
+  await seenBy(
+    t,
+    're-keyed (external id)',
+    async (base) =>
+      (await surfaceA(base, 'ext-1')) === 'unknown_external_customer' && (await surfaceA(base, 'ext-2')) === 'accepted',
+  );
   t.equal((await core.patch(`/v1/customers/${id}`, { external_source: 'crm' })).status, 200);
-  await seenBy(t, 're-keyed (source)', async (base) => (await surfaceA(base, 'ext-2')) === 'unknown_external_customer' && (await surfaceA(base, 'ext-2', 'crm')) === 'accepted');
+  await seenBy(
+    t,
+    're-keyed (source)',
+    async (base) =>
+      (await surfaceA(base, 'ext-2')) === 'unknown_external_customer' &&
+      (await surfaceA(base, 'ext-2', 'crm')) === 'accepted',
+  );
 
   t.equal((await core.del(`/v1/customers/${id}`)).status, 204);
-  await seenBy(t, 'soft-deleted', async (base) => (await surfaceB(base, id)) === 'unknown_customer' && (await surfaceA(base, 'ext-2', 'crm')) === 'unknown_external_customer');
+  await seenBy(
+    t,
+    'soft-deleted',
+    async (base) =>
+      (await surfaceB(base, id)) === 'unknown_customer' &&
+      (await surfaceA(base, 'ext-2', 'crm')) === 'unknown_external_customer',
+  );
 
   t.equal((await core.post(`/v1/customers/${id}/restore`)).status, 200);
   await seenBy(t, 'restored', async (base) => (await surfaceB(base, id)) === 'accepted');
@@ -52,6 +83,10 @@ t.test('create, re-key, soft-delete, restore, hard-delete', async (t) => {
 t.test('bulk-imported customers are seen too', async (t) => {
   const r = await core.post('/v1/customers/bulk-import', { customers: [{ name: 'Imported', external_id: 'imp-1' }] });
   t.equal(r.status, 202);
-  await waitFor('import done', async () => (await core.get(`/v1/jobs/${r.body.job_id}`)).body?.status === 'succeeded', 20_000);
+  await waitFor(
+    'import done',
+    async () => (await core.get(`/v1/jobs/${r.body.job_id}`)).body?.status === 'succeeded',
+    20_000,
+  );
   await seenBy(t, 'imported', async (base) => (await surfaceA(base, 'imp-1')) === 'accepted');
 });

@@ -13,8 +13,16 @@ export interface Answer {
   body: any;
 }
 
-export async function call(base: string, method: string, path: string, opts: { token?: string | null; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
-  const headers: Record<string, string> = { ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}), ...opts.headers };
+export async function call(
+  base: string,
+  method: string,
+  path: string,
+  opts: { token?: string | null; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<Answer> {
+  const headers: Record<string, string> = {
+    ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}),
+    ...opts.headers,
+  };
   let raw: string | undefined;
   if (opts.body !== undefined) {
     raw = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
@@ -32,40 +40,69 @@ export async function call(base: string, method: string, path: string, opts: { t
 }
 
 /** POST /v1/events (or backfill) with `events`. */
-export const postEvents = (base: string, token: string, events: unknown[], headers: Record<string, string> = {}, path = EVENTS) => call(base, 'POST', path, { token, body: { events }, headers });
+export const postEvents = (
+  base: string,
+  token: string,
+  events: unknown[],
+  headers: Record<string, string> = {},
+  path = EVENTS,
+) => call(base, 'POST', path, { token, body: { events }, headers });
 
 /** A workspace with `customers` internal customers (cust-000001…) and their service ids in order. */
 export async function workspace(customers: number, args: string[] = []): Promise<{ ws: Workspace; ids: string[] }> {
   const ws = await bootstrap(args);
   if (customers > 0) await seed(ws.tenant_id, customers);
-  const rows = await db()<{ id: string }[]>`SELECT id::text FROM customers WHERE tenant_id = ${ws.tenant_id} ORDER BY external_id`;
+  const rows = await db()<
+    { id: string }[]
+  >`SELECT id::text FROM customers WHERE tenant_id = ${ws.tenant_id} ORDER BY external_id`;
   return { ws, ids: rows.map((r) => r.id) };
 }
 
 /** One ingest process (surface A and B) with limits out of the way unless overridden. */
 export async function ingest(t: Teardowns, env: Record<string, string> = {}): Promise<Tier> {
   const tier = await startTier(t, 'ingest', {
-    INGEST_PROCESSES: '1', EVENTS_BATCHES_PER_MIN: '100000', EVENTS_BACKFILLS_PER_MIN: '100000', EVENTS_READS_PER_MIN: '100000', ...env,
+    INGEST_PROCESSES: '1',
+    EVENTS_BATCHES_PER_MIN: '100000',
+    EVENTS_BACKFILLS_PER_MIN: '100000',
+    EVENTS_READS_PER_MIN: '100000',
+    ...env,
   });
   t.teardown(() => tier.stop('SIGTERM'));
   return tier;
 }
 
-export const ev = (customerId: string, extra: Record<string, unknown> = {}) => ({ customer_id: customerId, event_name: 'feature_used', ...extra });
+export const ev = (customerId: string, extra: Record<string, unknown> = {}) => ({
+  customer_id: customerId,
+  event_name: 'feature_used',
+  ...extra,
+});
 export const xid = () => `x-${randomUUID()}`;
 
 /** A surface-B problem+json answer. */
-export function isProblem(t: { equal: Function; match: Function; ok: Function }, r: Answer, status: number, code: string): void {
+export function isProblem(
+  t: { equal: Function; match: Function; ok: Function },
+  r: Answer,
+  status: number,
+  code: string,
+): void {
   t.equal(r.status, status, `status ${status} (${r.text.slice(0, 300)})`);
   t.match(r.headers.get('content-type') ?? '', /^application\/problem\+json/, 'problem+json');
   t.match(r.body?.type ?? '', new RegExp(`/errors/${code}$`), `type ends with /errors/${code}`);
   t.equal(r.body?.status, status);
-  t.ok(typeof r.body?.title === 'string' && typeof r.body?.detail === 'string' && typeof r.body?.instance === 'string', 'title, detail, instance');
+  t.ok(
+    typeof r.body?.title === 'string' && typeof r.body?.detail === 'string' && typeof r.body?.instance === 'string',
+    'title, detail, instance',
+  );
   t.equal(r.body?.trace_id, r.headers.get('x-trace-id'), 'trace_id equals X-Trace-Id');
 }
 
 /** A 200 from POST /v1/events with exactly accepted, rejected, errors. */
-export function expect200(t: { equal: Function; same: Function }, r: Answer, accepted: number, rejected = 0): Array<{ index: number; code: string; message: string }> {
+export function expect200(
+  t: { equal: Function; same: Function },
+  r: Answer,
+  accepted: number,
+  rejected = 0,
+): Array<{ index: number; code: string; message: string }> {
   t.equal(r.status, 200, `200 (${r.text.slice(0, 400)})`);
   t.same(Object.keys(r.body ?? {}).sort(), ['accepted', 'errors', 'rejected'], 'body has accepted, rejected, errors');
   t.equal(r.body?.accepted, accepted, 'accepted');

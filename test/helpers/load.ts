@@ -42,7 +42,9 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     while (next < o.requests) {
       const seq = next++;
       try {
-        const res = await post(`${o.url}/v1/ingest/events`, usageBatch(o.eventsPerRequest ?? 100, o.customers, seq), { 'x-api-key': o.key });
+        const res = await post(`${o.url}/v1/ingest/events`, usageBatch(o.eventsPerRequest ?? 100, o.customers, seq), {
+          'x-api-key': o.key,
+        });
         r.statuses[res.status] = (r.statuses[res.status] ?? 0) + 1;
         if (res.status === 202) {
           r.acknowledged.set(res.headers.get('x-trace-id')!, res.body.accepted as number);

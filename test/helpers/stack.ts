@@ -30,17 +30,28 @@ export interface Workspace {
 
 /** A new, independent workspace: each test makes its own. */
 export async function bootstrap(args: string[] = []): Promise<Workspace> {
-  const { stdout } = await run(process.execPath, [dist('core-api/bin/bootstrap.js'), '--json', ...args], { env: { ...process.env, STACK_PROFILE: 'test' } });
+  const { stdout } = await run(process.execPath, [dist('core-api/bin/bootstrap.js'), '--json', ...args], {
+    env: { ...process.env, STACK_PROFILE: 'test' },
+  });
   return JSON.parse(stdout) as Workspace;
 }
 
 export async function seed(tenantId: string, customers: number, extra: string[] = []): Promise<void> {
-  await run(process.execPath, [dist('core-api/bin/seed.js'), '--tenant', tenantId, '--customers', String(customers), ...extra], { env: { ...process.env, STACK_PROFILE: 'test' } });
+  await run(
+    process.execPath,
+    [dist('core-api/bin/seed.js'), '--tenant', tenantId, '--customers', String(customers), ...extra],
+    { env: { ...process.env, STACK_PROFILE: 'test' } },
+  );
 }
 
 export { freePort };
 
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000, intervalMs = 100): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 20_000,
+  intervalMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
@@ -68,7 +79,11 @@ export interface Tier {
  * Starts `node dist/<tier>/main.js` against the test stack on a free port, waits for /healthz,
  * and registers its teardown. `portEnv` names the variable the tier reads its port from.
  */
-export async function startTier(t: Teardowns, tier: 'ingest' | 'processors' | 'core-api', env: Record<string, string> = {}): Promise<Tier> {
+export async function startTier(
+  t: Teardowns,
+  tier: 'ingest' | 'processors' | 'core-api',
+  env: Record<string, string> = {},
+): Promise<Tier> {
   const portEnv = { ingest: 'INGEST_PORT', processors: 'PROCESSORS_PORT', 'core-api': 'API_PORT' }[tier];
   const port = env[portEnv] ? Number(env[portEnv]) : await freePort();
   let out = '';
@@ -76,8 +91,12 @@ export async function startTier(t: Teardowns, tier: 'ingest' | 'processors' | 'c
     env: { ...process.env, ...urls, STACK_PROFILE: 'test', LOG_LEVEL: 'warn', [portEnv]: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  proc.stdout!.on('data', (d: Buffer) => { out = (out + d.toString()).slice(-20_000); });
-  proc.stderr!.on('data', (d: Buffer) => { out = (out + d.toString()).slice(-20_000); });
+  proc.stdout!.on('data', (d: Buffer) => {
+    out = (out + d.toString()).slice(-20_000);
+  });
+  proc.stderr!.on('data', (d: Buffer) => {
+    out = (out + d.toString()).slice(-20_000);
+  });
   const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
   const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
     if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
@@ -86,10 +105,14 @@ export async function startTier(t: Teardowns, tier: 'ingest' | 'processors' | 'c
   };
   t.teardown(() => stop('SIGKILL'));
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(`${tier} /healthz on ${port}`, async () => {
-    if (proc.exitCode !== null) throw new Error(`${tier} exited with ${proc.exitCode}:\n${out}`);
-    return (await fetch(`${url}/readyz`)).ok;
-  }, 30_000);
+  await waitFor(
+    `${tier} /healthz on ${port}`,
+    async () => {
+      if (proc.exitCode !== null) throw new Error(`${tier} exited with ${proc.exitCode}:\n${out}`);
+      return (await fetch(`${url}/readyz`)).ok;
+    },
+    30_000,
+  );
   return { url, port, proc, output: () => out, stop };
 }
 
@@ -106,16 +129,30 @@ export async function closeDb(): Promise<void> {
 
 /** Runs a ClickHouse query and returns the rows (JSONEachRow). */
 export async function ch<T = Record<string, unknown>>(query: string): Promise<T[]> {
-  const res = await fetch(`${urls.CLICKHOUSE_URL}/?database=csp`, { method: 'POST', body: `${query} FORMAT JSONEachRow` });
+  const res = await fetch(`${urls.CLICKHOUSE_URL}/?database=csp`, {
+    method: 'POST',
+    body: `${query} FORMAT JSONEachRow`,
+  });
   const text = await res.text();
   if (!res.ok) throw new Error(`ClickHouse: ${text}`);
-  return text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as T);
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as T);
 }
 
 /** POST JSON (or raw bytes) and return status, headers and parsed body. */
-export async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: any; text: string }> {
+export async function post(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; body: any; text: string }> {
   const raw = typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body);
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: raw });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: raw,
+  });
   const text = await res.text();
   let parsed: unknown;
   try {

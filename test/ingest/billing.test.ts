@@ -1,7 +1,19 @@
 import t, { type Test } from 'tap';
 import { randomUUID } from 'node:crypto';
 import { closeDb } from '../helpers/stack.js';
-import { BILLING, UUID_RE, customerIds, expect422, ingest, natsClient, send, StreamTap, traceOf, workspace, type Answer } from './support.js';
+import {
+  BILLING,
+  UUID_RE,
+  customerIds,
+  expect422,
+  ingest,
+  natsClient,
+  send,
+  StreamTap,
+  traceOf,
+  workspace,
+  type Answer,
+} from './support.js';
 
 // POST /v1/ingest/billing-events: 1 to 50 events, customer by service UUID only, 202
 // {accepted, skipped, message}; any invalid field fails the whole request with 422.
@@ -51,10 +63,19 @@ t.test('an accepted billing event is stored with defaults USD and pending, stamp
 t.test('every event type, currency and status value is accepted as sent', async (t) => {
   const types = ['payment_failed', 'payment_succeeded', 'invoice_disputed', 'dunning_attempt', 'refund_issued'];
   const statuses = ['pending', 'resolved', 'escalated'];
-  const events = types.map((event_type, i) => ({ event_type, customer_id: i % 2 ? c2 : c1, amount: i * 10, currency: ['EUR', 'JPY', 'GBP', 'USD', 'CHF'][i], status: statuses[i % 3] }));
+  const events = types.map((event_type, i) => ({
+    event_type,
+    customer_id: i % 2 ? c2 : c1,
+    amount: i * 10,
+    currency: ['EUR', 'JPY', 'GBP', 'USD', 'CHF'][i],
+    status: statuses[i % 3],
+  }));
   expectAccepted(t, await post(events), 5);
   const { rows } = await tap.one(t);
-  t.same(rows.map((r) => [r.event_type, r.customer_id, r.amount, r.currency, r.status]), events.map((e) => [e.event_type, e.customer_id, e.amount, e.currency, e.status]));
+  t.same(
+    rows.map((r) => [r.event_type, r.customer_id, r.amount, r.currency, r.status]),
+    events.map((e) => [e.event_type, e.customer_id, e.amount, e.currency, e.status]),
+  );
 });
 
 t.test('50 billing events are accepted, 51 are refused with 422 at body.events', async (t) => {
@@ -67,29 +88,44 @@ t.test('50 billing events are accepted, 51 are refused with 422 at body.events',
 
 t.test('event_type outside its allowed values fails the whole request with 422', async (t) => {
   for (const event_type of ['payment_refunded', 'PAYMENT_FAILED', '']) {
-    expect422(t, await post([billing(), billing({ event_type })]), { type: 'enum', loc: ['body', 'events', 1, 'event_type'] });
+    expect422(t, await post([billing(), billing({ event_type })]), {
+      type: 'enum',
+      loc: ['body', 'events', 1, 'event_type'],
+    });
   }
   expect422(t, await post([{ customer_id: c1 }]), { type: 'missing', loc: ['body', 'events', 0, 'event_type'] });
   await nothingStored(t);
 });
 
 t.test('customer_id is required and must be a UUID; the external identifier is not accepted', async (t) => {
-  expect422(t, await post([{ event_type: 'payment_failed', external_customer_id: 'cust-000001' }]), { type: 'missing', loc: ['body', 'events', 0, 'customer_id'] });
-  expect422(t, await post([billing({ customer_id: 'cust-000001' })]), { type: 'uuid_parsing', loc: ['body', 'events', 0, 'customer_id'] });
+  expect422(t, await post([{ event_type: 'payment_failed', external_customer_id: 'cust-000001' }]), {
+    type: 'missing',
+    loc: ['body', 'events', 0, 'customer_id'],
+  });
+  expect422(t, await post([billing({ customer_id: 'cust-000001' })]), {
+    type: 'uuid_parsing',
+    loc: ['body', 'events', 0, 'customer_id'],
+  });
   await nothingStored(t);
 });
 
 t.test('a customer_id that is not in the workspace is refused with 422 and nothing is stored', async (t) => {
   const tapOther = await StreamTap.open(t, nc, `ev.billing.${other.tenant_id}`);
   for (const customer_id of [randomUUID(), foreign]) {
-    expect422(t, await post([billing(), billing({ customer_id })]), { type: 'unknown_customer', loc: ['body', 'events', 1, 'customer_id'] });
+    expect422(t, await post([billing(), billing({ customer_id })]), {
+      type: 'unknown_customer',
+      loc: ['body', 'events', 1, 'customer_id'],
+    });
   }
   await nothingStored(t);
   t.equal(await tapOther.pending(), 0, 'nothing reaches the other workspace');
 });
 
 t.test('amount must be zero or positive', async (t) => {
-  expect422(t, await post([billing({ amount: -0.01 })]), { type: 'greater_than_equal', loc: ['body', 'events', 0, 'amount'] });
+  expect422(t, await post([billing({ amount: -0.01 })]), {
+    type: 'greater_than_equal',
+    loc: ['body', 'events', 0, 'amount'],
+  });
   expect422(t, await post([billing({ amount: '10' })]), { type: 'number_type', loc: ['body', 'events', 0, 'amount'] });
   await nothingStored(t);
   expectAccepted(t, await post([billing({ amount: 0 })]), 1);
@@ -118,6 +154,9 @@ t.test('a retried batch is recorded again (no deduplication)', async (t) => {
   expectAccepted(t, second, 1);
   const msgs = await tap.drain();
   t.equal(msgs.length, 2, 'both requests stored');
-  t.same(msgs.map((m) => m.rows[0].batch_id), [traceOf(t, first), traceOf(t, second)]);
+  t.same(
+    msgs.map((m) => m.rows[0].batch_id),
+    [traceOf(t, first), traceOf(t, second)],
+  );
   t.not(msgs[0].rows[0].event_id, msgs[1].rows[0].event_id, 'each copy is its own event');
 });

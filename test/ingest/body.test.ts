@@ -1,7 +1,22 @@
 import t, { type Test } from 'tap';
 import zlib from 'node:zlib';
 import { closeDb } from '../helpers/stack.js';
-import { BILLING, USAGE, batch, event, expect202, expect422, ingest, natsClient, send, sendRaw, StreamTap, traceOf, workspace, type Answer } from './support.js';
+import {
+  BILLING,
+  USAGE,
+  batch,
+  event,
+  expect202,
+  expect422,
+  ingest,
+  natsClient,
+  send,
+  sendRaw,
+  StreamTap,
+  traceOf,
+  workspace,
+  type Answer,
+} from './support.js';
 
 // How the request body is read: content type, encoding, size cap, JSON and Unicode validity, and
 // bodies built to hurt the parser. None of these may take the server down.
@@ -12,13 +27,17 @@ const nc = await natsClient(t);
 const tap = await StreamTap.open(t, nc, `ev.usage.${ws.tenant_id}`);
 const MiB = 1024 * 1024;
 const key = ws.ingestion_key;
-const post = (body: unknown, opts: { contentType?: string | null; headers?: Record<string, string> } = {}) => send(tier.url, USAGE, body, { key, ...opts });
+const post = (body: unknown, opts: { contentType?: string | null; headers?: Record<string, string> } = {}) =>
+  send(tier.url, USAGE, body, { key, ...opts });
 
 function expect413(t: Test, res: Answer) {
   t.equal(res.status, 413, `413 (${res.text.slice(0, 200)})`);
   traceOf(t, res);
   const d = res.body?.detail;
-  t.ok(Array.isArray(d) && d[0]?.type === 'payload_too_large', `detail names payload_too_large: ${res.text.slice(0, 200)}`);
+  t.ok(
+    Array.isArray(d) && d[0]?.type === 'payload_too_large',
+    `detail names payload_too_large: ${res.text.slice(0, 200)}`,
+  );
 }
 
 /** A valid usage body padded with JSON whitespace to exactly `size` bytes. */
@@ -34,7 +53,13 @@ async function stillAnswers(t: Test) {
 }
 
 t.test('malformed JSON is refused with 422 json_invalid', async (t) => {
-  for (const body of ['{"events":[', '{"events":[{"event_name":"x",}]}', "{'events':[]}", 'events=1', '{"events":[]} trailing']) {
+  for (const body of [
+    '{"events":[',
+    '{"events":[{"event_name":"x",}]}',
+    "{'events':[]}",
+    'events=1',
+    '{"events":[]} trailing',
+  ]) {
     const res = await post(body);
     t.equal(res.status, 422, body);
     traceOf(t, res);
@@ -54,16 +79,28 @@ t.test('an empty body is refused with 422', async (t) => {
 
 t.test('a content type other than application/json is refused with 422 content_type_invalid', async (t) => {
   const body = JSON.stringify(batch(1));
-  for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonp']) {
-    const [d] = expect422(t, await post(body, { contentType }), { type: 'content_type_invalid', loc: ['header', 'content-type'] });
+  for (const contentType of [
+    'text/plain',
+    'application/x-www-form-urlencoded',
+    'multipart/form-data; boundary=x',
+    'application/jsonp',
+  ]) {
+    const [d] = expect422(t, await post(body, { contentType }), {
+      type: 'content_type_invalid',
+      loc: ['header', 'content-type'],
+    });
     t.equal(d?.input, contentType);
   }
-  const [d] = expect422(t, await post(body, { contentType: null }), { type: 'content_type_invalid', loc: ['header', 'content-type'] });
+  const [d] = expect422(t, await post(body, { contentType: null }), {
+    type: 'content_type_invalid',
+    loc: ['header', 'content-type'],
+  });
   t.equal(d?.input, null, 'missing Content-Type');
   const billing = await send(tier.url, BILLING, body, { key, contentType: 'text/plain' });
   expect422(t, billing, { type: 'content_type_invalid', loc: ['header', 'content-type'] });
   t.equal(await tap.pending(), 0);
-  for (const contentType of ['application/json; charset=utf-8', 'Application/JSON']) expect202(t, await post(body, { contentType }), 1);
+  for (const contentType of ['application/json; charset=utf-8', 'Application/JSON'])
+    expect202(t, await post(body, { contentType }), 1);
   t.equal((await tap.drain()).length, 2);
 });
 
@@ -109,7 +146,10 @@ t.test('a gzip body (Content-Encoding: gzip) is accepted', async (t) => {
 
 t.test('a small gzip body that inflates beyond 1 MiB is refused with 413', async (t) => {
   // ~1 KB on the wire, 8 MiB once inflated: the cap applies after decompression too.
-  const bomb = zlib.gzipSync(Buffer.concat([Buffer.from('{"events":[],"pad":"'), Buffer.alloc(8 * MiB, 0x61), Buffer.from('"}')]), { level: 9 });
+  const bomb = zlib.gzipSync(
+    Buffer.concat([Buffer.from('{"events":[],"pad":"'), Buffer.alloc(8 * MiB, 0x61), Buffer.from('"}')]),
+    { level: 9 },
+  );
   t.ok(bomb.length < 64 * 1024, `bomb is small (${bomb.length} bytes)`);
   expect413(t, await post(bomb, { headers: { 'content-encoding': 'gzip' } }));
   t.equal(await tap.pending(), 0);
@@ -117,14 +157,23 @@ t.test('a small gzip body that inflates beyond 1 MiB is refused with 413', async
 });
 
 t.test('bytes that are not valid UTF-8 are refused with 422', async (t) => {
-  const body = Buffer.concat([Buffer.from('{"events":[{"event_name":"x","external_customer_id":"cust-000001","user_id":"'), Buffer.from([0xc3, 0x28, 0xff]), Buffer.from('"}]}')]);
+  const body = Buffer.concat([
+    Buffer.from('{"events":[{"event_name":"x","external_customer_id":"cust-000001","user_id":"'),
+    Buffer.from([0xc3, 0x28, 0xff]),
+    Buffer.from('"}]}'),
+  ]);
   expect422(t, await post(body), { type: 'json_invalid', loc: ['body'] });
   t.equal(await tap.pending(), 0);
 });
 
 t.test('a lone surrogate escape such as "\\ud800" in any string is refused with 422', async (t) => {
   const base = '{"events":[{"event_name":"x","external_customer_id":"cust-000001"';
-  for (const tail of [',"user_id":"\\ud800"}]}', ',"properties":{"k":"a\\udfffb"}}]}', ',"properties":{"\\ud800":1}}]}', ',"properties":{"deep":[[{"s":"\\uDBFF"}]]}}]}']) {
+  for (const tail of [
+    ',"user_id":"\\ud800"}]}',
+    ',"properties":{"k":"a\\udfffb"}}]}',
+    ',"properties":{"\\ud800":1}}]}',
+    ',"properties":{"deep":[[{"s":"\\uDBFF"}]]}}]}',
+  ]) {
     expect422(t, await post(base + tail), { type: 'string_unicode', loc: ['body'] });
   }
   t.equal(await tap.pending(), 0);
@@ -138,20 +187,53 @@ t.test('deeply nested properties are rejected per event, never crash the server'
   const deep = `{"a":${nest(5000)}}`;
   t.ok(deep.length < 10_240, `5000 levels fit in ${deep.length} bytes`);
   const good = JSON.stringify(event({ event_name: 'shallow' }));
-  const res = await post(`{"events":[{"event_name":"deep","external_customer_id":"cust-000001","properties":${deep}},${good}]}`);
+  const res = await post(
+    `{"events":[{"event_name":"deep","external_customer_id":"cust-000001","properties":${deep}},${good}]}`,
+  );
   const body = expect202(t, res, 1, 1);
-  t.same(body.errors.map((e) => [e.index, e.event_name, e.code]), [[0, 'deep', 'invalid_properties']]);
-  t.same((await tap.one(t)).rows.map((r) => r.event_name), ['shallow']);
+  t.same(
+    body.errors.map((e) => [e.index, e.event_name, e.code]),
+    [[0, 'deep', 'invalid_properties']],
+  );
+  t.same(
+    (await tap.one(t)).rows.map((r) => r.event_name),
+    ['shallow'],
+  );
   await stillAnswers(t);
 
   // Far deeper (100,000 levels, still under 1 MiB), combined with other failures: each answered
   // as the rule it breaks, 422 for the body, not 500.
   const abyss = nest(100_000);
-  expect202(t, await post(`{"events":[{"event_name":"abyss","external_customer_id":"cust-000001","properties":{"a":${abyss}}}]}`), 0, 1);
-  expect422(t, await post(`{"events":[{"external_customer_id":"cust-000001","properties":{"a":${abyss}}}]}`), { type: 'missing', loc: ['body', 'events', 0, 'event_name'] });
-  expect422(t, await post(`{"events":[{"event_name":"x","external_customer_id":"cust-000001","properties":${abyss}}]}`), { type: 'object_type', loc: ['body', 'events', 0, 'properties'] });
-  expect422(t, await post(`{"events":[{"event_name":"x","external_customer_id":"cust-000001","properties":{"a":${nest(100_000, '"\\ud800"')}}}]}`), { type: 'string_unicode', loc: ['body'] });
-  expect202(t, await post(`{"events":[{"event_name":"x","external_customer_id":"cust-000001","properties":{"a":${nest(100_000, '"\\ud83d\\ude00"')}}}]}`), 0, 1);
+  expect202(
+    t,
+    await post(`{"events":[{"event_name":"abyss","external_customer_id":"cust-000001","properties":{"a":${abyss}}}]}`),
+    0,
+    1,
+  );
+  expect422(t, await post(`{"events":[{"external_customer_id":"cust-000001","properties":{"a":${abyss}}}]}`), {
+    type: 'missing',
+    loc: ['body', 'events', 0, 'event_name'],
+  });
+  expect422(
+    t,
+    await post(`{"events":[{"event_name":"x","external_customer_id":"cust-000001","properties":${abyss}}]}`),
+    { type: 'object_type', loc: ['body', 'events', 0, 'properties'] },
+  );
+  expect422(
+    t,
+    await post(
+      `{"events":[{"event_name":"x","external_customer_id":"cust-000001","properties":{"a":${nest(100_000, '"\\ud800"')}}}]}`,
+    ),
+    { type: 'string_unicode', loc: ['body'] },
+  );
+  expect202(
+    t,
+    await post(
+      `{"events":[{"event_name":"x","external_customer_id":"cust-000001","properties":{"a":${nest(100_000, '"\\ud83d\\ude00"')}}}]}`,
+    ),
+    0,
+    1,
+  );
   t.equal(await tap.pending(), 0);
   await stillAnswers(t);
 });

@@ -3,7 +3,20 @@ import net from 'node:net';
 import { spawn } from 'node:child_process';
 import { connect } from 'nats';
 import { closeDb, freePort, waitFor } from '../helpers/stack.js';
-import { BILLING, USAGE, batch, customerIds, expect202, ingest, natsClient, send, StreamTap, traceOf, workspace, type Answer } from './support.js';
+import {
+  BILLING,
+  USAGE,
+  batch,
+  customerIds,
+  expect202,
+  ingest,
+  natsClient,
+  send,
+  StreamTap,
+  traceOf,
+  workspace,
+  type Answer,
+} from './support.js';
 
 // When JetStream does not acknowledge a batch the client gets 500 {type, title, status, detail}
 // and no event of the request is stored. The fault: a NATS server without JetStream, so no
@@ -14,17 +27,31 @@ const customer = (await customerIds(ws.tenant_id)).get('cust-000001')!;
 
 const port = await freePort();
 let natsOut = '';
-const nats = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
-nats.stdout!.on('data', (d: Buffer) => { natsOut += d.toString(); });
-nats.stderr!.on('data', (d: Buffer) => { natsOut += d.toString(); });
+const nats = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port)], {
+  stdio: ['ignore', 'pipe', 'pipe'],
+});
+nats.stdout!.on('data', (d: Buffer) => {
+  natsOut += d.toString();
+});
+nats.stderr!.on('data', (d: Buffer) => {
+  natsOut += d.toString();
+});
 t.teardown(() => {
   if (nats.exitCode === null && nats.signalCode === null) nats.kill('SIGKILL');
 });
-await waitFor(`nats-server on ${port}`, () => new Promise<boolean>((resolve, reject) => {
-  if (nats.exitCode !== null) return reject(new Error(`nats-server exited: ${natsOut}`));
-  const s = net.connect(port, '127.0.0.1', () => { s.destroy(); resolve(true); });
-  s.on('error', () => resolve(false));
-}), 10_000);
+await waitFor(
+  `nats-server on ${port}`,
+  () =>
+    new Promise<boolean>((resolve, reject) => {
+      if (nats.exitCode !== null) return reject(new Error(`nats-server exited: ${natsOut}`));
+      const s = net.connect(port, '127.0.0.1', () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.on('error', () => resolve(false));
+    }),
+  10_000,
+);
 
 const broken = await ingest(t, { NATS_URL: `nats://127.0.0.1:${port}`, INGEST_PUBLISH_TIMEOUT_MS: '200' });
 const nc = await natsClient(t);
@@ -32,7 +59,11 @@ const nc = await natsClient(t);
 function expect500(t: Test, res: Answer) {
   t.equal(res.status, 500, `500 (${res.text.slice(0, 200)})`);
   traceOf(t, res);
-  t.same(Object.keys(res.body ?? {}).sort(), ['detail', 'status', 'title', 'type'], 'body has exactly type, title, status, detail');
+  t.same(
+    Object.keys(res.body ?? {}).sort(),
+    ['detail', 'status', 'title', 'type'],
+    'body has exactly type, title, status, detail',
+  );
   t.equal(res.body?.status, 500);
   t.equal(typeof res.body?.type, 'string');
   t.equal(typeof res.body?.title, 'string');
@@ -44,7 +75,15 @@ t.test('unacknowledged usage and billing batches answer 500 and store nothing', 
   const usageTap = await StreamTap.open(t, nc, `ev.usage.${ws.tenant_id}`);
   const billingTap = await StreamTap.open(t, nc, `ev.billing.${ws.tenant_id}`);
   expect500(t, await send(broken.url, USAGE, batch(3), { key: ws.ingestion_key }));
-  expect500(t, await send(broken.url, BILLING, { events: [{ event_type: 'payment_failed', customer_id: customer }] }, { key: ws.ingestion_key }));
+  expect500(
+    t,
+    await send(
+      broken.url,
+      BILLING,
+      { events: [{ event_type: 'payment_failed', customer_id: customer }] },
+      { key: ws.ingestion_key },
+    ),
+  );
   t.equal(await usageTap.pending(), 0, 'no usage event stored');
   t.equal(await billingTap.pending(), 0, 'no billing event stored');
 });
@@ -66,7 +105,12 @@ t.test('a publish that times out is retried under the same message id, then answ
 
 t.test('the process keeps serving after the failures', async (t) => {
   // Requests that need no publish are still answered by the rules.
-  const noneAccepted = await send(broken.url, USAGE, { events: [{ event_name: 'x', external_customer_id: 'cust-999999' }] }, { key: ws.ingestion_key });
+  const noneAccepted = await send(
+    broken.url,
+    USAGE,
+    { events: [{ event_name: 'x', external_customer_id: 'cust-999999' }] },
+    { key: ws.ingestion_key },
+  );
   expect202(t, noneAccepted, 0, 1);
   const unauth = await send(broken.url, USAGE, batch(1), { key: null });
   t.equal(unauth.status, 401);

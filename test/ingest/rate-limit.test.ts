@@ -21,34 +21,51 @@ function expect429(t: Test, res: Answer) {
   t.equal(res.status, 429, `429 (${res.text.slice(0, 200)})`);
   traceOf(t, res);
   const d = res.body?.detail;
-  t.same(Object.keys(d ?? {}).sort(), ['detail', 'retry_after', 'status', 'title', 'type'], 'detail has type, title, status, detail, retry_after');
+  t.same(
+    Object.keys(d ?? {}).sort(),
+    ['detail', 'retry_after', 'status', 'title', 'type'],
+    'detail has type, title, status, detail, retry_after',
+  );
   t.equal(d?.status, 429);
   t.equal(typeof d?.type, 'string');
   t.equal(typeof d?.title, 'string');
   t.equal(typeof d?.detail, 'string');
-  t.ok(Number.isInteger(d?.retry_after) && d.retry_after >= 1 && d.retry_after <= 60, `retry_after ${d?.retry_after} is whole seconds within the minute`);
+  t.ok(
+    Number.isInteger(d?.retry_after) && d.retry_after >= 1 && d.retry_after <= 60,
+    `retry_after ${d?.retry_after} is whole seconds within the minute`,
+  );
   t.equal(res.headers.get('retry-after'), String(d?.retry_after), 'Retry-After header equals retry_after');
 }
 
-t.test(`the ${LIMIT}-per-minute budget is shared by both endpoints and all processes; the next request gets 429`, async (t) => {
-  // The budget is a fixed calendar minute: start early in one so the whole sequence fits in it.
-  await waitFor('the start of a minute', () => new Date().getUTCSeconds() < 40, 45_000, 250);
-  const answered: number[] = [];
-  for (let i = 0; i < LIMIT; i++) {
-    const tier = i % 3 === 2 ? single : pair;
-    const res = i % 2 === 0 ? await sendFresh(tier.url, USAGE, usage(), ws.ingestion_key) : await sendFresh(tier.url, BILLING, billing(customer), ws.ingestion_key);
-    traceOf(t, res);
-    answered.push(res.status);
-  }
-  t.same(answered, Array(LIMIT).fill(202), `all ${LIMIT} requests within the budget are accepted`);
+t.test(
+  `the ${LIMIT}-per-minute budget is shared by both endpoints and all processes; the next request gets 429`,
+  async (t) => {
+    // The budget is a fixed calendar minute: start early in one so the whole sequence fits in it.
+    await waitFor('the start of a minute', () => new Date().getUTCSeconds() < 40, 45_000, 250);
+    const answered: number[] = [];
+    for (let i = 0; i < LIMIT; i++) {
+      const tier = i % 3 === 2 ? single : pair;
+      const res =
+        i % 2 === 0
+          ? await sendFresh(tier.url, USAGE, usage(), ws.ingestion_key)
+          : await sendFresh(tier.url, BILLING, billing(customer), ws.ingestion_key);
+      traceOf(t, res);
+      answered.push(res.status);
+    }
+    t.same(answered, Array(LIMIT).fill(202), `all ${LIMIT} requests within the budget are accepted`);
 
-  expect429(t, await sendFresh(pair.url, USAGE, usage(), ws.ingestion_key));
-  expect429(t, await sendFresh(single.url, BILLING, billing(customer), ws.ingestion_key));
-  expect429(t, await sendFresh(pair.url, BILLING, billing(customer), ws.ingestion_key));
+    expect429(t, await sendFresh(pair.url, USAGE, usage(), ws.ingestion_key));
+    expect429(t, await sendFresh(single.url, BILLING, billing(customer), ws.ingestion_key));
+    expect429(t, await sendFresh(pair.url, BILLING, billing(customer), ws.ingestion_key));
 
-  // Another workspace has its own budget.
-  for (const tier of [pair, single]) {
-    t.equal((await sendFresh(tier.url, USAGE, usage(), quiet.ingestion_key)).status, 202, 'other workspace, usage');
-    t.equal((await sendFresh(tier.url, BILLING, billing(quietCustomer), quiet.ingestion_key)).status, 202, 'other workspace, billing');
-  }
-});
+    // Another workspace has its own budget.
+    for (const tier of [pair, single]) {
+      t.equal((await sendFresh(tier.url, USAGE, usage(), quiet.ingestion_key)).status, 202, 'other workspace, usage');
+      t.equal(
+        (await sendFresh(tier.url, BILLING, billing(quietCustomer), quiet.ingestion_key)).status,
+        202,
+        'other workspace, billing',
+      );
+    }
+  },
+);

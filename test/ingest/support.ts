@@ -29,7 +29,12 @@ function parse(text: string): unknown {
  * POST as a client would. `body` objects are sent as JSON; strings and bytes as they are.
  * `contentType: null` sends no Content-Type at all (bytes bodies get none from fetch).
  */
-export async function send(base: string, path: string, body: unknown, opts: { key?: string | null; contentType?: string | null; headers?: Record<string, string>; method?: string } = {}): Promise<Answer> {
+export async function send(
+  base: string,
+  path: string,
+  body: unknown,
+  opts: { key?: string | null; contentType?: string | null; headers?: Record<string, string>; method?: string } = {},
+): Promise<Answer> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.key) headers['x-api-key'] = opts.key;
   const ct = opts.contentType === undefined ? 'application/json' : opts.contentType;
@@ -48,16 +53,29 @@ export async function send(base: string, path: string, body: unknown, opts: { ke
 export function sendFresh(base: string, path: string, body: unknown, key: string): Promise<Answer> {
   const payload = Buffer.from(JSON.stringify(body));
   return new Promise((resolve, reject) => {
-    const req = http.request(base + path, { method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'x-api-key': key, 'content-length': payload.length, connection: 'close' } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString();
-        const headers = new Headers();
-        for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') headers.set(k, v);
-        resolve({ status: res.statusCode!, headers, text, body: parse(text) });
-      });
-    });
+    const req = http.request(
+      base + path,
+      {
+        method: 'POST',
+        agent: false,
+        headers: {
+          'content-type': 'application/json',
+          'x-api-key': key,
+          'content-length': payload.length,
+          connection: 'close',
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          const headers = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') headers.set(k, v);
+          resolve({ status: res.statusCode!, headers, text, body: parse(text) });
+        });
+      },
+    );
     req.on('error', reject);
     req.end(payload);
   });
@@ -99,7 +117,10 @@ export function sendRaw(port: number, path: string, headerLines: string[], chunk
     // Write errors after the server has answered and closed are expected; the answer is what counts.
     s.on('error', () => {});
     s.on('close', () => {
-      if (!settled && !finish()) reject(new Error(`connection closed without a complete response: ${JSON.stringify(buf.toString().slice(0, 200))}`));
+      if (!settled && !finish())
+        reject(
+          new Error(`connection closed without a complete response: ${JSON.stringify(buf.toString().slice(0, 200))}`),
+        );
     });
     s.on('connect', async () => {
       s.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${headerLines.map((l) => `${l}\r\n`).join('')}\r\n`);
@@ -119,7 +140,12 @@ export function traceOf(t: Asserts, res: Answer): string {
 }
 
 /** A surface-A 422: `{detail: [{type, loc, msg, input}]}`; returns the details. */
-export function expect422(t: Asserts, res: Answer, want: { type: string; loc: Array<string | number> }, only = true): Array<{ type: string; loc: Array<string | number>; msg: string; input: unknown }> {
+export function expect422(
+  t: Asserts,
+  res: Answer,
+  want: { type: string; loc: Array<string | number> },
+  only = true,
+): Array<{ type: string; loc: Array<string | number>; msg: string; input: unknown }> {
   t.equal(res.status, 422, `422 (${res.text.slice(0, 300)})`);
   traceOf(t, res);
   const detail = res.body?.detail;
@@ -130,20 +156,44 @@ export function expect422(t: Asserts, res: Answer, want: { type: string; loc: Ar
     t.equal(typeof d.msg, 'string');
   }
   if (only) t.equal(detail.length, 1, 'exactly one detail');
-  t.ok(detail.some((d: { type: string; loc: unknown }) => d.type === want.type && JSON.stringify(d.loc) === JSON.stringify(want.loc)), `a detail of type ${want.type} at ${JSON.stringify(want.loc)}; got ${JSON.stringify(detail).slice(0, 300)}`);
+  t.ok(
+    detail.some(
+      (d: { type: string; loc: unknown }) => d.type === want.type && JSON.stringify(d.loc) === JSON.stringify(want.loc),
+    ),
+    `a detail of type ${want.type} at ${JSON.stringify(want.loc)}; got ${JSON.stringify(detail).slice(0, 300)}`,
+  );
   return detail;
 }
 
 /** A 202 from the usage endpoint with exactly the documented keys; returns the body. */
-export function expect202(t: Asserts, res: Answer, accepted: number, rejected = 0): { accepted: number; rejected: number; errors: Array<{ index: number; event_name: string; code: string; message: string }>; message: string } {
+export function expect202(
+  t: Asserts,
+  res: Answer,
+  accepted: number,
+  rejected = 0,
+): {
+  accepted: number;
+  rejected: number;
+  errors: Array<{ index: number; event_name: string; code: string; message: string }>;
+  message: string;
+} {
   t.equal(res.status, 202, `202 (${res.text.slice(0, 300)})`);
   traceOf(t, res);
-  t.same(Object.keys(res.body ?? {}).sort(), ['accepted', 'errors', 'message', 'rejected'], 'body has accepted, rejected, errors, message');
+  t.same(
+    Object.keys(res.body ?? {}).sort(),
+    ['accepted', 'errors', 'message', 'rejected'],
+    'body has accepted, rejected, errors, message',
+  );
   t.equal(res.body?.accepted, accepted, 'accepted count');
   t.equal(res.body?.rejected, rejected, 'rejected count');
   t.equal(res.body?.errors?.length, rejected, 'one error per rejected event');
   t.equal(typeof res.body?.message, 'string');
-  for (const e of res.body?.errors ?? []) t.same(Object.keys(e).sort(), ['code', 'event_name', 'index', 'message'], 'error has index, event_name, code, message');
+  for (const e of res.body?.errors ?? [])
+    t.same(
+      Object.keys(e).sort(),
+      ['code', 'event_name', 'index', 'message'],
+      'error has index, event_name, code, message',
+    );
   return res.body;
 }
 
@@ -170,12 +220,16 @@ export async function ingest(t: Teardowns, env: Record<string, string> = {}): Pr
 
 /** external_id → customer UUID of one source in a workspace. */
 export async function customerIds(tenantId: string, source = 'internal'): Promise<Map<string, string>> {
-  const rows = await db()<{ id: string; external_id: string }[]>`SELECT id::text, external_id FROM customers WHERE tenant_id = ${tenantId} AND external_source = ${source}`;
+  const rows = await db()<
+    { id: string; external_id: string }[]
+  >`SELECT id::text, external_id FROM customers WHERE tenant_id = ${tenantId} AND external_source = ${source}`;
   return new Map(rows.map((r) => [r.external_id, r.id]));
 }
 
 export async function productIds(tenantId: string): Promise<Map<string, string>> {
-  const rows = await db()<{ id: string; code: string }[]>`SELECT id::text, code FROM products WHERE tenant_id = ${tenantId}`;
+  const rows = await db()<
+    { id: string; code: string }[]
+  >`SELECT id::text, code FROM products WHERE tenant_id = ${tenantId}`;
   return new Map(rows.map((r) => [r.code, r.id]));
 }
 
@@ -192,12 +246,23 @@ export interface Published {
  * still wants it, so a processor acknowledging it first cannot make it vanish under the test.
  */
 export class StreamTap {
-  private constructor(private readonly jsm: JetStreamManager, private readonly nc: NatsConnection, readonly name: string, readonly subject: string) {}
+  private constructor(
+    private readonly jsm: JetStreamManager,
+    private readonly nc: NatsConnection,
+    readonly name: string,
+    readonly subject: string,
+  ) {}
 
   static async open(t: Teardowns, nc: NatsConnection, subject: string): Promise<StreamTap> {
     const jsm = await nc.jetstreamManager();
     const name = `test-ingest-${nuid.next()}`;
-    await jsm.consumers.add('EVENTS', { name, filter_subject: subject, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.New, inactive_threshold: nanos(5 * 60_000) });
+    await jsm.consumers.add('EVENTS', {
+      name,
+      filter_subject: subject,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.New,
+      inactive_threshold: nanos(5 * 60_000),
+    });
     t.teardown(() => jsm.consumers.delete('EVENTS', name).catch(() => {}));
     return new StreamTap(jsm, nc, name, subject);
   }
@@ -217,7 +282,12 @@ export class StreamTap {
       m.ack();
       const headers: Record<string, string> = {};
       for (const k of m.headers?.keys() ?? []) headers[k] = m.headers!.get(k);
-      out.push({ subject: m.subject, msgId: headers['Nats-Msg-Id'] ?? '', headers, rows: JSON.parse(`[${m.string()}]`) as any[] });
+      out.push({
+        subject: m.subject,
+        msgId: headers['Nats-Msg-Id'] ?? '',
+        headers,
+        rows: JSON.parse(`[${m.string()}]`) as any[],
+      });
     }
     return out;
   }
@@ -236,5 +306,11 @@ export async function natsClient(t: Teardowns): Promise<NatsConnection> {
   return nc;
 }
 
-export const event = (extra: Record<string, unknown> = {}) => ({ event_name: 'feature_used', external_customer_id: 'cust-000001', ...extra });
-export const batch = (n: number, extra: Record<string, unknown> = {}) => ({ events: Array.from({ length: n }, () => event(extra)) });
+export const event = (extra: Record<string, unknown> = {}) => ({
+  event_name: 'feature_used',
+  external_customer_id: 'cust-000001',
+  ...extra,
+});
+export const batch = (n: number, extra: Record<string, unknown> = {}) => ({
+  events: Array.from({ length: n }, () => event(extra)),
+});

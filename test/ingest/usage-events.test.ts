@@ -1,7 +1,20 @@
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
 import { ch, closeDb, seed, startTier, waitFor } from '../helpers/stack.js';
-import { USAGE, UUID_RE, customerIds, event, expect202, ingest, natsClient, productIds, send, StreamTap, traceOf, workspace } from './support.js';
+import {
+  USAGE,
+  UUID_RE,
+  customerIds,
+  event,
+  expect202,
+  ingest,
+  natsClient,
+  productIds,
+  send,
+  StreamTap,
+  traceOf,
+  workspace,
+} from './support.js';
 
 // Per-event rules of surface A: customer references, timestamps, properties, products. A bad event
 // is listed in `errors` while the request stays 202; what was accepted is checked in the stream.
@@ -19,27 +32,37 @@ const tap = await StreamTap.open(t, nc, `ev.usage.${ws.tenant_id}`);
 const post = (events: unknown[]) => send(tier.url, USAGE, { events }, { key: ws.ingestion_key });
 const DAY = 24 * 3600_000;
 
-t.test('an accepted event is stored stamped with tenant, resolved customer, event id and the request\'s trace id', async (t) => {
-  const res = await post([event({ event_name: 'report_exported', external_customer_id: 'cust-000002', user_id: 'u-7', properties: { plan: 'pro', seats: 3 } })]);
-  expect202(t, res, 1);
-  t.equal(res.body.message, '1 events accepted');
-  const trace = traceOf(t, res);
-  const msg = await tap.one(t);
-  t.equal(msg.msgId, trace, 'one message per request, identified by the trace id');
-  t.equal(msg.headers['Cs-Rows'], '1');
-  t.equal(msg.headers['Cs-Names'], 'report_exported');
-  const [row] = msg.rows;
-  t.equal(row.tenant_id, ws.tenant_id);
-  t.equal(row.customer_id, internal.get('cust-000002'), 'customer_id resolved from the external id');
-  t.equal(row.external_customer_id, 'cust-000002');
-  t.equal(row.external_source, 'internal', 'external_source defaults to internal');
-  t.match(row.event_id, UUID_RE);
-  t.equal(row.batch_id, trace, 'batch_id is the X-Trace-Id of the response');
-  t.equal(row.user_id, 'u-7');
-  t.same(JSON.parse(row.properties), { plan: 'pro', seats: 3 });
-  t.same(row.prop_keys, ['plan', 'seats']);
-  t.same(row.prop_values, ['pro', '3']);
-});
+t.test(
+  "an accepted event is stored stamped with tenant, resolved customer, event id and the request's trace id",
+  async (t) => {
+    const res = await post([
+      event({
+        event_name: 'report_exported',
+        external_customer_id: 'cust-000002',
+        user_id: 'u-7',
+        properties: { plan: 'pro', seats: 3 },
+      }),
+    ]);
+    expect202(t, res, 1);
+    t.equal(res.body.message, '1 events accepted');
+    const trace = traceOf(t, res);
+    const msg = await tap.one(t);
+    t.equal(msg.msgId, trace, 'one message per request, identified by the trace id');
+    t.equal(msg.headers['Cs-Rows'], '1');
+    t.equal(msg.headers['Cs-Names'], 'report_exported');
+    const [row] = msg.rows;
+    t.equal(row.tenant_id, ws.tenant_id);
+    t.equal(row.customer_id, internal.get('cust-000002'), 'customer_id resolved from the external id');
+    t.equal(row.external_customer_id, 'cust-000002');
+    t.equal(row.external_source, 'internal', 'external_source defaults to internal');
+    t.match(row.event_id, UUID_RE);
+    t.equal(row.batch_id, trace, 'batch_id is the X-Trace-Id of the response');
+    t.equal(row.user_id, 'u-7');
+    t.same(JSON.parse(row.properties), { plan: 'pro', seats: 3 });
+    t.same(row.prop_keys, ['plan', 'seats']);
+    t.same(row.prop_values, ['pro', '3']);
+  },
+);
 
 t.test('external_source selects its own id space', async (t) => {
   t.not(crm.get('cust-000001'), internal.get('cust-000001'), 'two customers share the external id in two sources');
@@ -50,9 +73,21 @@ t.test('external_source selects its own id space', async (t) => {
     event({ external_customer_id: 'cust-000001', external_source: 'billing_system' }),
   ]);
   const body = expect202(t, res, 2, 2);
-  t.same(body.errors.map((e) => [e.index, e.event_name, e.code]), [[2, 'crm_only', 'unknown_external_customer'], [3, 'feature_used', 'unknown_external_customer']]);
+  t.same(
+    body.errors.map((e) => [e.index, e.event_name, e.code]),
+    [
+      [2, 'crm_only', 'unknown_external_customer'],
+      [3, 'feature_used', 'unknown_external_customer'],
+    ],
+  );
   const { rows } = await tap.one(t);
-  t.same(rows.map((r) => [r.customer_id, r.external_source]), [[crm.get('cust-000001'), 'crm'], [internal.get('cust-000001'), 'internal']]);
+  t.same(
+    rows.map((r) => [r.customer_id, r.external_source]),
+    [
+      [crm.get('cust-000001'), 'crm'],
+      [internal.get('cust-000001'), 'internal'],
+    ],
+  );
 });
 
 t.test('customer_id wins over external_customer_id', async (t) => {
@@ -64,9 +99,16 @@ t.test('customer_id wins over external_customer_id', async (t) => {
     event({ event_name: 'bad_uuid_wins', customer_id: randomUUID(), external_customer_id: 'cust-000001' }),
   ]);
   const body = expect202(t, res, 2, 1);
-  t.same(body.errors.map((e) => [e.index, e.code]), [[2, 'unknown_customer']], 'an unknown customer_id is not rescued by a good external id');
+  t.same(
+    body.errors.map((e) => [e.index, e.code]),
+    [[2, 'unknown_customer']],
+    'an unknown customer_id is not rescued by a good external id',
+  );
   const { rows } = await tap.one(t);
-  t.same(rows.map((r) => r.customer_id), [good, good]);
+  t.same(
+    rows.map((r) => r.customer_id),
+    [good, good],
+  );
 });
 
 t.test('one bad event does not fail the batch: per-event errors with index, event_name, code, message', async (t) => {
@@ -80,17 +122,26 @@ t.test('one bad event does not fail the batch: per-event errors with index, even
   ]);
   const body = expect202(t, res, 2, 4);
   t.equal(body.message, '2 events accepted, 4 rejected');
-  t.same(body.errors.map((e) => ({ index: e.index, event_name: e.event_name, code: e.code })), [
-    { index: 1, event_name: 'not_uuid', code: 'invalid_customer_id' },
-    { index: 2, event_name: 'nobody', code: 'unknown_customer' },
-    { index: 3, event_name: 'other_workspace', code: 'unknown_customer' },
-    { index: 4, event_name: 'unknown_ext', code: 'unknown_external_customer' },
-  ]);
+  t.same(
+    body.errors.map((e) => ({ index: e.index, event_name: e.event_name, code: e.code })),
+    [
+      { index: 1, event_name: 'not_uuid', code: 'invalid_customer_id' },
+      { index: 2, event_name: 'nobody', code: 'unknown_customer' },
+      { index: 3, event_name: 'other_workspace', code: 'unknown_customer' },
+      { index: 4, event_name: 'unknown_ext', code: 'unknown_external_customer' },
+    ],
+  );
   for (const e of body.errors) t.ok(typeof e.message === 'string' && e.message.length > 0, `${e.code}: message`);
   const msg = await tap.one(t);
   t.equal(msg.headers['Cs-Rows'], '2');
   t.same(msg.headers['Cs-Names'].split(',').sort(), ['ok_first', 'ok_last']);
-  t.same(msg.rows.map((r) => [r.event_name, r.customer_id]), [['ok_first', internal.get('cust-000001')], ['ok_last', internal.get('cust-000002')]]);
+  t.same(
+    msg.rows.map((r) => [r.event_name, r.customer_id]),
+    [
+      ['ok_first', internal.get('cust-000001')],
+      ['ok_last', internal.get('cust-000002')],
+    ],
+  );
 });
 
 t.test('a customer of another workspace is unknown, and nothing reaches that workspace', async (t) => {
@@ -126,8 +177,18 @@ t.test('a timestamp more than 30 days old is rejected per event with invalid_tim
     event({ event_name: 'fine' }),
   ]);
   const body = expect202(t, res, 1, 3);
-  t.same(body.errors.map((e) => [e.index, e.event_name, e.code]), [[0, 'days_31', 'invalid_timestamp'], [1, 'days_30_and_2_min', 'invalid_timestamp'], [2, 'year_2020', 'invalid_timestamp']]);
-  t.same((await tap.one(t)).rows.map((r) => r.event_name), ['fine']);
+  t.same(
+    body.errors.map((e) => [e.index, e.event_name, e.code]),
+    [
+      [0, 'days_31', 'invalid_timestamp'],
+      [1, 'days_30_and_2_min', 'invalid_timestamp'],
+      [2, 'year_2020', 'invalid_timestamp'],
+    ],
+  );
+  t.same(
+    (await tap.one(t)).rows.map((r) => r.event_name),
+    ['fine'],
+  );
 });
 
 t.test('a timestamp far in the future is rejected per event with invalid_timestamp', async (t) => {
@@ -136,7 +197,13 @@ t.test('a timestamp far in the future is rejected per event with invalid_timesta
     event({ event_name: 'next_century', timestamp: '2100-01-01T00:00:00+00:00' }),
   ]);
   const body = expect202(t, res, 0, 2);
-  t.same(body.errors.map((e) => [e.index, e.code]), [[0, 'invalid_timestamp'], [1, 'invalid_timestamp']]);
+  t.same(
+    body.errors.map((e) => [e.index, e.code]),
+    [
+      [0, 'invalid_timestamp'],
+      [1, 'invalid_timestamp'],
+    ],
+  );
   t.equal(await tap.pending(), 0);
 });
 
@@ -163,9 +230,18 @@ t.test('properties of exactly 10,240 bytes are accepted, 10,241 are rejected wit
     event({ event_name: 'wide_over', properties: wideOver }),
   ]);
   const body = expect202(t, res, 2, 2);
-  t.same(body.errors.map((e) => [e.index, e.event_name, e.code]), [[1, 'over', 'properties_too_large'], [3, 'wide_over', 'properties_too_large']]);
+  t.same(
+    body.errors.map((e) => [e.index, e.event_name, e.code]),
+    [
+      [1, 'over', 'properties_too_large'],
+      [3, 'wide_over', 'properties_too_large'],
+    ],
+  );
   const { rows } = await tap.one(t);
-  t.same(rows.map((r) => r.event_name), ['at_limit', 'wide_at_limit']);
+  t.same(
+    rows.map((r) => r.event_name),
+    ['at_limit', 'wide_at_limit'],
+  );
   t.equal(rows[0].properties, JSON.stringify(atLimit), 'stored as sent');
   t.equal(rows[1].properties, JSON.stringify(wideAtLimit));
 });
@@ -187,10 +263,17 @@ t.test('a __proto__ key inside properties is stored faithfully and pollutes noth
   const [next] = (await tap.one(t)).rows;
   t.same(next.prop_keys, ['only'], 'no inherited key shows up in later events');
   t.equal(next.properties, '{"only":1}');
-  const stored = await waitFor('the event in ClickHouse', async () => {
-    const rows = await ch<{ properties: string; prop_keys: string[] }>(`SELECT properties, prop_keys FROM events WHERE tenant_id = '${ws.tenant_id}' AND batch_id = '${trace}'`);
-    return rows.length > 0 ? rows : undefined;
-  }, 60_000, 250);
+  const stored = await waitFor(
+    'the event in ClickHouse',
+    async () => {
+      const rows = await ch<{ properties: string; prop_keys: string[] }>(
+        `SELECT properties, prop_keys FROM events WHERE tenant_id = '${ws.tenant_id}' AND batch_id = '${trace}'`,
+      );
+      return rows.length > 0 ? rows : undefined;
+    },
+    60_000,
+    250,
+  );
   t.equal(stored.length, 1);
   t.equal(stored[0].properties, '{"__proto__":{"polluted":"yes"},"plan":"pro"}');
   t.same(stored[0].prop_keys, ['__proto__', 'plan']);
@@ -209,7 +292,15 @@ t.test('product_id wins over product_code; an unknown product is stored as accou
   ]);
   expect202(t, res, 6);
   const { rows } = await tap.one(t);
-  t.same(rows.map((r) => [r.event_name, r.product_id]), [
-    ['by_code', p1], ['by_id', p2], ['both', p2], ['unknown_code', ''], ['unknown_id', ''], ['account_level', ''],
-  ]);
+  t.same(
+    rows.map((r) => [r.event_name, r.product_id]),
+    [
+      ['by_code', p1],
+      ['by_id', p2],
+      ['both', p2],
+      ['unknown_code', ''],
+      ['unknown_id', ''],
+      ['account_level', ''],
+    ],
+  );
 });

@@ -9,8 +9,14 @@ t.test('a backlog built while no processor runs drains completely through many s
   const load = await runLoad({ url: ingest.url, key: ws.ingestion_key, customers: 100, requests: 600, concurrency: 8 });
   t.equal(load.failures, 0);
   // One insert slot, tiny batches and a fast timer: flushes constantly wait for the slot.
-  await startTier(t, 'processors', { WRITER_INSERT_STREAMS: '1', WRITER_BATCH_ROWS: '700', WRITER_BATCH_MS: '2', WRITER_PULL_BYTES: '262144' });
-  const count = async () => Number((await ch<{ c: string }>(`SELECT count() AS c FROM events WHERE tenant_id = '${ws.tenant_id}'`))[0].c);
+  await startTier(t, 'processors', {
+    WRITER_INSERT_STREAMS: '1',
+    WRITER_BATCH_ROWS: '700',
+    WRITER_BATCH_MS: '2',
+    WRITER_PULL_BYTES: '262144',
+  });
+  const count = async () =>
+    Number((await ch<{ c: string }>(`SELECT count() AS c FROM events WHERE tenant_id = '${ws.tenant_id}'`))[0].c);
   await waitFor('backlog drained', async () => (await count()) === load.accepted, 90_000, 250);
   t.equal(await count(), load.accepted, 'every accepted event stored once');
 });

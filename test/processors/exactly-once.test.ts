@@ -5,36 +5,48 @@ import { bootstrap, ch, seed, startTier, waitFor, type Tier } from '../helpers/s
 // Small, frequent inserts so that the kills land inside inserts and between insert and ack.
 const WRITER = { WRITER_BATCH_ROWS: '1500', WRITER_BATCH_MS: '30', WRITER_INSERT_STREAMS: '2' };
 
-t.test('every accepted event lands exactly once although the processor is SIGKILLed mid-batch, again and again', async (t) => {
-  const ws = await bootstrap();
-  await seed(ws.tenant_id, 300);
-  const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '1', INGEST_RATE_LIMIT_PER_MIN: '1000000' });
-  let proc: Tier = await startTier(t, 'processors', WRITER);
-  let kills = 0;
-  let loading = true;
-  // Kill the processor every ~0.7 s of its life while the load runs, restarting it each time.
-  const killer = (async () => {
-    while (loading) {
-      await new Promise((r) => setTimeout(r, 700));
-      if (!loading) break;
-      await proc.stop('SIGKILL');
-      kills++;
-      proc = await startTier(t, 'processors', WRITER);
-    }
-  })();
-  const load = await runLoad({ url: ingest.url, key: ws.ingestion_key, customers: 300, requests: 1200, concurrency: 4, pauseMs: 25 });
-  loading = false;
-  await killer;
-  t.equal(load.failures, 0, 'ingest acknowledged every request');
-  t.ok(kills >= 4, `processor killed ${kills} times during the load`);
+t.test(
+  'every accepted event lands exactly once although the processor is SIGKILLed mid-batch, again and again',
+  async (t) => {
+    const ws = await bootstrap();
+    await seed(ws.tenant_id, 300);
+    const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '1', INGEST_RATE_LIMIT_PER_MIN: '1000000' });
+    let proc: Tier = await startTier(t, 'processors', WRITER);
+    let kills = 0;
+    let loading = true;
+    // Kill the processor every ~0.7 s of its life while the load runs, restarting it each time.
+    const killer = (async () => {
+      while (loading) {
+        await new Promise((r) => setTimeout(r, 700));
+        if (!loading) break;
+        await proc.stop('SIGKILL');
+        kills++;
+        proc = await startTier(t, 'processors', WRITER);
+      }
+    })();
+    const load = await runLoad({
+      url: ingest.url,
+      key: ws.ingestion_key,
+      customers: 300,
+      requests: 1200,
+      concurrency: 4,
+      pauseMs: 25,
+    });
+    loading = false;
+    await killer;
+    t.equal(load.failures, 0, 'ingest acknowledged every request');
+    t.ok(kills >= 4, `processor killed ${kills} times during the load`);
 
-  const count = async () => Number((await ch<{ c: string }>(`SELECT count() AS c FROM events WHERE tenant_id = '${ws.tenant_id}'`))[0].c);
-  await waitFor('all accepted events in ClickHouse', async () => (await count()) >= load.accepted, 90_000, 250);
-  // Give a late duplicate (an insert finishing after its redelivery) the chance to show up.
-  await new Promise((r) => setTimeout(r, 1500));
-  const [stats] = await ch<{ c: string; u: string; b: string }>(
-    `SELECT count() AS c, uniqExact(event_id) AS u, uniqExact(batch_id) AS b FROM events WHERE tenant_id = '${ws.tenant_id}'`);
-  t.equal(Number(stats.c), load.accepted, 'row count equals the accepted count');
-  t.equal(Number(stats.u), load.accepted, 'no event_id twice');
-  t.equal(Number(stats.b), load.acknowledged.size, 'every acknowledged request is there');
-});
+    const count = async () =>
+      Number((await ch<{ c: string }>(`SELECT count() AS c FROM events WHERE tenant_id = '${ws.tenant_id}'`))[0].c);
+    await waitFor('all accepted events in ClickHouse', async () => (await count()) >= load.accepted, 90_000, 250);
+    // Give a late duplicate (an insert finishing after its redelivery) the chance to show up.
+    await new Promise((r) => setTimeout(r, 1500));
+    const [stats] = await ch<{ c: string; u: string; b: string }>(
+      `SELECT count() AS c, uniqExact(event_id) AS u, uniqExact(batch_id) AS b FROM events WHERE tenant_id = '${ws.tenant_id}'`,
+    );
+    t.equal(Number(stats.c), load.accepted, 'row count equals the accepted count');
+    t.equal(Number(stats.u), load.accepted, 'no event_id twice');
+    t.equal(Number(stats.b), load.acknowledged.size, 'every acknowledged request is there');
+  },
+);
