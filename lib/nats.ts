@@ -30,7 +30,11 @@ export const subjects = {
   billing: (tenant: string) => `ev.billing.${tenant}`,
   /** Surface B backfill: historical events, written by their own consumer so live events never wait behind them. */
   backfill: (tenant: string) => `ev.backfill.${tenant}`,
+  /** Events the service generates itself (health_changed, task_*, …), relayed from the PostgreSQL outbox. */
+  system: (tenant: string) => `ev.system.${tenant}`,
   dlq: (consumer: string, original: string) => `dlq.${consumer}.${original}`,
+  /** Core NATS request/reply: recalculate one customer's health now (payload: JSON RecalculateRequest). */
+  healthRecalculate: 'cmd.health.recalculate',
   /** Core NATS: an ingestion key was regenerated (payload: tenant id). */
   ingestionKeyChanged: 'inv.ingestion-key',
   /** Core NATS: a customer of the tenant changed (payload: JSON {tenant_id, ids?}). */
@@ -49,4 +53,6 @@ export const consumers = {
   catalog: 'event-catalog',
   backfillWriter: 'clickhouse-writer-backfill',
   catalogBackfill: 'event-catalog-backfill',
+  /** Generated events (ev.system.>) into csp.events. */
+  systemWriter: 'clickhouse-writer-system',
 } as const;

@@ -50,3 +50,92 @@ CREATE TABLE IF NOT EXISTS csp.billing_events (
 ) ENGINE = MergeTree()
 PARTITION BY toYYYYMM(ts)
 ORDER BY (tenant_id, customer_id, ts);
+
+-- Daily rollups: what health scoring and metrics read instead of raw events. Fed by materialized
+-- views, so every insert into the source table feeds them in the same statement. They stay exactly
+-- once because the writer never deletes rows it inserted: a partly stored batch is completed by
+-- inserting only its missing rows (processors/writer/), so a view never sees a row twice. Events
+-- the service generates itself (surface 'system') are not product usage and stay out of them.
+CREATE TABLE IF NOT EXISTS csp.usage_daily (
+  tenant_id    UUID,
+  customer_id  UUID,
+  day          Date,
+  events       AggregateFunction(count),
+  names        AggregateFunction(uniq, String),
+  users        AggregateFunction(uniq, String)
+) ENGINE = AggregatingMergeTree()
+PARTITION BY toYYYYMM(day)
+ORDER BY (tenant_id, customer_id, day);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS csp.usage_daily_mv TO csp.usage_daily AS
+SELECT tenant_id, customer_id, toDate(ts) AS day, countState() AS events, uniqState(event_name) AS names,
+       uniqStateIf(user_id, user_id != '') AS users
+FROM csp.events WHERE surface != 'system'
+GROUP BY tenant_id, customer_id, day;
+
+CREATE TABLE IF NOT EXISTS csp.usage_daily_names (
+  tenant_id    UUID,
+  customer_id  UUID,
+  day          Date,
+  event_name   String,
+  events       UInt64
+) ENGINE = SummingMergeTree()
+PARTITION BY toYYYYMM(day)
+ORDER BY (tenant_id, customer_id, day, event_name);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS csp.usage_daily_names_mv TO csp.usage_daily_names AS
+SELECT tenant_id, customer_id, toDate(ts) AS day, event_name, count() AS events
+FROM csp.events WHERE surface != 'system'
+GROUP BY tenant_id, customer_id, day, event_name;
+
+-- Billing events per day, type and status, with the latest time of each (payment health needs
+-- whether a payment_succeeded came after the failures).
+CREATE TABLE IF NOT EXISTS csp.billing_daily (
+  tenant_id    UUID,
+  customer_id  UUID,
+  day          Date,
+  event_type   String,
+  status       String,
+  events       AggregateFunction(count),
+  first_ts     AggregateFunction(min, DateTime),
+  last_ts      AggregateFunction(max, DateTime)
+) ENGINE = AggregatingMergeTree()
+PARTITION BY toYYYYMM(day)
+ORDER BY (tenant_id, customer_id, day, event_type, status);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS csp.billing_daily_mv TO csp.billing_daily AS
+SELECT tenant_id, customer_id, toDate(ts) AS day, toString(event_type) AS event_type, toString(status) AS status,
+       countState() AS events, minState(ts) AS first_ts, maxState(ts) AS last_ts
+FROM csp.billing_events
+GROUP BY tenant_id, customer_id, day, event_type, status;
+
+-- Which batches (JetStream messages) are stored and with how many rows, keyed by batch_id so the
+-- writer proves a batch new or finds it stored with a primary-key lookup instead of a scan of
+-- the events table. One row per batch and insert block; sums merge in the background.
+CREATE TABLE IF NOT EXISTS csp.batch_ledger (
+  batch_id     UUID,
+  tbl          LowCardinality(String),
+  rows         UInt64
+) ENGINE = SummingMergeTree()
+ORDER BY (batch_id, tbl);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS csp.batch_ledger_events_mv TO csp.batch_ledger AS
+SELECT batch_id, 'events' AS tbl, count() AS rows FROM csp.events GROUP BY batch_id;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS csp.batch_ledger_billing_mv TO csp.batch_ledger AS
+SELECT batch_id, 'billing_events' AS tbl, count() AS rows FROM csp.billing_events GROUP BY batch_id;
+
+-- Health history: one point per customer per day, the day's last calculation (ReplacingMergeTree
+-- keeps the row with the latest calculated_at). 1M customers x 730 days is 730M narrow rows:
+-- routine for ClickHouse, a burden for PostgreSQL's row store and vacuum. Kept two years:
+-- the health scorer drops partitions older than 25 months.
+CREATE TABLE IF NOT EXISTS csp.health_history (
+  tenant_id      UUID,
+  customer_id    UUID,
+  day            Date,
+  score          UInt8,
+  status         LowCardinality(String),
+  calculated_at  DateTime
+) ENGINE = ReplacingMergeTree(calculated_at)
+PARTITION BY toYYYYMM(day)
+ORDER BY (tenant_id, customer_id, day);

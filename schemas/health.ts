@@ -1,0 +1,82 @@
+import Type, { type Static } from 'typebox';
+
+/**
+ * The health model and score shapes shared by the scorer (processors/health/) and the core API
+ * (core-api/health/). One place for the dimension keys and the defaults, so both tiers agree.
+ */
+
+export const HEALTH_DIMENSIONS = [
+  'usage_frequency',
+  'breadth',
+  'active_users',
+  'key_events',
+  'payment_health',
+] as const;
+export type HealthDimension = (typeof HEALTH_DIMENSIONS)[number];
+
+export const HEALTH_STATUS_VALUES = ['healthy', 'neutral', 'at_risk'] as const;
+export type HealthStatus = (typeof HEALTH_STATUS_VALUES)[number];
+
+/** What each dimension's raw `value` measures, as the breakdown reports it. */
+export const DIMENSION_UNITS: Record<HealthDimension, string> = {
+  usage_frequency: 'days_per_week',
+  breadth: 'distinct_events',
+  active_users: 'dau_mau_ratio',
+  key_events: 'net_key_events',
+  payment_health: 'unresolved_billing_issues',
+};
+
+export interface HealthModel {
+  weights: Record<HealthDimension, number>;
+  thresholds: { healthy: number; at_risk: number };
+  active_dimensions: HealthDimension[];
+  key_events: { positive: string[]; negative: string[] };
+}
+
+export const DEFAULT_HEALTH_MODEL: HealthModel = {
+  weights: { usage_frequency: 0.25, breadth: 0.15, active_users: 0.2, key_events: 0.15, payment_health: 0.25 },
+  thresholds: { healthy: 70, at_risk: 40 },
+  active_dimensions: [...HEALTH_DIMENSIONS],
+  key_events: { positive: [], negative: [] },
+};
+
+/** The stored model merged over the defaults (a workspace without a row, or an older row). */
+export function effectiveModel(stored: Partial<HealthModel> | null | undefined): HealthModel {
+  const s = stored ?? {};
+  return {
+    weights: { ...DEFAULT_HEALTH_MODEL.weights, ...(s.weights ?? {}) },
+    thresholds: { ...DEFAULT_HEALTH_MODEL.thresholds, ...(s.thresholds ?? {}) },
+    active_dimensions: s.active_dimensions ?? [...DEFAULT_HEALTH_MODEL.active_dimensions],
+    key_events: {
+      positive: s.key_events?.positive ?? [],
+      negative: s.key_events?.negative ?? [],
+    },
+  };
+}
+
+/** A dimension as stored in customer_health.dimensions and shown by GET …/health. */
+export interface DimensionScore {
+  key: HealthDimension;
+  active: boolean;
+  weight: number;
+  score: number | null;
+  value: number | null;
+  unit: string;
+}
+
+export const DimensionSchema = Type.Object({
+  key: Type.Unsafe<HealthDimension>({ type: 'string', enum: [...HEALTH_DIMENSIONS] }),
+  active: Type.Boolean({ description: 'Inactive dimensions are reported but excluded from the weighted score.' }),
+  weight: Type.Number({ description: 'The model weight as configured (the score normalises over active ones).' }),
+  score: Type.Union([Type.Integer({ minimum: 0, maximum: 100 }), Type.Null()]),
+  value: Type.Union([Type.Number(), Type.Null()], { description: 'The raw measurement, in `unit`.' }),
+  unit: Type.String(),
+});
+export type DimensionSchemaType = Static<typeof DimensionSchema>;
+
+/** Core NATS request of POST /v1/customers/{id}/health/recalculate, answered by the scorer. */
+export interface RecalculateRequest {
+  tenant_id: string;
+  customer_id: string;
+}
+export type RecalculateReply = { ok: true } | { ok: false; error: string };
