@@ -94,8 +94,8 @@ CREATE TABLE IF NOT EXISTS csp.billing_daily (
   tenant_id    UUID,
   customer_id  UUID,
   day          Date,
-  event_type   String,
-  status       String,
+  event_type   LowCardinality(String),
+  status       LowCardinality(String),
   events       AggregateFunction(count),
   first_ts     AggregateFunction(min, DateTime),
   last_ts      AggregateFunction(max, DateTime)
@@ -104,7 +104,7 @@ PARTITION BY toYYYYMM(day)
 ORDER BY (tenant_id, customer_id, day, event_type, status);
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS csp.billing_daily_mv TO csp.billing_daily AS
-SELECT tenant_id, customer_id, toDate(ts) AS day, toString(event_type) AS event_type, toString(status) AS status,
+SELECT tenant_id, customer_id, toDate(ts) AS day, event_type, status,
        countState() AS events, minState(ts) AS first_ts, maxState(ts) AS last_ts
 FROM csp.billing_events
 GROUP BY tenant_id, customer_id, day, event_type, status;
@@ -114,7 +114,7 @@ GROUP BY tenant_id, customer_id, day, event_type, status;
 -- the events table. One row per batch and insert block; sums merge in the background.
 CREATE TABLE IF NOT EXISTS csp.batch_ledger (
   batch_id     UUID,
-  tbl          LowCardinality(String),
+  tbl          String,
   rows         UInt64
 ) ENGINE = SummingMergeTree()
 ORDER BY (batch_id, tbl);
