@@ -2,7 +2,7 @@ import os from 'node:os';
 import Type from 'typebox';
 import { configOrExit, loadConfig, ConfigError } from '../lib/config.js';
 import { createLogger } from '../lib/logger.js';
-import { connectNats, subjects } from '../lib/nats.js';
+import { connectNats, subjects, tenantOfSubject } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
 import { SharedRateLimiter } from '../lib/rate-limit.js';
 import { onShutdown, supervise } from '../lib/lifecycle.js';
@@ -212,10 +212,10 @@ async function serve(): Promise<void> {
   })();
   nc.subscribe(subjects.ingestionKeyChanged, { callback: (_e, m) => keys.invalidate(m.string()) });
   nc.subscribe(subjects.customersChanged('*'), {
-    callback: (_e, m) => resolver.invalidateCustomers(m.subject.split('.')[2]),
+    callback: (_e, m) => resolver.invalidateCustomers(tenantOfSubject(m.subject) ?? ''),
   });
   nc.subscribe(subjects.productsChanged('*'), {
-    callback: (_e, m) => resolver.invalidateProducts(m.subject.split('.')[2]),
+    callback: (_e, m) => resolver.invalidateProducts(tenantOfSubject(m.subject) ?? ''),
   });
 
   const traffic: Traffic = {

@@ -18,6 +18,9 @@ export class Publisher {
     for (const k in meta) h.set(k, meta[k]);
     let last: unknown;
     for (let attempt = 0; attempt < this.attempts; attempt++) {
+      // A copy sent after a lost PubAck is marked: if a nats-server restart forgot the first copy's
+      // id, the stream holds both, and the writer checks a marked copy against what is stored.
+      if (attempt > 0) h.set('Cs-Republished', String(attempt));
       try {
         await this.js.publish(subject, payload, { msgID: msgId, headers: h, timeout: this.timeoutMs });
         return;

@@ -46,6 +46,11 @@ export const subjects = {
   familyRevoked: 'inv.oauth-families',
 } as const;
 
+/** The workspace of a per-workspace subject (`ev.<kind>.<tenant>`, `inv.customers.<tenant>`, …). */
+export function tenantOfSubject(subject: string): string | undefined {
+  return subject.split('.')[2] || undefined;
+}
+
 /** Durable consumers; infra/streams.ts creates them with the stream so no event predates its consumer. */
 export const consumers = {
   usageWriter: 'clickhouse-writer-usage',

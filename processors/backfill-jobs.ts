@@ -1,4 +1,5 @@
 import type { JsMsg } from 'nats';
+import { tenantOfSubject } from '../lib/nats.js';
 import type { Sql } from '../lib/pg.js';
 
 /**
@@ -16,7 +17,7 @@ export function backfillJobHooks(sql: Sql) {
       const id = m.headers?.get('Cs-Job-Id') ?? '';
       if (!/^[0-9a-f-]{36}$/i.test(id)) continue;
       ids.push(id);
-      tenants.push(m.subject.split('.')[2]);
+      tenants.push(tenantOfSubject(m.subject) ?? '');
       rows.push(Number(m.headers?.get('Cs-Rows') ?? 0));
     }
     return { ids, tenants, rows };

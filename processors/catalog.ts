@@ -1,7 +1,7 @@
 import type { ConsumerMessages, JetStreamClient, JsMsg } from 'nats';
 import { isUuid } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
-import { STREAM_EVENTS } from '../lib/nats.js';
+import { STREAM_EVENTS, tenantOfSubject } from '../lib/nats.js';
 import type { Sql } from '../lib/pg.js';
 
 /**
@@ -51,7 +51,7 @@ export class EventCatalog {
     const tenants: string[] = [];
     const names: string[] = [];
     for (const m of batch) {
-      const tenant = m.subject.split('.')[2] ?? '';
+      const tenant = tenantOfSubject(m.subject) ?? '';
       if (!isUuid(tenant)) continue;
       for (const name of (m.headers?.get('Cs-Names') ?? '').split(',')) {
         const k = `${tenant}|${name}`;

@@ -12,7 +12,7 @@ import { backfillJobHooks } from './backfill-jobs.js';
 import { EventCatalog } from './catalog.js';
 import { ClickHouse } from './clickhouse.js';
 import { WriterMetrics } from './metrics.js';
-import { ClickhouseWriter } from './writer.js';
+import { ClickhouseWriter } from './writer/writer.js';
 
 export const ProcessorsConfig = Type.Object({
   PROCESSORS_HOST: Type.String({
@@ -65,7 +65,7 @@ const jsm = await nc.jetstreamManager();
 const sql = connectPg(cfg.DATABASE_URL, 4);
 const ch = new ClickHouse(cfg.CLICKHOUSE_URL, cfg.CLICKHOUSE_DATABASE, cfg.CLICKHOUSE_TIMEOUT_MS);
 const pool = new Piscina({
-  filename: fileURLToPath(new URL('./workers/check-rows.js', import.meta.url)),
+  filename: fileURLToPath(new URL('./writer/check-rows.js', import.meta.url)),
   minThreads: 0,
   maxThreads: cfg.PROCESSORS_THREADS,
   idleTimeout: 30_000,

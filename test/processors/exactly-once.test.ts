@@ -1,6 +1,7 @@
 import t from 'tap';
 import { runLoad } from '../helpers/load.js';
 import { bootstrap, ch, seed, startTier, waitFor, type Tier } from '../helpers/stack.js';
+import { rollupsAndDirect } from './rollups.js';
 
 // Small, frequent inserts so that the kills land inside inserts and between insert and ack.
 const WRITER = { WRITER_BATCH_ROWS: '1500', WRITER_BATCH_MS: '30', WRITER_INSERT_STREAMS: '2' };
@@ -48,5 +49,8 @@ t.test(
     t.equal(Number(stats.c), load.accepted, 'row count equals the accepted count');
     t.equal(Number(stats.u), load.accepted, 'no event_id twice');
     t.equal(Number(stats.b), load.acknowledged.size, 'every acknowledged request is there');
+    const { rollup, direct } = await rollupsAndDirect(ws.tenant_id);
+    t.ok(direct.length > 0, `${direct.length} rollup rows to compare`);
+    t.same(rollup, direct, 'the daily rollups equal a direct aggregation of the stored events');
   },
 );

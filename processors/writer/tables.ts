@@ -1,4 +1,4 @@
-import type { ColumnKind } from './workers/check-rows.js';
+import type { ColumnKind } from './check-rows.js';
 
 /** The sink tables and their columns as the row checker sees them (infra/clickhouse/schema.sql). */
 export const TABLES: Record<'events' | 'billing_events', Record<string, ColumnKind>> = {

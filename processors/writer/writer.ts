@@ -1,11 +1,14 @@
-import { headers as natsHeaders, type Consumer, type ConsumerMessages, type JetStreamClient, type JsMsg } from 'nats';
+import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from 'nats';
 import type { Piscina } from 'piscina';
-import type { Logger } from '../lib/logger.js';
-import { STREAM_EVENTS, subjects } from '../lib/nats.js';
-import { type ClickHouse, isDataError } from './clickhouse.js';
-import type { WriterMetrics } from './metrics.js';
+import type { Logger } from '../../lib/logger.js';
+import { STREAM_EVENTS } from '../../lib/nats.js';
+import { type ClickHouse, isDataError } from '../clickhouse.js';
+import type { WriterMetrics } from '../metrics.js';
+import type { CheckInput } from './check-rows.js';
+import { publishDeadLetter } from './dead-letter.js';
+import { batchIdOf, body, isSuspect, rowsOf } from './payload.js';
+import { Reconciler } from './reconcile.js';
 import { TABLES } from './tables.js';
-import type { CheckInput } from './workers/check-rows.js';
 
 export interface WriterOptions {
   consumer: string;
@@ -41,17 +44,16 @@ interface Deps {
   running: Set<string>;
 }
 
-const COMMA = Buffer.from(',');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Streams one durable consumer into one ClickHouse table, exactly once:
  * - messages (one per ingestion request, rows prebuilt by the ingest tier) are concatenated into
  *   large inserts, several in flight; each message is acked only after its insert succeeded;
- * - every row carries batch_id, the message's Nats-Msg-Id. A message that may already have been
- *   inserted (redelivered after a crash, or retried after a failed insert) is reconciled first:
- *   fully present → ack without inserting; partly present (an insert cut off between
- *   partitions) → its rows are deleted and it is inserted again; absent → inserted;
+ * - every row carries batch_id, the message's Nats-Msg-Id, and every batch is reconciled before
+ *   its insert (reconcile.ts): fully stored → ack without inserting; partly stored (an insert cut
+ *   off between partitions) → only its missing rows are inserted; absent → inserted. Two copies of
+ *   one batch id never insert at once in this process: the later waits for the earlier;
  * - while ClickHouse is down the writer holds its batches and retries with backoff, keeping the
  *   messages alive with in-progress acks, and pulls nothing more: memory stays bounded and the
  *   backlog stays in JetStream;
@@ -74,11 +76,16 @@ export class ClickhouseWriter {
   private querySeq = 0;
   private timers: NodeJS.Timeout[] = [];
   private loop?: Promise<void>;
+  /** Batch ids being written by this writer, and when their write settles. */
+  private writing = new Map<string, Promise<void>>();
+  private readonly reconciler: Reconciler;
 
   constructor(
     private readonly o: WriterOptions,
     private readonly d: Deps,
-  ) {}
+  ) {
+    this.reconciler = new Reconciler(o.table, d);
+  }
 
   async start(): Promise<void> {
     const consumer = await this.d.js.consumers.get(STREAM_EVENTS, this.o.consumer);
@@ -176,32 +183,57 @@ export class ClickhouseWriter {
   }
 
   private async write(batch: JsMsg[]): Promise<void> {
-    let verify = batch.some((m) => m.redelivered);
+    // Copies of a batch id already being written here wait for that write, then find it stored.
+    const others: Promise<void>[] = [];
+    const mine: string[] = [];
+    let settle!: () => void;
+    const settled = new Promise<void>((r) => {
+      settle = r;
+    });
+    for (const m of batch) {
+      const id = batchIdOf(m);
+      const other = this.writing.get(id);
+      if (other === undefined) {
+        this.writing.set(id, settled);
+        mine.push(id);
+      } else if (other !== settled) others.push(other);
+    }
+    try {
+      if (others.length) await Promise.all(others);
+      await this.writeOnce(batch, others.length > 0 || batch.some(isSuspect));
+    } finally {
+      for (const id of mine) this.writing.delete(id);
+      settle();
+    }
+  }
+
+  private async writeOnce(batch: JsMsg[], thorough: boolean): Promise<void> {
     let attempt = 0;
     while (batch.length) {
       const queryId = this.nextQueryId();
       try {
-        if (verify) batch = await this.reconcile(batch);
-        if (!batch.length) return;
+        const v = await this.reconciler.classify(batch, thorough);
+        await this.done(v.stored);
+        batch = [...v.insert, ...v.copies];
+        if (!v.insert.length) return;
         const t0 = performance.now();
-        await this.insert(body(batch), queryId);
+        await this.insert(body(v.insert, v.override), queryId);
         this.d.metrics.inserted(
           this.o.table,
-          batch.reduce((n, m) => n + rowsOf(m), 0),
+          v.insert.reduce((n, m) => n + rowsOf(m), 0),
           performance.now() - t0,
         );
         // From here on the rows are stored: a failing hook retries through reconcile, never re-inserts.
-        verify = true;
+        thorough = true;
         await this.done(batch);
         return;
       } catch (err) {
         if (isDataError(err)) {
           batch = await this.isolate(batch, err);
-          verify = false;
           continue;
         }
         // An outage: the insert may or may not have landed (in part), so reconcile before retrying.
-        verify = true;
+        thorough = true;
         attempt++;
         this.d.metrics.retry(this.o.table);
         const wait = Math.min(10_000, 100 * 2 ** Math.min(attempt, 7));
@@ -247,60 +279,6 @@ export class ClickhouseWriter {
     }
   }
 
-  /**
-   * Which messages of the batch are already stored? Waits first for writer inserts still running
-   * in ClickHouse that no live request of this process is waiting for: those of a killed writer,
-   * or one of ours whose request failed (a timeout) while ClickHouse went on. Their rows count.
-   */
-  private async reconcile(batch: JsMsg[]): Promise<JsMsg[]> {
-    const table = `${this.d.ch.database}.${this.o.table}`;
-    const deadline = Date.now() + 120_000;
-    for (;;) {
-      const running = await this.d.ch.rows<{ q: string }>(
-        `SELECT query_id AS q FROM system.processes WHERE query_id LIKE 'cw-%' AND query LIKE 'INSERT INTO ${table} %'`,
-      );
-      if (!running.some((r) => !this.d.running.has(r.q)) || Date.now() > deadline) break;
-      await sleep(200);
-    }
-    const ids = batch.map(batchIdOf);
-    const found = new Map<string, number>();
-    const rows = await this.d.ch.rows<{ b: string; c: string }>(
-      `SELECT toString(batch_id) AS b, count() AS c FROM ${table} WHERE batch_id IN (${ids.map((i) => `'${i}'`).join(',')}) GROUP BY b`,
-    );
-    for (const r of rows) found.set(r.b, Number(r.c));
-    const present: JsMsg[] = [];
-    const partial: JsMsg[] = [];
-    const absent: JsMsg[] = [];
-    for (const m of batch) {
-      const c = found.get(batchIdOf(m)) ?? 0;
-      if (c === 0) absent.push(m);
-      else if (c >= rowsOf(m)) present.push(m);
-      else partial.push(m);
-    }
-    if (present.length)
-      this.d.log.info(
-        { table: this.o.table, messages: present.length },
-        'already stored; acknowledging without insert',
-      );
-    await this.done(present);
-    if (partial.length) {
-      const list = partial.map((m) => `'${batchIdOf(m)}'`).join(',');
-      this.d.log.warn(
-        { table: this.o.table, messages: partial.length },
-        'partly stored; removing their rows before inserting again',
-      );
-      await this.d.ch.command(`ALTER TABLE ${table} DELETE WHERE batch_id IN (${list})`);
-      for (;;) {
-        const [{ c }] = await this.d.ch.rows<{ c: string }>(
-          `SELECT count() AS c FROM ${table} WHERE batch_id IN (${list})`,
-        );
-        if (Number(c) === 0) break;
-        await sleep(100);
-      }
-    }
-    return [...absent, ...partial];
-  }
-
   /** A data error: find the messages ClickHouse cannot take, dead-letter them, return the rest. */
   private async isolate(batch: JsMsg[], err: unknown): Promise<JsMsg[]> {
     const reasons = (await this.d.pool.run({
@@ -318,7 +296,13 @@ export class ClickhouseWriter {
     }
     for (const m of rest) {
       try {
-        await this.insert(body([m]), this.nextQueryId());
+        // Reclassified alone: a partly stored message inserts only its missing rows.
+        const v = await this.reconciler.classify([m], true);
+        if (v.stored.length) {
+          await this.done(v.stored);
+          continue;
+        }
+        await this.insert(body([m], v.override), this.nextQueryId());
         this.d.metrics.inserted(this.o.table, rowsOf(m), 0);
         await this.done([m]);
       } catch (e) {
@@ -330,18 +314,7 @@ export class ClickhouseWriter {
   }
 
   private async deadLetter(m: JsMsg, reason: string): Promise<void> {
-    const h = natsHeaders();
-    if (m.headers) for (const [k, v] of m.headers) for (const x of v) h.append(k, x);
-    h.set('Cs-Dlq-Reason', reason.replace(/[\r\n]+/g, ' '));
-    h.set('Cs-Dlq-Consumer', this.o.consumer);
-    h.set('Cs-Original-Subject', m.subject);
-    h.set('Cs-Original-Seq', String(m.seq));
-    h.set('Cs-Original-Msg-Id', m.headers?.get('Nats-Msg-Id') ?? '');
-    // A dead-letter copy is stored once even if we crash between publishing and acking.
-    await this.d.js.publish(subjects.dlq(this.o.consumer, m.subject), m.data, {
-      headers: h,
-      msgID: `dlq-${this.o.consumer}-${m.seq}`,
-    });
+    await publishDeadLetter(this.d.js, this.o.consumer, m, reason);
     this.d.log.error({ consumer: this.o.consumer, seq: m.seq, subject: m.subject, reason }, 'message dead-lettered');
     this.d.metrics.deadLettered(this.o.table);
     await this.o.onDeadLettered?.(m, reason);
@@ -362,29 +335,4 @@ export class ClickhouseWriter {
   get heldMessages(): number {
     return this.held.size;
   }
-}
-
-function rowsOf(m: JsMsg): number {
-  return Number(m.headers?.get('Cs-Rows') ?? 0);
-}
-
-function batchIdOf(m: JsMsg): string {
-  const id = m.headers?.get('Nats-Msg-Id') ?? '';
-  // batch ids are UUIDs set by the ingest tier; anything else can only be a foreign message.
-  return /^[0-9a-f-]{36}$/i.test(id) ? id.toLowerCase() : '00000000-0000-0000-0000-000000000000';
-}
-
-function body(batch: JsMsg[]): Buffer {
-  const parts: Buffer[] = [];
-  let size = 0;
-  for (let i = 0; i < batch.length; i++) {
-    if (i) {
-      parts.push(COMMA);
-      size += 1;
-    }
-    const d = batch[i].data;
-    parts.push(Buffer.from(d.buffer, d.byteOffset, d.byteLength));
-    size += d.byteLength;
-  }
-  return Buffer.concat(parts, size);
 }

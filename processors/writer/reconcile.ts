@@ -1,0 +1,139 @@
+import type { JsMsg } from 'nats';
+import { isUuid } from '../../lib/ids.js';
+import type { Logger } from '../../lib/logger.js';
+import { tenantOfSubject } from '../../lib/nats.js';
+import type { ClickHouse } from '../clickhouse.js';
+import { batchIdOf, rowsOf, withoutRows } from './payload.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** What to do with each message of a batch before inserting it. */
+export interface Verdict {
+  /** Every row already stored: acknowledge without inserting. */
+  stored: JsMsg[];
+  /** To insert: absent messages whole, partly stored ones through `override`. */
+  insert: JsMsg[];
+  /** The payload of the rows still missing, for partly stored messages. */
+  override: Map<JsMsg, Buffer>;
+  /** Further copies of a batch id that is also in `insert`: acknowledged with it, never inserted. */
+  copies: JsMsg[];
+}
+
+export interface ReconcileDeps {
+  ch: ClickHouse;
+  log: Logger;
+  /** query_ids of this process's inserts whose requests are still open (shared by its writers). */
+  running: Set<string>;
+}
+
+/**
+ * Decides, before every insert, which messages of a batch are new. This is what keeps the sink
+ * and every materialized view fed by it exactly once:
+ * - every batch is looked up in csp.batch_ledger (rows per batch_id, filled by views in the same
+ *   insert; a primary-key lookup, and batch ids are UUIDv7 so a batch's ids sit close together).
+ *   That catches copies the stream cannot tell apart: a request published again after its PubAck
+ *   was lost to a nats-server crash, or messages delivered again as new after the server lost
+ *   acknowledgements it had not yet persisted;
+ * - a suspect batch (redelivered, republished, or retried after a failed insert) is checked
+ *   `thorough`ly: first wait for writer inserts still running in ClickHouse that no live request
+ *   of this process owns (a killed writer's, or ours that timed out while ClickHouse went on),
+ *   then count the rows in the table itself rather than the ledger;
+ * - a partly stored message (an insert cut off between its partitions) is completed by inserting
+ *   only its missing rows. Rows once stored are never deleted, so a view never counts a row twice.
+ */
+export class Reconciler {
+  constructor(
+    private readonly table: 'events' | 'billing_events',
+    private readonly d: ReconcileDeps,
+  ) {}
+
+  async classify(batch: JsMsg[], thorough: boolean): Promise<Verdict> {
+    const first = new Map<string, JsMsg>();
+    const copies: JsMsg[] = [];
+    for (const m of batch) {
+      const id = batchIdOf(m);
+      if (first.has(id)) copies.push(m);
+      else first.set(id, m);
+    }
+    if (thorough) await this.awaitForeignInserts();
+    const ids = [...first.keys()];
+    const counts = thorough ? await this.countInTable(ids, tenantsOf(batch)) : await this.countInLedger(ids);
+    const v: Verdict = { stored: [], insert: [], override: new Map(), copies: [] };
+    const partial: JsMsg[] = [];
+    for (const [id, m] of first) {
+      const c = counts.get(id) ?? 0;
+      if (c === 0) v.insert.push(m);
+      else if (c >= rowsOf(m)) v.stored.push(m);
+      else partial.push(m);
+    }
+    if (partial.length) await this.complete(partial, v);
+    const storedIds = new Set(v.stored.map(batchIdOf));
+    for (const m of copies) (storedIds.has(batchIdOf(m)) ? v.stored : v.copies).push(m);
+    if (v.stored.length)
+      this.d.log.info({ table: this.table, messages: v.stored.length }, 'already stored; acknowledging without insert');
+    return v;
+  }
+
+  /** Partly stored messages: keep only the rows whose event_id is not in the table yet. */
+  private async complete(partial: JsMsg[], v: Verdict): Promise<void> {
+    const list = partial.map((m) => `'${batchIdOf(m)}'`).join(',');
+    const stored = await this.d.ch.rows<{ e: string }>(
+      `SELECT lower(toString(event_id)) AS e FROM ${this.d.ch.database}.${this.table}
+       WHERE ${tenantFilter(tenantsOf(partial))} batch_id IN (${list})`,
+    );
+    const ids = new Set(stored.map((r) => r.e));
+    for (const m of partial) {
+      const rest = withoutRows(m, ids);
+      if (rest.rows === 0) v.stored.push(m);
+      else {
+        v.insert.push(m);
+        v.override.set(m, rest.payload);
+      }
+    }
+    this.d.log.warn({ table: this.table, messages: partial.length }, 'partly stored; inserting only the missing rows');
+  }
+
+  private async countInLedger(ids: string[]): Promise<Map<string, number>> {
+    const rows = await this.d.ch.rows<{ b: string; c: string }>(
+      `SELECT lower(toString(batch_id)) AS b, sum(rows) AS c FROM ${this.d.ch.database}.batch_ledger
+       WHERE batch_id IN (${ids.map((i) => `'${i}'`).join(',')}) AND tbl = '${this.table}' GROUP BY b`,
+    );
+    return new Map(rows.map((r) => [r.b, Number(r.c)]));
+  }
+
+  private async countInTable(ids: string[], tenants: string[]): Promise<Map<string, number>> {
+    const rows = await this.d.ch.rows<{ b: string; c: string }>(
+      `SELECT lower(toString(batch_id)) AS b, count() AS c FROM ${this.d.ch.database}.${this.table}
+       WHERE ${tenantFilter(tenants)} batch_id IN (${ids.map((i) => `'${i}'`).join(',')}) GROUP BY b`,
+    );
+    return new Map(rows.map((r) => [r.b, Number(r.c)]));
+  }
+
+  private async awaitForeignInserts(): Promise<void> {
+    const table = `${this.d.ch.database}.${this.table}`;
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      const running = await this.d.ch.rows<{ q: string }>(
+        `SELECT query_id AS q FROM system.processes WHERE query_id LIKE 'cw-%' AND query LIKE 'INSERT INTO ${table} %'`,
+      );
+      if (!running.some((r) => !this.d.running.has(r.q)) || Date.now() > deadline) return;
+      await sleep(200);
+    }
+  }
+}
+
+/** The workspaces of a batch, from its subjects: restricts a count to their part of the table. */
+function tenantsOf(batch: JsMsg[]): string[] {
+  const out = new Set<string>();
+  for (const m of batch) {
+    const t = tenantOfSubject(m.subject);
+    // A subject without a workspace: no restriction (the count then reads the whole column).
+    if (t === undefined || !isUuid(t)) return [];
+    out.add(t.toLowerCase());
+  }
+  return [...out];
+}
+
+function tenantFilter(tenants: string[]): string {
+  return tenants.length ? `tenant_id IN (${tenants.map((t) => `'${t}'`).join(',')}) AND` : '';
+}
