@@ -127,10 +127,11 @@ const server = http.createServer((req, res) => {
   if (req.url === '/healthz')
     return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
   if (req.url === '/readyz') {
-    const ok = ready && !nc.isClosed();
+    const stalled = writers.filter((w) => w.stalled).length;
+    const ok = ready && !nc.isClosed() && stalled === 0;
     return void res
       .writeHead(ok ? 200 : 503, { 'content-type': 'application/json' })
-      .end(JSON.stringify({ status: ok ? 'ready' : 'not ready', held: writers.map((w) => w.heldMessages) }));
+      .end(JSON.stringify({ status: ok ? 'ready' : 'not ready', held: writers.map((w) => w.heldMessages), stalled }));
   }
   if (req.url === '/metrics') {
     metrics.registry

@@ -44,6 +44,7 @@ interface Deps {
   running: Set<string>;
 }
 
+const STALL_MS = 5_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -70,6 +71,9 @@ export class ClickhouseWriter {
   private slotFreed?: () => void;
   private held = new Map<number, JsMsg>();
   private fetching?: ConsumerMessages;
+  /** When the fetch in progress started (0: none): a fetch lives about 1 s, its expiry. */
+  private fetchStarted = 0;
+  private lastFetchEnd = Date.now();
   /** Running average of message sizes; the first pulls assume 100 events of ~1.6 KB. */
   private avgMessageBytes = 160 * 1024;
   private stopping = false;
@@ -103,7 +107,22 @@ export class ClickhouseWriter {
         for (const m of this.held.values()) m.working();
       }, 3_000),
     );
+    // A fetch that outlives its expiry by far hangs on a pull request the server forgot (a
+    // nats-server restart): end it so the loop pulls again instead of stalling for minutes.
+    this.timers.push(
+      setInterval(() => {
+        if (this.fetchStarted && Date.now() - this.fetchStarted > STALL_MS) {
+          this.d.log.warn({ consumer: this.o.consumer }, 'pull hung past its expiry; pulling again');
+          this.fetching?.stop();
+        }
+      }, 1_000),
+    );
     this.loop = this.pull(consumer);
+  }
+
+  /** True while the writer should be pulling but no pull has ended for a while: not ready. */
+  get stalled(): boolean {
+    return !this.stopping && !this.pendingFull() && Date.now() - this.lastFetchEnd > 2 * STALL_MS;
   }
 
   /**
@@ -119,6 +138,7 @@ export class ClickhouseWriter {
         // By count, sized from the messages seen so far to about pullBytes: nats.js ends a fetch
         // capped by bytes only when its 1 s expiry runs out, even with a backlog waiting.
         const count = Math.max(1, Math.min(1000, Math.floor(this.o.pullBytes / this.avgMessageBytes)));
+        this.fetchStarted = Date.now();
         this.fetching = await consumer.fetch({ max_messages: count, expires: 1000 });
         for await (const m of this.fetching) {
           this.avgMessageBytes = this.avgMessageBytes * 0.98 + Math.max(1024, m.data.length) * 0.02;
@@ -133,6 +153,8 @@ export class ClickhouseWriter {
         await sleep(500);
       } finally {
         this.fetching = undefined;
+        this.fetchStarted = 0;
+        this.lastFetchEnd = Date.now();
       }
     }
   }

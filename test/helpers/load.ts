@@ -20,6 +20,8 @@ export interface LoadOptions {
   onProgress?: (done: number) => void | Promise<void>;
   /** Pause between requests of one lane (ms). */
   pauseMs?: number;
+  /** Ends the load early once it returns true (checked before each request). */
+  until?: () => boolean;
 }
 
 export function usageBatch(n: number, customers: number, seq: number): unknown {
@@ -39,7 +41,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   let next = 0;
   let done = 0;
   const lane = async () => {
-    while (next < o.requests) {
+    while (next < o.requests && !o.until?.()) {
       const seq = next++;
       try {
         const res = await post(`${o.url}/v1/ingest/events`, usageBatch(o.eventsPerRequest ?? 100, o.customers, seq), {

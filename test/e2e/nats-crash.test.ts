@@ -1,0 +1,89 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { alive } from '../../infra/proc.js';
+import { runLoad } from '../helpers/load.js';
+import { bootstrap, ch, dist, profile, seed, startTier, waitFor } from '../helpers/stack.js';
+
+const natsPid = () => Number(fs.readFileSync(path.join(profile.dataDir, 'nats.pid'), 'utf8'));
+const stackUp = () =>
+  new Promise<number | null>((resolve) => {
+    const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', 'test'], { stdio: 'ignore' });
+    p.once('exit', (code) => resolve(code));
+  });
+const KILLS = 5;
+
+t.test(
+  'nats-server SIGKILLed under load, again and again: every acknowledged request is stored exactly once',
+  async (t) => {
+    const ws = await bootstrap();
+    await seed(ws.tenant_id, 200);
+    const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '1', INGEST_RATE_LIMIT_PER_MIN: '1000000' });
+    const proc = await startTier(t, 'processors', { WRITER_BATCH_MS: '50' });
+    t.teardown(() => stackUp());
+
+    let loading = true;
+    let kills = 0;
+    const killer = (async () => {
+      while (loading && kills < KILLS) {
+        await new Promise((r) => setTimeout(r, 1500));
+        const pid = natsPid();
+        process.kill(pid, 'SIGKILL');
+        kills++;
+        await waitFor('nats-server gone', () => !alive(pid), 10_000, 20);
+        // Down long enough for publishes to time out and be sent again.
+        await new Promise((r) => setTimeout(r, 1000));
+        t.equal(await stackUp(), 0, `nats-server restarted (${kills})`);
+      }
+      loading = false;
+    })();
+    let lastRestart = 0;
+    const load = await runLoad({
+      url: ingest.url,
+      key: ws.ingestion_key,
+      customers: 200,
+      requests: 100_000,
+      concurrency: 8,
+      eventsPerRequest: 20,
+      pauseMs: 5,
+      // The load goes on until a few seconds after the last restart.
+      until: () => {
+        if (loading) return false;
+        lastRestart ||= Date.now();
+        return Date.now() - lastRestart > 4000;
+      },
+    });
+    await killer;
+    t.equal(kills, KILLS, `nats-server killed ${KILLS} times during the load`);
+    t.ok(load.acknowledged.size > 100, `${load.acknowledged.size} requests acknowledged`);
+    t.comment(`answers: ${JSON.stringify(load.statuses)}`);
+
+    const perBatch = async () =>
+      new Map(
+        (
+          await ch<{ b: string; c: string }>(
+            `SELECT lower(toString(batch_id)) AS b, count() AS c FROM events WHERE tenant_id = '${ws.tenant_id}' GROUP BY b`,
+          )
+        ).map((r) => [r.b, Number(r.c)]),
+      );
+    await waitFor(
+      'every acknowledged request in ClickHouse',
+      async () => {
+        const stored = await perBatch();
+        return [...load.acknowledged].every(([b, n]) => (stored.get(b) ?? 0) >= n);
+      },
+      120_000,
+      500,
+    );
+    // The processors must have caught up by themselves and say so.
+    await waitFor('processors ready', async () => (await fetch(`${proc.url}/readyz`)).ok, 30_000);
+    const stored = await perBatch();
+    const doubled = [...load.acknowledged].filter(([b, n]) => (stored.get(b) ?? 0) > n);
+    t.same(doubled, [], 'no acknowledged request stored twice');
+    const [s] = await ch<{ c: string; u: string }>(
+      `SELECT count() AS c, uniqExact(event_id) AS u FROM events WHERE tenant_id = '${ws.tenant_id}'`,
+    );
+    t.equal(Number(s.u), Number(s.c), 'no event_id twice');
+  },
+);
