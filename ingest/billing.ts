@@ -2,6 +2,7 @@ import { uuidv7 } from '../lib/ids.js';
 import type { BillingEvent } from '../schemas/ingest.js';
 import { unprocessable, type Detail } from './errors.js';
 import type { Resolver } from './resolver.js';
+import type { BillingRow } from '../schemas/rows.js';
 
 export interface PreparedBilling {
   rows: string;
@@ -33,7 +34,7 @@ export async function prepareBilling(
   }
   if (details.length) throw unprocessable(details);
   const ts = Math.floor(ctx.now / 1000);
-  const rows = events.map((e, i) => ({
+  const rows = events.map((e, i): BillingRow => ({
     tenant_id: tenantId,
     customer_id: ids[i],
     event_type: e.event_type,

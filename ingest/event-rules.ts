@@ -1,5 +1,6 @@
 import { uuidv7 } from '../lib/ids.js';
 import { MAX_PROPERTIES_BYTES } from '../schemas/ingest.js';
+import type { EventRow } from '../schemas/rows.js';
 
 /** A per-event rejection, as both surfaces list it in `errors[]`. */
 export interface Rejection {
@@ -93,10 +94,10 @@ export interface RequestStamp {
 }
 
 /**
- * One row of csp.events in ClickHouse's JSONEachRow form (processors/tables.ts lists the columns),
- * stamped with tenant, batch and a fresh event id. Every row has the same keys in the same order.
+ * One row of csp.events in ClickHouse's JSONEachRow form (the contract: schemas/rows.ts), stamped
+ * with tenant, batch and a fresh event id. Every row has the same keys in the same order.
  */
-export function eventRow(r: RequestStamp, f: EventRowFields): object {
+export function eventRow(r: RequestStamp, f: EventRowFields): EventRow {
   return {
     tenant_id: r.tenantId,
     customer_id: f.customerId,
