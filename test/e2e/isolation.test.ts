@@ -1,0 +1,79 @@
+import t from 'tap';
+import { client, startApi } from '../core-api/_helpers.js';
+import { bootstrap } from '../helpers/stack.js';
+
+/**
+ * Every route of the OpenAPI document that takes an id in its path, called by another workspace's
+ * admin on this workspace's ids, answers 404 and changes nothing. The routes come from the
+ * document itself, so a route added later is covered without a new test; a path whose resource
+ * has no fixture below fails the test until one is added.
+ */
+const api = await startApi(t, { HEALTH_RECALC_TIMEOUT_MS: '500' });
+const ws = await bootstrap();
+const intruder = await bootstrap();
+const mine = client(api.url, ws.api_key);
+const theirs = client(api.url, intruder.api_key);
+
+type Doc = {
+  paths: Record<string, Record<string, { requestBody?: { content?: Record<string, { example?: unknown }> } }>>;
+};
+
+/** One resource of each kind in the first workspace, by the path segment that names its kind. */
+async function fixtures(): Promise<Record<string, string>> {
+  const customer = await mine.post('/v1/customers', { name: 'Isolated Inc', arr: 1000 });
+  const key = await mine.post('/v1/api-keys', { name: 'isolated', scopes: ['customers:read'] });
+  const user = await mine.post('/v1/users', { email: `isolated-${Date.now()}@example.com`, role: 'viewer' });
+  const job = await mine.post('/v1/customers/bulk-import', {
+    customers: [{ name: 'Imported' }],
+    mode: 'create_or_update',
+    conflict_resolution: 'skip',
+  });
+  for (const [what, r] of Object.entries({ customer, key, user, job }))
+    if (r.status >= 300) throw new Error(`fixture ${what}: ${r.status} ${r.text}`);
+  return {
+    customers: customer.body.id,
+    'api-keys': key.body.id,
+    users: user.body.id,
+    jobs: job.body.job_id,
+  };
+}
+
+/** What the first workspace's admin sees of its resources: must be the same before and after. */
+async function snapshot(ids: Record<string, string>) {
+  const customer = await mine.get(`/v1/customers/${ids.customers}`);
+  const keys = await mine.get('/v1/api-keys');
+  const users = await mine.get('/v1/users');
+  const strip = (v: unknown) => JSON.parse(JSON.stringify(v, (k, x) => (k === 'last_used_at' ? undefined : x)));
+  return { customer: strip(customer.body), keys: strip(keys.body), users: strip(users.body) };
+}
+
+t.test("another workspace's admin gets 404 on every route with an id, and changes nothing", async (t) => {
+  const ids = await fixtures();
+  const before = await snapshot(ids);
+  const doc = (await mine.get('/v1/openapi.json')).body as Doc;
+  let checked = 0;
+  for (const [template, ops] of Object.entries(doc.paths)) {
+    if (!template.includes('{')) continue;
+    const kind = template.split('/')[2];
+    const id = ids[kind];
+    if (id === undefined) {
+      t.fail(`no fixture for ${template}: add one of kind "${kind}" to this test`);
+      continue;
+    }
+    const path = template.replace(/\{[^}]+\}/g, id);
+    for (const [method, op] of Object.entries(ops)) {
+      const verb = method.toUpperCase();
+      if (!['GET', 'POST', 'PATCH', 'PUT', 'DELETE'].includes(verb)) continue;
+      const example = op.requestBody?.content?.['application/json']?.example;
+      const body = ['POST', 'PATCH', 'PUT'].includes(verb) ? (example ?? {}) : undefined;
+      const r =
+        body === undefined
+          ? await (verb === 'DELETE' ? theirs.del(path) : theirs.get(path))
+          : await (verb === 'PATCH' ? theirs.patch(path, body) : theirs.post(path, body));
+      t.equal(r.status, 404, `${verb} ${template}${r.status === 404 ? '' : `: ${r.text.slice(0, 300)}`}`);
+      checked++;
+    }
+  }
+  t.ok(checked >= 8, `${checked} operations checked`);
+  t.same(await snapshot(ids), before, "the first workspace's resources are unchanged");
+});
