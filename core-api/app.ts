@@ -5,6 +5,9 @@ import { apiKeyRoutes } from './api-keys/routes.js';
 import type { AccessTokens } from './auth/tokens.js';
 import { customerRoutes } from './customers/routes.js';
 import type { Deps } from './deps.js';
+import type { HealthHistory } from './health/history.js';
+import type { Recalculator } from './health/recalculate.js';
+import { healthRoutes } from './health/routes.js';
 import { json } from './http/context.js';
 import { ERRORS, type ErrorCode } from './http/errors.js';
 import { ERROR_DOCS } from './http/problem.js';
@@ -22,10 +25,19 @@ export interface AppDeps extends Deps {
   runner: JobRunner;
   limits: PlanLimits;
   limiter: SharedRateLimiter;
+  history: HealthHistory;
+  recalculator: Recalculator;
 }
 
 const TAGS = [
   { name: 'Customers', description: 'Customers, contacts, bulk import and jobs.' },
+  {
+    name: 'Health',
+    description:
+      'Health scores: the current score with its breakdown, the history (two years, ClickHouse), on-demand ' +
+      'recalculation and the workspace health model. Dimensions (each 0–100 from a raw value): usage_frequency, ' +
+      'breadth, active_users, key_events, payment_health; see the operations for the curves.',
+  },
   { name: 'Users', description: 'Users, roles and invites.' },
   { name: 'API keys', description: 'Server-to-server credentials (admin).' },
   { name: 'OAuth', description: 'OAuth 2.0 Authorization Code + PKCE: apps, the sign-in page and the token endpoint.' },
@@ -42,6 +54,7 @@ const TAGS = [
 export function buildRoutes(d: AppDeps): Route[] {
   const routes: Route[] = [
     ...customerRoutes(d),
+    ...healthRoutes(d),
     ...jobRoutes(d),
     ...userRoutes(d),
     ...apiKeyRoutes(d),

@@ -16,6 +16,8 @@ import { Limits, type PlanLimits } from './http/limits.js';
 import { ApiMetrics } from './http/metrics.js';
 import { Router } from './http/router.js';
 import { mount } from './http/server.js';
+import { HealthHistory } from './health/history.js';
+import { Recalculator } from './health/recalculate.js';
 import { JobRunner } from './jobs/runner.js';
 import { coreSubjects, Notifier } from './notify.js';
 
@@ -52,6 +54,21 @@ export const CoreApiConfig = Type.Object({
   API_TRUSTED_PROXIES: Type.String({
     default: '127.0.0.1/32,::1/128',
     description: 'CIDR ranges whose X-Forwarded-For is believed (the edge proxy); empty: none.',
+  }),
+  CLICKHOUSE_URL: Type.String({
+    default: 'http://127.0.0.1:18123',
+    description: 'ClickHouse HTTP interface, read for the health history.',
+  }),
+  CLICKHOUSE_DATABASE: Type.String({ default: 'csp' }),
+  HEALTH_HISTORY_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    default: 5000,
+    description: 'Timeout of one health history query; past it the answer is 503.',
+  }),
+  HEALTH_RECALC_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    default: 10_000,
+    description: 'How long POST …/health/recalculate waits for the scorer before 503 scorer_unavailable.',
   }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
@@ -107,7 +124,25 @@ async function serve(): Promise<void> {
   const runner = new JobRunner(sql, notify, log.child({ mod: 'jobs' }));
   const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
   const limiter = new SharedRateLimiter(sql);
-  const routes = buildRoutes({ sql, notify, log, baseUrl, tokens, runner, limits: defaults, limiter });
+  const history = new HealthHistory(
+    cfg.CLICKHOUSE_URL.replace(/\/+$/, ''),
+    cfg.CLICKHOUSE_DATABASE,
+    cfg.HEALTH_HISTORY_TIMEOUT_MS,
+    log.child({ mod: 'health' }),
+  );
+  const recalculator = new Recalculator(nc, cfg.HEALTH_RECALC_TIMEOUT_MS, log.child({ mod: 'health' }));
+  const routes = buildRoutes({
+    sql,
+    notify,
+    log,
+    baseUrl,
+    tokens,
+    runner,
+    limits: defaults,
+    limiter,
+    history,
+    recalculator,
+  });
 
   let dbOk = true;
   const probe = setInterval(() => {

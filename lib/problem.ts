@@ -39,6 +39,7 @@ export const ERRORS = {
   daily_quota_exceeded: [429, 'Daily event quota exceeded'],
   internal_error: [500, 'Internal server error'],
   service_unavailable: [503, 'Service unavailable'],
+  scorer_unavailable: [503, 'Health scorer unavailable'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -240,4 +241,7 @@ export const ERROR_DOCS: Record<ErrorCode, string> = {
     'The workspace reached the daily event volume of its plan (both ingestion surfaces count); `Retry-After` points at the next UTC day.',
   internal_error: 'An unexpected error; quote trace_id to support.',
   service_unavailable: 'A dependency is unavailable; retry later.',
+  scorer_unavailable:
+    'POST /v1/customers/{id}/health/recalculate: no health scorer answered in time (10 s by default) or it ' +
+    'could not recalculate; the stored score is unchanged. Retry after `Retry-After` seconds.',
 };

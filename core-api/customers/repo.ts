@@ -13,16 +13,24 @@ export interface CustomerRow {
   custom_fields: Record<string, unknown>;
   external_id: string | null;
   external_source: string;
-  health_status: string | null;
-  health_score: number | null;
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
   cursor_ts: string;
+  health_score: number | null;
+  health_status: string | null;
+  health_calculated_at: Date | null;
 }
 
-export const COLUMNS = `id::text, tenant_id::text, name, email_domain, arr::float8 AS arr, owner_email, status, renewal_date::text AS renewal_date,
-  custom_fields, external_id, external_source, health_status, health_score::float8 AS health_score, created_at, updated_at, deleted_at, created_at::text AS cursor_ts`;
+/**
+ * Columns of `c` (customers, or a CTE of rows just written) with the stored health score of `h`
+ * (customer_health, joined by WITH_HEALTH; null until the scorer first writes the customer).
+ */
+export const COLUMNS = `c.id::text, c.tenant_id::text, c.name, c.email_domain, c.arr::float8 AS arr,
+  c.owner_email, c.status, c.renewal_date::text AS renewal_date, c.custom_fields, c.external_id, c.external_source,
+  c.created_at, c.updated_at, c.deleted_at, c.created_at::text AS cursor_ts,
+  h.score AS health_score, h.status AS health_status, h.calculated_at AS health_calculated_at`;
+const WITH_HEALTH = 'LEFT JOIN customer_health h ON h.customer_id = c.id';
 
 export function toCustomer(r: CustomerRow, withDeleted = false): Record<string, unknown> {
   const out: Record<string, unknown> = {
@@ -63,26 +71,30 @@ export interface ListFilter {
 export async function listCustomers(sql: Sql, tenantId: string, f: ListFilter): Promise<CustomerRow[]> {
   const none = sql``;
   return sql<CustomerRow[]>`
-    SELECT ${sql.unsafe(COLUMNS)} FROM customers
-    WHERE tenant_id = ${tenantId}
-      AND ${f.trash ? sql`deleted_at IS NOT NULL AND deleted_at > now() - interval '30 days'` : sql`deleted_at IS NULL`}
-      ${f.statuses ? sql`AND status = ANY(${f.statuses}::text[])` : none}
-      ${f.ownerEmail !== undefined ? sql`AND lower(owner_email) = lower(${f.ownerEmail})` : none}
-      ${f.segmentId !== undefined ? sql`AND custom_fields->>'segment_id' = ${f.segmentId}` : none}
-      ${f.healthStatuses ? sql`AND health_status = ANY(${f.healthStatuses}::text[])` : none}
-      ${f.minArr !== undefined ? sql`AND arr >= ${f.minArr}` : none}
-      ${f.maxArr !== undefined ? sql`AND arr <= ${f.maxArr}` : none}
-      ${f.renewalWithinDays !== undefined ? sql`AND renewal_date >= (now() AT TIME ZONE 'UTC')::date AND renewal_date <= (now() AT TIME ZONE 'UTC')::date + ${f.renewalWithinDays}::int` : none}
-      ${f.tsquery ? sql`AND search @@ to_tsquery('simple', ${f.tsquery})` : none}
-      ${f.after ? sql`AND (created_at, id) < (${f.after.t}::text::timestamptz, ${f.after.id}::uuid)` : none}
-    ORDER BY created_at DESC, id DESC
+    SELECT ${sql.unsafe(COLUMNS)} FROM customers c ${sql.unsafe(WITH_HEALTH)}
+    WHERE c.tenant_id = ${tenantId}
+      AND ${
+        f.trash
+          ? sql`c.deleted_at IS NOT NULL AND c.deleted_at > now() - interval '30 days'`
+          : sql`c.deleted_at IS NULL`
+      }
+      ${f.statuses ? sql`AND c.status = ANY(${f.statuses}::text[])` : none}
+      ${f.ownerEmail !== undefined ? sql`AND lower(c.owner_email) = lower(${f.ownerEmail})` : none}
+      ${f.segmentId !== undefined ? sql`AND c.custom_fields->>'segment_id' = ${f.segmentId}` : none}
+      ${f.healthStatuses ? sql`AND h.tenant_id = ${tenantId} AND h.status = ANY(${f.healthStatuses}::text[])` : none}
+      ${f.minArr !== undefined ? sql`AND c.arr >= ${f.minArr}` : none}
+      ${f.maxArr !== undefined ? sql`AND c.arr <= ${f.maxArr}` : none}
+      ${f.renewalWithinDays !== undefined ? sql`AND c.renewal_date >= (now() AT TIME ZONE 'UTC')::date AND c.renewal_date <= (now() AT TIME ZONE 'UTC')::date + ${f.renewalWithinDays}::int` : none}
+      ${f.tsquery ? sql`AND c.search @@ to_tsquery('simple', ${f.tsquery})` : none}
+      ${f.after ? sql`AND (c.created_at, c.id) < (${f.after.t}::text::timestamptz, ${f.after.id}::uuid)` : none}
+    ORDER BY c.created_at DESC, c.id DESC
     LIMIT ${f.limit + 1}`;
 }
 
 export async function getCustomer(sql: Sql, tenantId: string, id: string): Promise<CustomerRow | undefined> {
-  const [row] = await sql<
-    CustomerRow[]
-  >`SELECT ${sql.unsafe(COLUMNS)} FROM customers WHERE tenant_id = ${tenantId} AND id = ${id} AND deleted_at IS NULL`;
+  const [row] = await sql<CustomerRow[]>`
+    SELECT ${sql.unsafe(COLUMNS)} FROM customers c ${sql.unsafe(WITH_HEALTH)}
+    WHERE c.tenant_id = ${tenantId} AND c.id = ${id} AND c.deleted_at IS NULL`;
   return row;
 }
 
@@ -100,10 +112,12 @@ export interface CustomerInput {
 
 export async function insertCustomer(sql: Sql, tenantId: string, c: CustomerInput): Promise<CustomerRow> {
   const [row] = await sql<CustomerRow[]>`
-    INSERT INTO customers (tenant_id, name, email_domain, arr, owner_email, status, renewal_date, custom_fields, external_id, external_source)
-    VALUES (${tenantId}, ${c.name}, ${c.email_domain?.toLowerCase() ?? null}, ${c.arr ?? null}, ${c.owner_email ?? null}, ${c.status ?? 'active'},
-      ${c.renewal_date ?? null}, ${JSON.stringify(c.custom_fields ?? {})}::text::jsonb, ${c.external_id ?? null}, ${c.external_source ?? 'internal'})
-    RETURNING ${sql.unsafe(COLUMNS)}`;
+    WITH c AS (
+      INSERT INTO customers (tenant_id, name, email_domain, arr, owner_email, status, renewal_date, custom_fields, external_id, external_source)
+      VALUES (${tenantId}, ${c.name}, ${c.email_domain?.toLowerCase() ?? null}, ${c.arr ?? null}, ${c.owner_email ?? null}, ${c.status ?? 'active'},
+        ${c.renewal_date ?? null}, ${JSON.stringify(c.custom_fields ?? {})}::text::jsonb, ${c.external_id ?? null}, ${c.external_source ?? 'internal'})
+      RETURNING *)
+    SELECT ${sql.unsafe(COLUMNS)} FROM c ${sql.unsafe(WITH_HEALTH)}`;
   return row;
 }
 
@@ -142,7 +156,10 @@ export async function updateCustomer(
   sets.push(sql`updated_at = now()`);
   const assignments = sets.reduce((acc, s, i) => (i === 0 ? s : sql`${acc}, ${s}`));
   const [row] = await sql<CustomerRow[]>`
-    UPDATE customers SET ${assignments} WHERE tenant_id = ${tenantId} AND id = ${id} AND deleted_at IS NULL RETURNING ${sql.unsafe(COLUMNS)}`;
+    WITH c AS (
+      UPDATE customers SET ${assignments}
+      WHERE tenant_id = ${tenantId} AND id = ${id} AND deleted_at IS NULL RETURNING *)
+    SELECT ${sql.unsafe(COLUMNS)} FROM c ${sql.unsafe(WITH_HEALTH)}`;
   return row;
 }
 

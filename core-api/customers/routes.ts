@@ -76,7 +76,9 @@ function detail(r: CustomerRow): Record<string, unknown> {
   return {
     ...toCustomer(r),
     health:
-      r.health_score === null && r.health_status === null ? null : { score: r.health_score, status: r.health_status },
+      r.health_calculated_at === null
+        ? null
+        : { score: r.health_score, status: r.health_status, calculated_at: r.health_calculated_at.toISOString() },
     renewal: { renewal_date: r.renewal_date, days_until_renewal: days, arr: r.arr },
     pending_tasks: [],
   };

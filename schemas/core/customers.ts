@@ -1,4 +1,5 @@
 import Type from 'typebox';
+import { CurrentHealth } from './health.js';
 import { DateOnly, IdParams, Limit, Cursor, Nullable, Page, StringEnum, Timestamp, Uuid } from './common.js';
 
 export const CUSTOMER_STATUSES = ['active', 'trial', 'churned', 'paused'] as const;
@@ -85,7 +86,11 @@ export const Customer = Type.Object({
   custom_fields: Type.Object({}, { additionalProperties: true }),
   external_id: Nullable(Type.String()),
   external_source: Type.String(),
-  health_status: Nullable(StringEnum(HEALTH_STATUSES)),
+  health_status: Nullable(
+    StringEnum(HEALTH_STATUSES, {
+      description: 'Status of the current health score; null until the customer is first scored.',
+    }),
+  ),
   created_at: Timestamp,
   updated_at: Timestamp,
   deleted_at: Type.Optional(Nullable(Timestamp)),
@@ -94,12 +99,7 @@ export const Customer = Type.Object({
 export const CustomerDetail = Type.Intersect([
   Customer,
   Type.Object({
-    health: Nullable(
-      Type.Object(
-        { score: Nullable(Type.Number()), status: Nullable(StringEnum(HEALTH_STATUSES)) },
-        { description: 'Current health; null until the health scorer has run.' },
-      ),
-    ),
+    health: CurrentHealth,
     renewal: Type.Object({
       renewal_date: Nullable(DateOnly),
       days_until_renewal: Nullable(Type.Integer()),
@@ -132,7 +132,9 @@ export const CustomerListQuery = Type.Object(
     health_status: Type.Optional(
       Type.String({
         pattern: '^(healthy|neutral|at_risk)(,(healthy|neutral|at_risk))*$',
-        description: 'One or more of healthy, neutral, at_risk, comma-separated.',
+        description:
+          'One or more of healthy, neutral, at_risk, comma-separated, matched against the current health ' +
+          'score; customers never scored match none.',
       }),
     ),
     min_arr: Type.Optional(Type.Number({ minimum: 0 })),

@@ -130,7 +130,8 @@ t.test('list: filters, full-text, cursor pagination over several pages', async (
     });
     made.push(r.body.id);
   }
-  await db()`UPDATE customers SET health_status = 'at_risk' WHERE id = ${made[4]}`;
+  await db()`INSERT INTO customer_health (customer_id, tenant_id, score, status, dimensions, calculated_at)
+    VALUES (${made[4]}, ${w.tenant_id}, 20, 'at_risk', '[]', now())`;
   const seen: string[] = [];
   let cursor: string | null = null;
   let pages = 0;

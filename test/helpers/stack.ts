@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
@@ -161,4 +162,39 @@ export async function post(
     parsed = undefined;
   }
   return { status: res.status, headers: res.headers, body: parsed, text };
+}
+
+/**
+ * A nats-server of the test's own, without JetStream, on a free port: a fault to inject (no
+ * stream answers a publish) or a private bus (no other test's processors answer a request).
+ */
+export async function privateNats(t: Teardowns): Promise<{ url: string; port: number }> {
+  const port = await freePort();
+  let out = '';
+  const proc = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  proc.stdout!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  proc.stderr!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  t.teardown(() => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+  });
+  await waitFor(
+    `nats-server on ${port}`,
+    () =>
+      new Promise<boolean>((resolve, reject) => {
+        if (proc.exitCode !== null) return reject(new Error(`nats-server exited: ${out}`));
+        const s = net.connect(port, '127.0.0.1', () => {
+          s.destroy();
+          resolve(true);
+        });
+        s.on('error', () => resolve(false));
+      }),
+    10_000,
+  );
+  return { url: `nats://127.0.0.1:${port}`, port };
 }

@@ -1,8 +1,6 @@
 import t, { type Test } from 'tap';
-import net from 'node:net';
-import { spawn } from 'node:child_process';
 import { connect } from 'nats';
-import { closeDb, freePort, waitFor } from '../helpers/stack.js';
+import { closeDb, privateNats } from '../helpers/stack.js';
 import {
   BILLING,
   USAGE,
@@ -25,35 +23,9 @@ t.teardown(closeDb);
 const ws = await workspace(1);
 const customer = (await customerIds(ws.tenant_id)).get('cust-000001')!;
 
-const port = await freePort();
-let natsOut = '';
-const nats = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port)], {
-  stdio: ['ignore', 'pipe', 'pipe'],
-});
-nats.stdout!.on('data', (d: Buffer) => {
-  natsOut += d.toString();
-});
-nats.stderr!.on('data', (d: Buffer) => {
-  natsOut += d.toString();
-});
-t.teardown(() => {
-  if (nats.exitCode === null && nats.signalCode === null) nats.kill('SIGKILL');
-});
-await waitFor(
-  `nats-server on ${port}`,
-  () =>
-    new Promise<boolean>((resolve, reject) => {
-      if (nats.exitCode !== null) return reject(new Error(`nats-server exited: ${natsOut}`));
-      const s = net.connect(port, '127.0.0.1', () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.on('error', () => resolve(false));
-    }),
-  10_000,
-);
+const { url: privateNatsUrl } = await privateNats(t);
 
-const broken = await ingest(t, { NATS_URL: `nats://127.0.0.1:${port}`, INGEST_PUBLISH_TIMEOUT_MS: '200' });
+const broken = await ingest(t, { NATS_URL: privateNatsUrl, INGEST_PUBLISH_TIMEOUT_MS: '200' });
 const nc = await natsClient(t);
 
 function expect500(t: Test, res: Answer) {
@@ -90,7 +62,7 @@ t.test('unacknowledged usage and billing batches answer 500 and store nothing', 
 
 t.test('a publish that times out is retried under the same message id, then answers 500', async (t) => {
   // A plain subscriber takes the messages but never acknowledges them, like a stalled stream.
-  const fake = await connect({ servers: `nats://127.0.0.1:${port}`, name: 'silent-stream' });
+  const fake = await connect({ servers: privateNatsUrl, name: 'silent-stream' });
   t.teardown(() => fake.close());
   const seen: string[] = [];
   fake.subscribe(`ev.usage.${ws.tenant_id}`, { callback: (_e, m) => seen.push(m.headers?.get('Nats-Msg-Id') ?? '') });

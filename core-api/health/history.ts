@@ -1,0 +1,143 @@
+import type { Logger } from '../../lib/logger.js';
+import type { HealthStatus } from '../../schemas/health.js';
+import { DEFAULT_HISTORY_DAYS, MAX_HISTORY_DAYS, type HistoryGranularity } from '../../schemas/core/health.js';
+import { ApiError, invalid, type FieldError } from '../http/errors.js';
+
+const DAY_MS = 86_400_000;
+const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
+const DATE_TIME_RE = /^(\d{4}-\d{2}-\d{2})[Tt]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})?$/;
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** ClickHouse errors that pass: overload, memory, timeouts, cancelled queries. */
+const TRANSIENT_CH_CODES = new Set([159, 160, 202, 209, 210, 241, 394]);
+const RETRY_AFTER_S = '5';
+
+const isRealDate = (date: string): boolean => {
+  const m = DATE_RE.exec(date);
+  if (!m || m[1] < '1970') return false;
+  return new Date(Date.UTC(+m[1], +m[2] - 1, +m[3])).toISOString().slice(0, 10) === date;
+};
+
+/** An ISO 8601 date or date-time as its UTC date (YYYY-MM-DD); a date-time without offset is UTC. */
+export function utcDate(s: string): string | null {
+  if (DATE_RE.test(s)) return isRealDate(s) ? s : null;
+  const m = DATE_TIME_RE.exec(s);
+  if (!m || !isRealDate(m[1])) return null;
+  const ms = Date.parse(m[2] ? s : `${s}Z`);
+  if (!Number.isFinite(ms)) return null;
+  const date = new Date(ms).toISOString().slice(0, 10);
+  return isRealDate(date) ? date : null;
+}
+
+const addDays = (date: string, n: number): string =>
+  new Date(Date.parse(`${date}T00:00:00Z`) + n * DAY_MS).toISOString().slice(0, 10);
+
+/**
+ * The history range, both ends included: `to` defaults to today, `from` to 89 days before `to`.
+ * Throws 400 naming the parameter: an unparsable date, `from` after `to`, more than 731 days.
+ */
+export function historyRange(q: { from?: string; to?: string }, today: string): { from: string; to: string } {
+  const errors: FieldError[] = [];
+  const parse = (name: 'from' | 'to', v: string | undefined) => {
+    if (v === undefined) return undefined;
+    const date = utcDate(v);
+    if (date === null)
+      errors.push({
+        field: name,
+        code: 'invalid_date',
+        message: `${name} must be an ISO 8601 date (YYYY-MM-DD) or date-time`,
+      });
+    return date;
+  };
+  const from = parse('from', q.from);
+  const to = parse('to', q.to);
+  if (errors.length) throw invalid(errors, 'The query string is invalid; see errors.');
+  const end = to ?? today;
+  const start = from ?? addDays(end, -(DEFAULT_HISTORY_DAYS - 1));
+  if (start > end)
+    throw invalid([{ field: 'from', code: 'invalid_range', message: `from (${start}) must not be after to (${end})` }]);
+  const days = (Date.parse(`${end}T00:00:00Z`) - Date.parse(`${start}T00:00:00Z`)) / DAY_MS + 1;
+  if (days > MAX_HISTORY_DAYS)
+    throw invalid([
+      {
+        field: 'from',
+        code: 'range_too_long',
+        message: `the range covers ${days} days; at most ${MAX_HISTORY_DAYS} (two years) are kept and served`,
+      },
+    ]);
+  return { from: start, to: end };
+}
+
+export interface HistoryPoint {
+  date: string;
+  score: number;
+  status: HealthStatus;
+}
+
+/**
+ * Reads csp.health_history over ClickHouse's HTTP interface with GET requests, which ClickHouse
+ * runs read-only. The table keeps one row per calculation until merges replace a day's rows by
+ * its latest; argMax over calculated_at gives that same answer before the merge, without FINAL.
+ * ClickHouse 18.16 has no query parameters: every value placed in the SQL is a validated UUID or date.
+ */
+export class HealthHistory {
+  constructor(
+    private readonly url: string,
+    private readonly database: string,
+    private readonly timeoutMs: number,
+    private readonly log: Logger,
+  ) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`invalid ClickHouse database name ${database}`);
+  }
+
+  async points(
+    tenantId: string,
+    customerId: string,
+    range: { from: string; to: string },
+    granularity: HistoryGranularity,
+  ): Promise<HistoryPoint[]> {
+    if (!UUID_RE.test(tenantId) || !UUID_RE.test(customerId) || !isRealDate(range.from) || !isRealDate(range.to))
+      throw new Error('unvalidated history filter value');
+    const bucket = granularity === 'weekly' ? 'toMonday(day)' : 'day';
+    // Aliases differ from column names: ClickHouse resolves aliases inside aggregates too.
+    const query = `SELECT ${bucket} AS d, argMax(score, calculated_at) AS s, argMax(status, calculated_at) AS st
+      FROM ${this.database}.health_history
+      WHERE tenant_id = toUUID('${tenantId}') AND customer_id = toUUID('${customerId}')
+        AND day >= toDate('${range.from}') AND day <= toDate('${range.to}')
+      GROUP BY d ORDER BY d FORMAT JSONEachRow`;
+    const maxSeconds = Math.max(1, Math.ceil(this.timeoutMs / 1000));
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetch(`${this.url}/?max_execution_time=${maxSeconds}&query=${encodeURIComponent(query)}`, {
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+      text = await res.text();
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'health history: ClickHouse unreachable');
+      throw unavailable();
+    }
+    if (!res.ok) {
+      const code = Number(/Code: (\d+)/.exec(text)?.[1]);
+      if (TRANSIENT_CH_CODES.has(code) || res.status === 503) {
+        this.log.warn({ code, status: res.status }, 'health history: ClickHouse busy');
+        throw unavailable();
+      }
+      throw new Error(`ClickHouse answered ${res.status}: ${text.slice(0, 300)}`);
+    }
+    return text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => {
+        const r = JSON.parse(l) as { d: string; s: number; st: HealthStatus };
+        return { date: r.d, score: Number(r.s), status: r.st };
+      });
+  }
+}
+
+const unavailable = () =>
+  new ApiError(
+    'service_unavailable',
+    'The health history store is unavailable; retry shortly. The current score (GET …/health) does not depend on it.',
+    undefined,
+    [['Retry-After', RETRY_AFTER_S]],
+  );

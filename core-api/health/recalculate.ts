@@ -1,0 +1,50 @@
+import type { NatsConnection } from 'nats';
+import type { Logger } from '../../lib/logger.js';
+import { subjects } from '../../lib/nats.js';
+import { RECALC_RETRY_AFTER_S } from '../../schemas/core/health.js';
+import type { RecalculateReply, RecalculateRequest } from '../../schemas/health.js';
+import { ApiError } from '../http/errors.js';
+
+/**
+ * On-demand recalculation: the core API does not score, it asks a scorer (processors, queue group
+ * `health-scorer`) over core NATS request/reply and waits for `{ok: true}`, which the scorer sends
+ * after customer_health is committed. No scorer, a scorer too slow or one that failed all look the
+ * same to the client: 503 `scorer_unavailable` with Retry-After, the stored score unchanged.
+ */
+export class Recalculator {
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly timeoutMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  async recalculate(req: RecalculateRequest): Promise<void> {
+    let text: string;
+    try {
+      const msg = await this.nc.request(subjects.healthRecalculate, JSON.stringify(req), { timeout: this.timeoutMs });
+      text = msg.string();
+    } catch (err) {
+      // nats.js codes: '503' no responders, 'TIMEOUT' no answer in time; anything else is a lost connection.
+      const code = (err as { code?: string }).code;
+      this.log.warn({ code, err: String(err), ...req }, 'health recalculation: no scorer answered');
+      throw unavailable(
+        code === '503'
+          ? 'No health scorer is running; the stored score is unchanged. Retry later.'
+          : `No health scorer answered within ${this.timeoutMs / 1000} s; the stored score is unchanged. Retry later.`,
+      );
+    }
+    let reply: RecalculateReply | undefined;
+    try {
+      reply = JSON.parse(text) as RecalculateReply;
+    } catch {
+      /* an unreadable reply is a failed recalculation */
+    }
+    if (reply?.ok !== true) {
+      this.log.warn({ reply: text.slice(0, 300), ...req }, 'health recalculation failed in the scorer');
+      throw unavailable('The health scorer could not recalculate this customer now; the stored score is unchanged.');
+    }
+  }
+}
+
+const unavailable = (detail: string) =>
+  new ApiError('scorer_unavailable', detail, undefined, [['Retry-After', String(RECALC_RETRY_AFTER_S)]]);

@@ -1,0 +1,80 @@
+import type { Sql } from '../../lib/pg.js';
+import { effectiveModel, type DimensionScore, type HealthModel, type HealthStatus } from '../../schemas/health.js';
+import { mergeModel, modelErrors, type ModelPatch } from './model.js';
+import { invalid } from '../http/errors.js';
+
+export interface StoredModel {
+  model: HealthModel;
+  updated_at: Date | null;
+}
+
+export interface HealthRow {
+  score: number;
+  status: HealthStatus;
+  calculated_at: Date;
+  dimensions: DimensionScore[];
+}
+
+/**
+ * A live customer of the workspace with its stored score (null when never scored) and the
+ * workspace model (for the breakdown of an unscored customer); undefined when there is no such
+ * customer (another workspace's, deleted, or unknown).
+ */
+export async function customerHealth(
+  sql: Sql,
+  tenantId: string,
+  customerId: string,
+): Promise<{ health: HealthRow | null; model: HealthModel } | undefined> {
+  const [row] = await sql<
+    Array<{
+      score: number | null;
+      status: HealthStatus | null;
+      calculated_at: Date | null;
+      dimensions: DimensionScore[] | null;
+      model: Partial<HealthModel> | null;
+    }>
+  >`
+    SELECT h.score, h.status, h.calculated_at, h.dimensions, m.model
+    FROM customers c
+      LEFT JOIN customer_health h ON h.customer_id = c.id
+      LEFT JOIN health_models m ON m.tenant_id = c.tenant_id
+    WHERE c.tenant_id = ${tenantId} AND c.id = ${customerId} AND c.deleted_at IS NULL`;
+  if (!row) return undefined;
+  const health =
+    row.score === null
+      ? null
+      : { score: row.score, status: row.status!, calculated_at: row.calculated_at!, dimensions: row.dimensions! };
+  return { health, model: effectiveModel(row.model) };
+}
+
+export async function customerExists(sql: Sql, tenantId: string, customerId: string): Promise<boolean> {
+  const rows =
+    await sql`SELECT 1 FROM customers WHERE tenant_id = ${tenantId} AND id = ${customerId} AND deleted_at IS NULL`;
+  return rows.length > 0;
+}
+
+export async function getModel(sql: Sql, tenantId: string): Promise<StoredModel> {
+  const [row] = await sql<Array<{ model: Partial<HealthModel>; updated_at: Date }>>`
+    SELECT model, updated_at FROM health_models WHERE tenant_id = ${tenantId}`;
+  return { model: effectiveModel(row?.model), updated_at: row?.updated_at ?? null };
+}
+
+/**
+ * Read, merge, validate and write under the row's lock, so two concurrent PATCHes both land
+ * (each merges over the other's result) and a rejected one changes nothing.
+ */
+export async function patchModel(sql: Sql, tenantId: string, patch: ModelPatch): Promise<StoredModel> {
+  return sql.begin(async (tx) => {
+    await tx`
+      INSERT INTO health_models (tenant_id, model) VALUES (${tenantId}, '{}') ON CONFLICT (tenant_id) DO NOTHING`;
+    const [row] = await tx<Array<{ model: Partial<HealthModel> }>>`
+      SELECT model FROM health_models WHERE tenant_id = ${tenantId} FOR UPDATE`;
+    const merged = mergeModel(effectiveModel(row.model), patch);
+    const errors = modelErrors(merged, patch);
+    if (errors.length) throw invalid(errors, 'The health model would be invalid; see errors.');
+    const [out] = await tx<Array<{ updated_at: Date }>>`
+      UPDATE health_models SET model = ${JSON.stringify(merged)}::text::jsonb, updated_at = now()
+      WHERE tenant_id = ${tenantId} RETURNING updated_at`;
+    return { model: merged, updated_at: out.updated_at };
+  }) as Promise<StoredModel>;
+}
