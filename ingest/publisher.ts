@@ -1,36 +1,70 @@
-import { headers, type JetStreamClient } from 'nats';
+import { ErrorCode, headers, type JetStreamClient, type NatsError } from 'nats';
 import { IngestError } from './errors.js';
 
+/** JetStream API error codes (nats-server's err_code) that mean the stream cannot take more. */
+const STORE_FULL = new Set([
+  10077, // store failed: maximum bytes or messages exceeded (discard new)
+  10023, // insufficient resources
+  10047, // storage resources exceeded
+]);
+
+/** Failures after which the same publish may succeed: the server is away, restarting, or slow. */
+const TRANSIENT = new Set<string>([
+  ErrorCode.Timeout,
+  ErrorCode.NoResponders, // also JetStreamNotEnabled: JetStream still loading after a restart
+  ErrorCode.Disconnect,
+  ErrorCode.ConnectionRefused,
+  ErrorCode.ConnectionTimeout,
+]);
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 /**
- * One JetStream message per request, acknowledged by the stream before we answer. If the PubAck
- * does not come in time we publish again with the same Nats-Msg-Id: the stream's duplicate window
- * answers "duplicate" when the first copy was stored, so the request is stored once or not at all.
+ * One JetStream message per request, acknowledged by the stream before we answer. A publish that
+ * fails transiently (no PubAck in time, the server restarting) is sent again under the same
+ * Nats-Msg-Id, with backoff, until the request's budget runs out: the stream's duplicate window
+ * answers "duplicate" when an earlier copy was stored, so the request is stored once or not at
+ * all. A copy sent after a lost PubAck is marked (Cs-Republished): a restarted nats-server may
+ * have forgotten the first copy's id, and the writer then checks the marked copy against what is
+ * stored.
  */
 export class Publisher {
   constructor(
     private readonly js: JetStreamClient,
     private readonly timeoutMs: number,
-    private readonly attempts = 3,
+    /** Total time a request may spend publishing; the default is three PubAck waits. */
+    private readonly budgetMs = 3 * timeoutMs,
   ) {}
 
   async publish(subject: string, payload: Uint8Array, msgId: string, meta: Record<string, string>): Promise<void> {
     const h = headers();
     for (const k in meta) h.set(k, meta[k]);
+    const deadline = Date.now() + this.budgetMs;
     let last: unknown;
-    for (let attempt = 0; attempt < this.attempts; attempt++) {
-      // A copy sent after a lost PubAck is marked: if a nats-server restart forgot the first copy's
-      // id, the stream holds both, and the writer checks a marked copy against what is stored.
-      if (attempt > 0) h.set('Cs-Republished', String(attempt));
+    let maybeStored = false;
+    let backoff = 50;
+    for (let attempt = 0; ; attempt++) {
+      if (maybeStored) h.set('Cs-Republished', String(attempt));
+      const left = deadline - Date.now();
       try {
-        await this.js.publish(subject, payload, { msgID: msgId, headers: h, timeout: this.timeoutMs });
+        await this.js.publish(subject, payload, {
+          msgID: msgId,
+          headers: h,
+          timeout: Math.max(100, Math.min(this.timeoutMs, left)),
+        });
         return;
       } catch (err) {
         last = err;
-        const text = String((err as Error)?.message ?? err);
-        if (/maximum (bytes|messages) exceeded|insufficient resources|storage/i.test(text)) {
-          throw new IngestError(503, `event store is full: ${text}`, [], 5);
+        const e = err as NatsError;
+        if (STORE_FULL.has(e.api_error?.err_code ?? 0)) {
+          throw new IngestError(503, `event store is full: ${e.message}`, [], 5);
         }
-        if (!/timeout|TIMEOUT|503|no responders|disconnect|closed/i.test(text)) break;
+        if (!TRANSIENT.has(e.code)) break;
+        // Only a publish that may have reached the server can have left a copy there.
+        if (e.code === ErrorCode.Timeout) maybeStored = true;
+        if (Date.now() + backoff >= deadline) break;
+        await sleep(backoff);
+        backoff = Math.min(1000, backoff * 2);
       }
     }
     const e = new IngestError(500, `JetStream did not acknowledge: ${String((last as Error)?.message ?? last)}`);

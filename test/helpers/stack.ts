@@ -1,3 +1,5 @@
+import os from 'node:os';
+import fs from 'node:fs';
 import net from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
@@ -165,13 +167,23 @@ export async function post(
 }
 
 /**
- * A nats-server of the test's own, without JetStream, on a free port: a fault to inject (no
- * stream answers a publish) or a private bus (no other test's processors answer a request).
+ * A nats-server of the test's own on a free port: without JetStream, a fault to inject (no stream
+ * answers a publish) or a private bus (no other test's processors answer a request); with
+ * `jetstream`, a store of its own (e.g. a stream with a tiny byte cap).
  */
-export async function privateNats(t: Teardowns): Promise<{ url: string; port: number }> {
+export async function privateNats(
+  t: Teardowns,
+  o: { jetstream?: boolean } = {},
+): Promise<{ url: string; port: number }> {
   const port = await freePort();
   let out = '';
-  const proc = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port)], {
+  const args = ['-a', '127.0.0.1', '-p', String(port)];
+  if (o.jetstream) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nats-js-'));
+    t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+    args.push('-js', '-sd', dir);
+  }
+  const proc = spawn('/usr/sbin/nats-server', args, {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   proc.stdout!.on('data', (d: Buffer) => {
