@@ -1,0 +1,259 @@
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Test } from 'tap';
+import { ROOT } from '../../lib/stack.js';
+import { bootstrap, ch, db, dist, seed, startTier, type Tier, type Workspace } from '../helpers/stack.js';
+
+/**
+ * Steady load on both ingestion surfaces while one fault is injected, then the questions a user
+ * of the system asks: was any acknowledged event lost or stored twice, what did clients see, how
+ * long until full throughput was back, and did every tier recover by itself.
+ */
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Answer {
+  at: number;
+  status: number | 'network';
+  trace?: string;
+  accepted: number;
+  retryAfter?: string | null;
+}
+
+export interface Stack {
+  ws: Workspace;
+  ingest: Tier;
+  processors: Tier;
+  api: Tier;
+  /** Starts a tier again after its process was killed (new port for processors and the API). */
+  restart(tier: 'processors' | 'api'): Promise<void>;
+}
+
+export interface Fault {
+  name: string;
+  /** What clients may see while it lasts, for the report. */
+  expected: string;
+  inject(s: Stack): Promise<void>;
+  /** How long the fault lasts before recovery starts. */
+  downMs: number;
+  /** Brings the failed part back (a restart by the operator or the supervisor). */
+  recover(s: Stack): Promise<void>;
+  /** Tiers this fault kills on purpose: not counted as "restarted". */
+  kills?: Array<'ingest' | 'processors' | 'api'>;
+}
+
+export interface Outcome {
+  fault: string;
+  acknowledged: number;
+  lost: number;
+  doubled: number;
+  errors: Record<string, number>;
+  errorsWithoutRetryAfter: number;
+  failedButStored: number;
+  recoverySeconds: number;
+  recoveredByThemselves: boolean;
+  expected: string;
+}
+
+const upOnce = () =>
+  new Promise<number | null>((resolve) => {
+    const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', 'test'], { stdio: 'ignore' });
+    p.once('exit', (code) => resolve(code));
+  });
+
+/** Brings the test stack's servers back (a retry covers a port the killed server still held). */
+export async function stackUp(): Promise<void> {
+  for (let i = 0; i < 5; i++) {
+    if ((await upOnce()) === 0) return;
+    await sleep(500);
+  }
+  throw new Error('the test stack did not come back up');
+}
+
+export function pidOf(file: string): number {
+  return Number(fs.readFileSync(path.join(ROOT, '.data/test', file), 'utf8').split('\n')[0]);
+}
+
+export function childrenOf(pid: number): number[] {
+  const out = execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' });
+  return out
+    .split('\n')
+    .map((l) => Number(l.trim()))
+    .filter((n) => n > 0);
+}
+
+async function startStack(t: Test): Promise<Stack> {
+  const ws = await bootstrap();
+  await seed(ws.tenant_id, 200);
+  const lim = { INGEST_RATE_LIMIT_PER_MIN: '10000000', EVENTS_BATCHES_PER_MIN: '10000000' };
+  const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '2', ...lim });
+  t.teardown(() => ingest.stop('SIGTERM'));
+  const s: Stack = {
+    ws,
+    ingest,
+    processors: await startTier(t, 'processors', { WRITER_BATCH_MS: '50' }),
+    api: await startTier(t, 'core-api', { API_READS_PER_MIN: '1000000', API_WRITES_PER_MIN: '1000000' }),
+    async restart(tier) {
+      if (tier === 'processors') s.processors = await startTier(t, 'processors', { WRITER_BATCH_MS: '50' });
+      else s.api = await startTier(t, 'core-api', { API_READS_PER_MIN: '1000000', API_WRITES_PER_MIN: '1000000' });
+    },
+  };
+  return s;
+}
+
+/** Surface A lanes (50-event batches by external id) and surface B lanes (100 events by UUID). */
+function startLoad(s: Stack, customerIds: string[]) {
+  const answers: Answer[] = [];
+  let running = true;
+  let seq = 0;
+  const lane = async (surface: 'a' | 'b') => {
+    while (running) {
+      const n = seq++;
+      const a = surface === 'a';
+      const events = Array.from({ length: a ? 50 : 100 }, (_, i) => ({
+        event_name: ['login', 'report_exported', 'page_view'][(n + i) % 3],
+        ...(a
+          ? { external_customer_id: `cust-${String(((n * 7 + i) % 200) + 1).padStart(6, '0')}` }
+          : { customer_id: customerIds[(n * 7 + i) % customerIds.length] }),
+        [a ? 'user_id' : 'user_external_id']: `u${i % 9}`,
+        properties: { n, i },
+      }));
+      try {
+        const res = await fetch(`${s.ingest.url}${a ? '/v1/ingest/events' : '/v1/events'}`, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            ...(a ? { 'x-api-key': s.ws.ingestion_key } : { authorization: `Bearer ${s.ws.api_key}` }),
+          },
+          body: JSON.stringify({ events }),
+          signal: AbortSignal.timeout(30_000),
+        });
+        const body = (await res.json().catch(() => ({}))) as { accepted?: number };
+        answers.push({
+          at: Date.now(),
+          status: res.status,
+          trace: res.headers.get('x-trace-id') ?? undefined,
+          accepted: body.accepted ?? 0,
+          retryAfter: res.headers.get('retry-after'),
+        });
+      } catch {
+        answers.push({ at: Date.now(), status: 'network', accepted: 0 });
+        await sleep(100);
+      }
+    }
+  };
+  const lanes = [...Array.from({ length: 4 }, () => lane('a')), ...Array.from({ length: 2 }, () => lane('b'))];
+  return {
+    answers,
+    stop: async () => {
+      running = false;
+      await Promise.all(lanes);
+    },
+  };
+}
+
+const ok = (a: Answer) => a.status === 202 || a.status === 200;
+
+/** Seconds from `back` until answers per half second are again ≥ 80 % of the rate before `from`. */
+function recoverySeconds(answers: Answer[], start: number, from: number, back: number): number {
+  const BIN = 500;
+  const bins = new Map<number, number>();
+  for (const a of answers) if (ok(a)) bins.set(Math.floor(a.at / BIN), (bins.get(Math.floor(a.at / BIN)) ?? 0) + 1);
+  const before: number[] = [];
+  for (let b = Math.floor((start + 1000) / BIN); b < Math.floor(from / BIN); b++) before.push(bins.get(b) ?? 0);
+  before.sort((x, y) => x - y);
+  const baseline = before[Math.floor(before.length / 2)] ?? 0;
+  const last = Math.max(...answers.map((a) => Math.floor(a.at / BIN)));
+  for (let b = Math.floor(back / BIN); b < last; b++) {
+    if ((bins.get(b) ?? 0) >= 0.8 * baseline && (bins.get(b + 1) ?? 0) >= 0.8 * baseline)
+      return Math.max(0, (b * BIN - back) / 1000);
+  }
+  return Number.POSITIVE_INFINITY;
+}
+
+/** Runs one fault under load and measures it. */
+export async function runFault(t: Test, f: Fault): Promise<Outcome> {
+  const s = await startStack(t);
+  const customers = (
+    await db()<{ id: string }[]>`SELECT id::text FROM customers WHERE tenant_id = ${s.ws.tenant_id}`
+  ).map((r) => r.id);
+  const initial = { ingest: s.ingest.proc.pid, processors: s.processors.proc.pid, api: s.api.proc.pid };
+  const load = startLoad(s, customers);
+  const start = Date.now();
+  await sleep(6000);
+  const from = Date.now();
+  await f.inject(s);
+  await sleep(f.downMs);
+  await f.recover(s);
+  const back = Date.now();
+  await sleep(15_000);
+  await load.stop();
+
+  const acked = new Map<string, number>();
+  for (const a of load.answers) if (ok(a) && a.trace) acked.set(a.trace.toLowerCase(), a.accepted);
+  const stored = async () =>
+    new Map(
+      (
+        await ch<{ b: string; c: string }>(
+          `SELECT lower(toString(batch_id)) AS b, count() AS c FROM events WHERE tenant_id = '${s.ws.tenant_id}' GROUP BY b`,
+        )
+      ).map((r) => [r.b, Number(r.c)]),
+    );
+  let counts = await stored();
+  const deadline = Date.now() + 180_000;
+  while ([...acked].some(([b, n]) => (counts.get(b) ?? 0) < n) && Date.now() < deadline) {
+    await sleep(1000);
+    counts = await stored();
+  }
+  await sleep(1500); // a late second copy would show by now
+  counts = await stored();
+
+  const errors: Record<string, number> = {};
+  let errorsWithoutRetryAfter = 0;
+  let failedButStored = 0;
+  for (const a of load.answers) {
+    if (ok(a)) continue;
+    errors[a.status] = (errors[a.status] ?? 0) + 1;
+    if (a.status === 'network' || (a.status >= 500 && !a.retryAfter)) errorsWithoutRetryAfter++;
+    if (a.trace && (counts.get(a.trace.toLowerCase()) ?? 0) > 0) failedButStored++;
+  }
+  const alive = async (tier: Tier) => tier.proc.exitCode === null && (await fetch(`${tier.url}/readyz`)).ok;
+  let recovered = false;
+  for (let i = 0; i < 30 && !recovered; i++) {
+    recovered =
+      (await alive(s.ingest)) &&
+      (await alive(s.processors)) &&
+      (await alive(s.api)) &&
+      (f.kills?.includes('ingest') || s.ingest.proc.pid === initial.ingest) &&
+      (f.kills?.includes('processors') || s.processors.proc.pid === initial.processors) &&
+      (f.kills?.includes('api') || s.api.proc.pid === initial.api);
+    if (!recovered) await sleep(1000);
+  }
+  return {
+    fault: f.name,
+    acknowledged: acked.size,
+    lost: [...acked].filter(([b, n]) => (counts.get(b) ?? 0) < n).length,
+    doubled: [...acked].filter(([b, n]) => (counts.get(b) ?? 0) > n).length,
+    errors,
+    errorsWithoutRetryAfter,
+    failedButStored,
+    recoverySeconds: recoverySeconds(load.answers, start, from, back),
+    recoveredByThemselves: recovered,
+    expected: f.expected,
+  };
+}
+
+/** Rewrites one `## heading` section of a markdown file, keeping the rest. */
+export function writeSection(file: string, heading: string, body: string): void {
+  const full = path.join(ROOT, file);
+  const text = fs.existsSync(full) ? fs.readFileSync(full, 'utf8') : '# Reliability\n';
+  const start = text.indexOf(`\n## ${heading}\n`);
+  const section = `\n## ${heading}\n\n${body.trim()}\n`;
+  if (start < 0) {
+    fs.writeFileSync(full, `${text.trimEnd()}\n${section}`);
+    return;
+  }
+  const next = text.indexOf('\n## ', start + 4);
+  fs.writeFileSync(full, text.slice(0, start) + section + (next < 0 ? '' : text.slice(next)));
+}
