@@ -1,3 +1,4 @@
+import { type IdempotencyClaim, onceWithKey } from '../lib/idempotency.js';
 import { ApiError } from '../lib/problem.js';
 import type { Sql } from '../lib/pg.js';
 import { payloadOf, type PreparedB } from './events-b.js';
@@ -17,7 +18,7 @@ export interface StoreRequest {
   /** Nats-Msg-Id and batch_id of the rows. */
   msgId: string;
   prepared: PreparedB;
-  idempotency?: { scope: string; key: string; hash: Buffer };
+  idempotency?: IdempotencyClaim;
   /** Backfill: the job row is written with the events. */
   job?: { id: string; rejected: number };
   /** Computed before anything is stored, so a replay returns exactly these bytes. */
@@ -67,57 +68,15 @@ export class SurfaceBStore {
   }
 
   private async inTransaction(tx: Sql, r: StoreRequest): Promise<StoreResult> {
-    const idem = r.idempotency;
-    if (idem) {
-      await tx.unsafe(`SET LOCAL lock_timeout = ${Math.floor(this.o.idempotencyWaitMs)}`);
-      let claimed: Array<Record<string, unknown>>;
-      try {
-        claimed = await tx`
-          INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, status, body) VALUES (${r.tenantId}, ${idem.scope}, ${idem.key}, ${idem.hash}, 0, 'null')
-          ON CONFLICT (tenant_id, scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = 0, body = 'null', response = NULL, response_headers = NULL, created_at = now()
-            WHERE idempotency_keys.created_at < now() - interval '24 hours'
-          RETURNING 1`;
-      } catch (err) {
-        if (pgCode(err) === '55P03')
-          throw new ApiError(
-            'idempotency_key_in_use',
-            'Another request with this Idempotency-Key is still being processed; retry shortly to receive its response.',
-            undefined,
-            [['Retry-After', '1']],
-          );
-        throw err;
-      }
-      await tx.unsafe('SET LOCAL lock_timeout = 0');
-      if (claimed.length === 0) {
-        const [prev] = await tx<
-          {
-            request_hash: Buffer;
-            status: number;
-            response: Buffer | null;
-            response_headers: Array<[string, string]> | null;
-          }[]
-        >`
-          SELECT request_hash, status, response, response_headers FROM idempotency_keys WHERE tenant_id = ${r.tenantId} AND scope = ${idem.scope} AND key = ${idem.key}`;
-        if (!Buffer.from(prev.request_hash).equals(idem.hash)) {
-          throw new ApiError(
-            'idempotency_key_reused',
-            'This Idempotency-Key was used in the last 24 hours with a different request body; use a new key for a different request.',
-          );
-        }
-        if (prev.response === null)
-          throw new ApiError(
-            'idempotency_key_reused',
-            'This Idempotency-Key was used in the last 24 hours by another endpoint; use a new key.',
-          );
-        return {
-          status: prev.status,
-          body: Buffer.from(prev.response),
-          headers: prev.response_headers ?? [],
-          replayed: true,
-          stored: 0,
-        };
-      }
-    }
+    if (!r.idempotency) return this.dedupeAndPublish(tx, r);
+    const out = await onceWithKey(tx, r.tenantId, r.idempotency, this.o.idempotencyWaitMs, () =>
+      this.dedupeAndPublish(tx, r),
+    );
+    return out.replayed ? { ...out.answer, replayed: true, stored: 0 } : out.answer;
+  }
+
+  /** Records the request's deduplication keys (one statement) and publishes what is new. */
+  private async dedupeAndPublish(tx: Sql, r: StoreRequest): Promise<StoreResult> {
     const p = r.prepared;
     let fresh: Uint8Array | null = null;
     if (p.keyCustomers.length) {
@@ -131,14 +90,7 @@ export class SurfaceBStore {
       if (inserted.length === p.keyCustomers.length) fresh.fill(1);
       else for (const row of inserted) fresh[p.keyIndex!.get(`${row.c} ${row.e}`)!] = 1;
     }
-    const out = await this.publish(r, fresh, tx);
-    if (idem) {
-      await tx`
-        UPDATE idempotency_keys SET status = ${out.status}, body = ${out.body.toString('utf8')}::text::jsonb, response = ${out.body},
-          response_headers = ${JSON.stringify(out.headers)}::text::jsonb
-        WHERE tenant_id = ${r.tenantId} AND scope = ${idem.scope} AND key = ${idem.key}`;
-    }
-    return out;
+    return this.publish(r, fresh, tx);
   }
 
   /** Quota, job row, publish: what every request does, inside the transaction when there is one. */

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { IdParams, PageQuery } from '../../schemas/core/common.js';
 import {
   Contact,
@@ -28,8 +27,10 @@ import {
   type CustomerInput,
   type CustomerRow,
 } from './repo.js';
+import { checkIdempotencyKey, onceWithKey, requestHash } from '../../lib/idempotency.js';
 
-const IDEMPOTENCY_KEY_RE = /^[\x21-\x7e]{1,255}$/;
+/** How long a create waits for another request holding the same Idempotency-Key (then 409). */
+const IDEMPOTENCY_WAIT_MS = 10_000;
 
 const EXAMPLE = {
   name: 'Acme Corp',
@@ -139,44 +140,24 @@ export function customerRoutes(d: Deps): Route[] {
       d.notify.customersChanged(tenantId, [row.id], 'created');
       return json(201, toCustomer(row), [['Location', `/v1/customers/${row.id}`]]);
     }
-    if (!IDEMPOTENCY_KEY_RE.test(key)) {
-      throw new ApiError('validation_failed', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', [
-        {
-          field: 'Idempotency-Key',
-          code: 'invalid_format',
-          message: 'Idempotency-Key must be 1 to 255 visible ASCII characters',
-        },
-      ]);
-    }
-    const hash = createHash('sha256').update(canonical(c.body)).digest();
-    // Concurrent requests with one key queue on the key's row; the second sees the first's result.
-    const out = await sql.begin(async (tx) => {
-      const claimed = await tx`
-        INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, status, body) VALUES (${tenantId}, 'customers.create', ${key}, ${hash}, 0, 'null')
-        ON CONFLICT (tenant_id, scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = 0, body = 'null', created_at = now()
-          WHERE idempotency_keys.created_at < now() - interval '24 hours'
-        RETURNING 1`;
-      if (claimed.length === 0) {
-        const [prev] = await tx<{ request_hash: Buffer; status: number; body: unknown }[]>`
-          SELECT request_hash, status, body FROM idempotency_keys WHERE tenant_id = ${tenantId} AND scope = 'customers.create' AND key = ${key}`;
-        if (!Buffer.from(prev.request_hash).equals(hash)) {
-          throw new ApiError(
-            'idempotency_key_reused',
-            'This Idempotency-Key was used in the last 24 hours with a different request body; use a new key for a different request.',
-          );
-        }
-        return { replay: true, status: prev.status, body: prev.body as Record<string, unknown> };
-      }
-      const row = await createOnce(tx as unknown as typeof sql);
-      const resp = toCustomer(row);
-      await tx`UPDATE idempotency_keys SET status = 201, body = ${JSON.stringify(resp)}::text::jsonb WHERE tenant_id = ${tenantId} AND scope = 'customers.create' AND key = ${key}`;
-      return { replay: false, status: 201, body: resp };
-    });
-    if (!out.replay) d.notify.customersChanged(tenantId, [String(out.body.id)], 'created');
-    return json(out.status, out.body, [
-      ['Location', `/v1/customers/${String(out.body.id)}`],
-      ...(out.replay ? [['Idempotent-Replayed', 'true'] as [string, string]] : []),
-    ]);
+    const invalidKey = checkIdempotencyKey(key);
+    if (invalidKey) throw invalidKey;
+    const claim = { scope: 'customers.create', key, hash: requestHash(canonical(c.body)) };
+    const out = await sql.begin((tx) =>
+      onceWithKey(tx as unknown as typeof sql, tenantId, claim, IDEMPOTENCY_WAIT_MS, async () => {
+        const row = await createOnce(tx as unknown as typeof sql);
+        const headers: Array<[string, string]> = [['Location', `/v1/customers/${row.id}`]];
+        return { status: 201, body: Buffer.from(JSON.stringify(toCustomer(row))), headers, id: row.id };
+      }),
+    );
+    if (!out.replayed) d.notify.customersChanged(tenantId, [out.answer.id], 'created');
+    const { status, headers } = out.answer;
+    return {
+      status,
+      text: out.answer.body.toString('utf8'),
+      contentType: 'application/json',
+      headers: out.replayed ? [...headers, ['Idempotent-Replayed', 'true']] : headers,
+    };
   }
 
   async function get(c: Ctx): Promise<Reply> {
