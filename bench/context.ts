@@ -7,7 +7,7 @@ import type { BenchTenant, WorkloadOptions } from './workload.js';
 
 export interface BenchOptions {
   profile: 'dev' | 'test';
-  only: Set<'ceilings' | 'ingest' | 'events-b' | 'e2e' | 'outage'>;
+  only: Set<'ceilings' | 'ingest' | 'events-b' | 'e2e' | 'outage' | 'health'>;
   /** Seconds per scenario (ceilings, ingest at full load, ingest at half load). */
   durationS: number;
   /** Seconds of the sustained end-to-end scenario. */
@@ -28,6 +28,13 @@ export interface BenchOptions {
   customers: number;
   products: number;
   bodiesPerTenant: number;
+  /** Customers of the health scenario's workspace. */
+  healthCustomers: number;
+  /** Usage events generated for it (30 days). */
+  healthEvents: number;
+  /** Concurrent callers of POST …/health/recalculate, and requests each. */
+  healthCallers: number;
+  healthRequests: number;
 }
 
 export interface BenchContext {

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { CeilingsResult } from './ceilings.js';
 import type { E2eResult } from './e2e.js';
+import type { HealthResult } from './health.js';
 import type { IngestResult } from './ingest-scenario.js';
 import type { OutageResult } from './outage.js';
 import type { Usage } from './proc-stats.js';
@@ -22,6 +23,7 @@ export interface Stored {
   eventsB?: Section<ScenarioBResult>;
   e2e?: Section<E2eResult>;
   outage?: Section<OutageResult>;
+  health?: Section<HealthResult>;
 }
 
 export interface Machine {
@@ -181,6 +183,52 @@ export function rows(s: Stored): Row[] {
   }
   const o = s.outage?.data;
   if (o) out.push(...outageRows(o, chBest));
+  const h = s.health?.data;
+  if (h) out.push(...healthRows(h));
+  return out;
+}
+
+function healthRows(h: HealthResult): Row[] {
+  const per1000 = (cpuS: number) => (cpuS / (h.customers / 1000)).toFixed(3);
+  const r = h.run;
+  const c = h.ceiling;
+  const phases = r.phases
+    ? ` (${Object.entries(r.phases)
+        .map(([p, ms]) => `${p} ${ms} ms`)
+        .join(', ')})`
+    : '';
+  const out: Row[] = [
+    {
+      figure: `Health: full recalculation of one workspace (${k(h.customers)} customers, ${k(h.events)} events over 30 days, ${k(h.billingEvents)} billing events)`,
+      measured: `${r.seconds} s${phases}; CPU per 1000 customers: processors ${per1000(r.processorsCpuS)} s, ClickHouse ${per1000(r.clickhouseCpuS)} s (events generated in ${h.generateS} s)`,
+      target: '≤ 60 s for 100k customers and 20M events',
+      ratio: `${(r.seconds / c.seconds).toFixed(2)} × the bare ClickHouse aggregation; ${(r.seconds / 60).toFixed(2)} of target`,
+      bound: boundBy(r.usage, ['processors']),
+    },
+    {
+      figure: 'Health ceiling: the same GROUP BY customer_id queries straight against ClickHouse (best of 3)',
+      measured: `${c.seconds} s; ClickHouse CPU per 1000 customers ${per1000(c.clickhouseCpuS)} s`,
+      target: '—',
+      ratio: '1.00 (reference)',
+      bound: boundBy(c.usage),
+    },
+  ];
+  if (h.recalc)
+    out.push({
+      figure: `Health: POST /v1/customers/{id}/health/recalculate, ${h.recalc.callers} concurrent callers`,
+      measured: `p50 ${h.recalc.p50Ms} ms, p99 ${h.recalc.p99Ms} ms, max ${h.recalc.maxMs} ms over ${n(h.recalc.requests)} requests, errors ${h.recalc.errors} ${JSON.stringify(h.recalc.statusCounts)}`,
+      target: 'p99 ≤ 250 ms',
+      ratio: `p99 ${(h.recalc.p99Ms / 250).toFixed(2)} × target`,
+      bound: '—',
+    });
+  else if (h.recalcSkipped)
+    out.push({
+      figure: 'Health: POST …/health/recalculate',
+      measured: `skipped: ${h.recalcSkipped}`,
+      target: 'p99 ≤ 250 ms',
+      ratio: '—',
+      bound: '—',
+    });
   return out;
 }
 
@@ -244,7 +292,7 @@ export function writeResults(dir: string, s: Stored): void {
   const file = path.join(dir, 'RESULTS.md');
   const old = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
   const notes = NOTES.exec(old)?.[0] ?? '<!-- notes -->\n<!-- /notes -->';
-  const sections = (['ceilings', 'ingest', 'eventsB', 'e2e', 'outage'] as const)
+  const sections = (['ceilings', 'ingest', 'eventsB', 'e2e', 'outage', 'health'] as const)
     .filter((x) => s[x])
     .map((x) => {
       const sec = s[x]!;

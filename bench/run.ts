@@ -8,6 +8,7 @@ import { ROOT, stackProfile, stackUrls } from '../lib/stack.js';
 import { ceilings } from './ceilings.js';
 import type { BenchContext, BenchOptions } from './context.js';
 import { e2eScenario } from './e2e.js';
+import { healthScenario } from './health.js';
 import { ingestScenario } from './ingest-scenario.js';
 import { outageScenario } from './outage.js';
 import { machine, rows, table, writeResults, type Section, type Stored } from './report.js';
@@ -28,10 +29,10 @@ import type { BenchTenant } from './workload.js';
 
 /**
  * npm run bench [-- --only ceilings,ingest,events-b,e2e,outage] [--duration S] [--e2e-duration S] [--e2e-rate N]
- *   [--outage-events N] [--connections N] [--profile dev|test]
+ *   [--outage-events N] [--connections N] [--profile dev|test] [--health-customers N] [--health-events N]
  * Every option also reads from BENCH_<NAME> (e.g. BENCH_DURATION=30, BENCH_PROFILE=test).
  */
-const SCENARIOS = ['ceilings', 'ingest', 'events-b', 'e2e', 'outage'] as const;
+const SCENARIOS = ['ceilings', 'ingest', 'events-b', 'e2e', 'outage', 'health'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 function options(): BenchOptions {
@@ -51,6 +52,10 @@ function options(): BenchOptions {
       'ch-rows': { type: 'string' },
       tenants: { type: 'string' },
       customers: { type: 'string' },
+      'health-customers': { type: 'string' },
+      'health-events': { type: 'string' },
+      'health-callers': { type: 'string' },
+      'health-requests': { type: 'string' },
     },
   });
   const get = (name: keyof typeof values) =>
@@ -88,6 +93,10 @@ function options(): BenchOptions {
     quietWaitS: num('quiet-wait', 120),
     products: 20,
     bodiesPerTenant: 100,
+    healthCustomers: num('health-customers', 100_000),
+    healthEvents: num('health-events', 20_000_000),
+    healthCallers: num('health-callers', 20),
+    healthRequests: num('health-requests', 50),
   };
 }
 
@@ -158,8 +167,9 @@ async function main(): Promise<void> {
   say(`profile ${profile.name}; scenarios ${[...o.only].join(', ')}`);
   await stackUp(profile);
   snapshotDist();
-  const tenants = await workspaces(o, env, urls.DATABASE_URL);
-  say(`${tenants.length} workspaces with ${o.customers} customers each`);
+  // The health scenario makes its own workspace; the others share these.
+  const tenants = [...o.only].some((s) => s !== 'health') ? await workspaces(o, env, urls.DATABASE_URL) : [];
+  if (tenants.length) say(`${tenants.length} workspaces with ${o.customers} customers each`);
   const nc = await connect({ servers: urls.NATS_URL, name: 'bench-run' });
   const ch = new ClickHouse(urls.CLICKHOUSE_URL);
   const ctx: BenchContext = {
@@ -216,6 +226,7 @@ async function main(): Promise<void> {
     });
     await attempt('e2e', async () => void (stored.e2e = section(await e2eScenario(ctx))));
     await attempt('outage', async () => void (stored.outage = section(await outageScenario(ctx))));
+    await attempt('health', async () => void (stored.health = section(await healthScenario(ctx))));
   } finally {
     await nc.close();
   }

@@ -133,7 +133,7 @@ export interface Tier {
  * GET /readyz = 200. A tier that exits or stays unready fails the run with its last output.
  */
 export async function startTier(
-  name: 'ingest' | 'processors',
+  name: 'ingest' | 'processors' | 'core-api',
   portEnv: string,
   env: Record<string, string>,
   timeoutMs = 60_000,

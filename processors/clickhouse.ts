@@ -53,6 +53,12 @@ export class ClickHouse {
     return rs.json<T>();
   }
 
+  /** The result as TabSeparated text: large aggregate reads parse it faster than JSON rows. */
+  async text(query: string): Promise<string> {
+    const rs = await this.client.query({ query, format: 'TabSeparated' });
+    return rs.text();
+  }
+
   async command(query: string): Promise<void> {
     await this.client.command({ query });
   }

@@ -11,7 +11,15 @@ import { connectPg } from '../lib/pg.js';
 import { backfillJobHooks } from './backfill-jobs.js';
 import { EventCatalog } from './catalog.js';
 import { ClickHouse } from './clickhouse.js';
-import { WriterMetrics } from './metrics.js';
+import { RecalculateResponder } from './health/responder.js';
+import { HistoryRetention } from './health/retention.js';
+import { HealthScheduler } from './health/scheduler.js';
+import type { ScoreTask } from './health/score-worker.js';
+import type { Scored } from './health/score.js';
+import { HealthScorer } from './health/scorer.js';
+import { HistoryBuffer } from './health/store.js';
+import { HealthMetrics, OutboxMetrics, WriterMetrics } from './metrics.js';
+import { OutboxRelay } from './outbox/relay.js';
 import { ClickhouseWriter } from './writer/writer.js';
 
 export const ProcessorsConfig = Type.Object({
@@ -52,11 +60,40 @@ export const ProcessorsConfig = Type.Object({
   }),
   CLICKHOUSE_TIMEOUT_MS: Type.Integer({ minimum: 1000, default: 60_000, description: 'ClickHouse request timeout.' }),
   PROCESSORS_THREADS: Type.Integer({ minimum: 1, default: 1, description: 'piscina worker threads for CPU work.' }),
+  HEALTH_ENABLED: Type.Boolean({
+    default: true,
+    description: 'Run the health scorer: scheduled recalculations, on-demand requests, history retention.',
+  }),
+  HEALTH_RECALC_INTERVAL_MS: Type.Integer({
+    minimum: 1000,
+    default: 3_600_000,
+    description: 'Every workspace is recalculated when its last run is older than this.',
+  }),
+  HEALTH_POOL_MIN_CUSTOMERS: Type.Integer({
+    minimum: 0,
+    default: 5000,
+    description: 'Workspaces with more customers are scored in worker threads, in chunks; smaller ones inline.',
+  }),
+  HEALTH_LEASE_TTL_MS: Type.Integer({
+    minimum: 1000,
+    default: 120_000,
+    description:
+      "Lifetime of a workspace's scoring lease (renewed during a run); a killed instance's runs resume after it.",
+  }),
+  HEALTH_TENANTS: Type.String({
+    default: '',
+    description: 'Comma-separated workspace ids the scheduled runs are limited to (empty: all).',
+  }),
+  OUTBOX_POLL_MS: Type.Integer({
+    minimum: 10,
+    default: 250,
+    description: 'Pause between polls of the generated-event outbox when it is empty.',
+  }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
 
 const log = createLogger('processors', process.env.LOG_LEVEL ?? 'info');
-const cfg = configOrExit(log, () => loadConfig(ProcessorsConfig));
+const cfg = configOrExit(log, () => loadConfig(ProcessorsConfig, process.env));
 
 const instance = `${randomBytes(4).toString('hex')}${process.pid}`;
 const nc = await connectNats(cfg.NATS_URL, `processors-${instance}`, log);
@@ -72,6 +109,13 @@ const pool = new Piscina({
   maxQueue: 64,
 });
 const metrics = new WriterMetrics();
+const healthMetrics = new HealthMetrics(metrics.registry);
+const healthPool = new Piscina<ScoreTask, Scored>({
+  filename: fileURLToPath(new URL('./health/score-worker.js', import.meta.url)),
+  minThreads: 0,
+  maxThreads: cfg.PROCESSORS_THREADS,
+  idleTimeout: 30_000,
+});
 
 const common = {
   batchRows: cfg.WRITER_BATCH_ROWS,
@@ -85,6 +129,7 @@ const deps = { js, ch, pool, log, metrics, running: new Set<string>() };
 const writers = [
   new ClickhouseWriter({ ...common, consumer: consumers.usageWriter, table: 'events' }, deps),
   new ClickhouseWriter({ ...common, consumer: consumers.billingWriter, table: 'billing_events' }, deps),
+  new ClickhouseWriter({ ...common, consumer: consumers.systemWriter, table: 'events' }, deps),
   new ClickhouseWriter(
     {
       ...common,
@@ -100,8 +145,41 @@ const catalogs = [
   new EventCatalog(js, sql, consumers.catalog, log),
   new EventCatalog(js, sql, consumers.catalogBackfill, log),
 ];
+const relay = new OutboxRelay(sql, js, log.child({ module: 'outbox' }), new OutboxMetrics(metrics.registry), {
+  pollMs: cfg.OUTBOX_POLL_MS,
+  batch: 500,
+  publishTimeoutMs: 5000,
+  keepMs: 7 * 24 * 3600_000,
+});
+const healthLog = log.child({ module: 'health' });
+const scorer = new HealthScorer({
+  sql,
+  ch,
+  pool: healthPool,
+  log: healthLog,
+  metrics: healthMetrics,
+  poolMinCustomers: cfg.HEALTH_POOL_MIN_CUSTOMERS,
+  instance,
+});
+const history = new HistoryBuffer(ch, healthLog, instance);
+const scheduler = new HealthScheduler(sql, scorer, healthLog, healthMetrics, {
+  intervalMs: cfg.HEALTH_RECALC_INTERVAL_MS,
+  leaseTtlMs: cfg.HEALTH_LEASE_TTL_MS,
+  holder: instance,
+  tenants: cfg.HEALTH_TENANTS.split(',')
+    .map((x) => x.trim())
+    .filter(Boolean),
+});
+const responder = new RecalculateResponder(nc, scorer, history, healthLog, healthMetrics);
+const retention = new HistoryRetention(ch, healthLog);
 for (const w of writers) await w.start();
 for (const c of catalogs) await c.start();
+relay.start();
+if (cfg.HEALTH_ENABLED) {
+  responder.start();
+  scheduler.start();
+  retention.start();
+}
 let ready = true;
 
 // Backlog gauges: how far the consumers are behind.
@@ -110,6 +188,7 @@ const sampler = setInterval(() => {
     consumers.usageWriter,
     consumers.billingWriter,
     consumers.backfillWriter,
+    consumers.systemWriter,
     consumers.catalog,
     consumers.catalogBackfill,
   ]) {
@@ -149,10 +228,15 @@ onShutdown(
   async () => {
     ready = false;
     clearInterval(sampler);
+    retention.stop();
+    // An unfinished health run is abandoned (its lease freed for another instance); requests in
+    // progress are answered; the outbox relay finishes its poll.
+    await Promise.all([scheduler.stop(), responder.stop(), relay.stop()]);
+    await history.flush();
     // Stop pulling, write and ack what is held, then drain the connection.
     await Promise.all([...writers.map((w) => w.stop()), ...catalogs.map((c) => c.stop())]);
     await nc.drain();
-    await Promise.all([sql.end({ timeout: 5 }), ch.close(), pool.destroy()]);
+    await Promise.all([sql.end({ timeout: 5 }), ch.close(), pool.destroy(), healthPool.destroy()]);
     server.close();
     log.info('processors stopped');
   },

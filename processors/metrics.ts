@@ -57,3 +57,67 @@ export class WriterMetrics {
     this.dlq.inc({ table });
   }
 }
+
+/** The health scorer's figures, in the processors registry. */
+export class HealthMetrics {
+  private runs: Counter;
+  private duration: Histogram;
+  private customers: Counter;
+  private recalcs: Counter;
+
+  constructor(registry: Registry) {
+    this.runs = new Counter({
+      name: 'health_runs_total',
+      help: 'Scheduled workspace health calculations, by result (ok, failed, aborted)',
+      labelNames: ['result'],
+      registers: [registry],
+    });
+    this.duration = new Histogram({
+      name: 'health_run_duration_seconds',
+      help: 'Duration of a scheduled workspace health calculation',
+      buckets: [0.05, 0.25, 1, 5, 15, 30, 60, 120, 300],
+      registers: [registry],
+    });
+    this.customers = new Counter({
+      name: 'health_customers_scored_total',
+      help: 'Customers scored, scheduled and on demand',
+      registers: [registry],
+    });
+    this.recalcs = new Counter({
+      name: 'health_recalculations_total',
+      help: 'On-demand recalculation requests, by result',
+      labelNames: ['result'],
+      registers: [registry],
+    });
+  }
+
+  run(result: 'ok' | 'failed' | 'aborted', ms: number): void {
+    this.runs.inc({ result });
+    this.duration.observe(ms / 1000);
+  }
+
+  scored(n: number): void {
+    this.customers.inc(n);
+  }
+
+  recalculated(result: string): void {
+    this.recalcs.inc({ result });
+  }
+}
+
+/** The outbox relay's figures. */
+export class OutboxMetrics {
+  private published: Counter;
+
+  constructor(registry: Registry) {
+    this.published = new Counter({
+      name: 'outbox_events_published_total',
+      help: 'Generated events relayed from the PostgreSQL outbox to JetStream',
+      registers: [registry],
+    });
+  }
+
+  relayed(n: number): void {
+    if (n) this.published.inc(n);
+  }
+}

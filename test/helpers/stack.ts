@@ -82,6 +82,14 @@ export interface Tier {
  * Starts `node dist/<tier>/main.js` against the test stack on a free port, waits for /healthz,
  * and registers its teardown. `portEnv` names the variable the tier reads its port from.
  */
+/**
+ * What a tier does on its own that would reach into other tests' workspaces: a processors tier
+ * scores no workspace on schedule unless the test names them (HEALTH_TENANTS).
+ */
+const quiet: Record<string, Record<string, string>> = {
+  processors: { HEALTH_TENANTS: '00000000-0000-0000-0000-000000000000' },
+};
+
 export async function startTier(
   t: Teardowns,
   tier: 'ingest' | 'processors' | 'core-api',
@@ -91,7 +99,15 @@ export async function startTier(
   const port = env[portEnv] ? Number(env[portEnv]) : await freePort();
   let out = '';
   const proc = spawn(process.execPath, [dist(`${tier}/main.js`)], {
-    env: { ...process.env, ...urls, STACK_PROFILE: 'test', LOG_LEVEL: 'warn', [portEnv]: String(port), ...env },
+    env: {
+      ...process.env,
+      ...urls,
+      STACK_PROFILE: 'test',
+      LOG_LEVEL: 'warn',
+      [portEnv]: String(port),
+      ...quiet[tier],
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   proc.stdout!.on('data', (d: Buffer) => {

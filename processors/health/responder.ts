@@ -1,0 +1,96 @@
+import type { Msg, NatsConnection, Subscription } from 'nats';
+import { isUuid } from '../../lib/ids.js';
+import type { Logger } from '../../lib/logger.js';
+import { subjects } from '../../lib/nats.js';
+import type { RecalculateReply, RecalculateRequest } from '../../schemas/health.js';
+import type { HealthMetrics } from '../metrics.js';
+import type { HealthScorer } from './scorer.js';
+import type { HistoryBuffer } from './store.js';
+
+export const SCORER_QUEUE = 'health-scorer';
+
+/**
+ * On-demand recalculation (POST /v1/customers/{id}/health/recalculate): core NATS requests on
+ * cmd.health.recalculate, shared by every processors instance through one queue group, answered
+ * once customer_health is committed. A bad request gets `{ok: false, error}`; nothing a message
+ * holds can throw out of the handler. Requests beyond `maxInFlight` are refused at once so the core
+ * API answers 503 instead of waiting for its timeout behind a queue.
+ */
+export class RecalculateResponder {
+  private sub?: Subscription;
+  private inFlight = new Set<Promise<void>>();
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly scorer: HealthScorer,
+    private readonly history: HistoryBuffer,
+    private readonly log: Logger,
+    private readonly metrics: HealthMetrics,
+    private readonly maxInFlight = 64,
+  ) {}
+
+  start(): void {
+    this.sub = this.nc.subscribe(subjects.healthRecalculate, {
+      queue: SCORER_QUEUE,
+      callback: (err, msg) => {
+        if (err) {
+          this.log.warn({ err: String(err) }, 'health recalculation subscription error');
+          return;
+        }
+        if (this.inFlight.size >= this.maxInFlight) {
+          this.reply(msg, { ok: false, error: 'scorer_busy' });
+          return;
+        }
+        const p = this.handle(msg).finally(() => this.inFlight.delete(p));
+        this.inFlight.add(p);
+      },
+    });
+  }
+
+  private async handle(msg: Msg): Promise<void> {
+    const req = parse(msg.data);
+    if (!req) {
+      this.metrics.recalculated('invalid');
+      this.reply(msg, { ok: false, error: 'invalid_request' });
+      return;
+    }
+    try {
+      const found = await this.scorer.scoreCustomer(req.tenant_id, req.customer_id, this.history);
+      this.metrics.recalculated(found ? 'ok' : 'unknown_customer');
+      this.reply(msg, found ? { ok: true } : { ok: false, error: 'unknown_customer' });
+    } catch (err) {
+      this.metrics.recalculated('failed');
+      this.log.error({ err, ...req }, 'health recalculation failed');
+      this.reply(msg, { ok: false, error: 'recalculation_failed' });
+    }
+  }
+
+  private reply(msg: Msg, r: RecalculateReply): void {
+    if (!msg.reply) return;
+    try {
+      msg.respond(JSON.stringify(r));
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'health recalculation reply failed');
+    }
+  }
+
+  /** Stops taking requests and lets those in progress answer. */
+  async stop(): Promise<void> {
+    this.sub?.unsubscribe();
+    await Promise.all(this.inFlight);
+  }
+}
+
+function parse(data: Uint8Array): RecalculateRequest | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(data).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  const r = v as Partial<RecalculateRequest> | null;
+  if (typeof r !== 'object' || r === null) return undefined;
+  if (typeof r.tenant_id !== 'string' || typeof r.customer_id !== 'string') return undefined;
+  if (!isUuid(r.tenant_id) || !isUuid(r.customer_id)) return undefined;
+  return { tenant_id: r.tenant_id.toLowerCase(), customer_id: r.customer_id.toLowerCase() };
+}

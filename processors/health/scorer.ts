@@ -1,0 +1,148 @@
+import type { Piscina } from 'piscina';
+import type { Logger } from '../../lib/logger.js';
+import type { Sql } from '../../lib/pg.js';
+import { effectiveModel, type HealthModel } from '../../schemas/health.js';
+import type { ClickHouse } from '../clickhouse.js';
+import type { HealthMetrics } from '../metrics.js';
+import { aggregate } from './queries.js';
+import { type Aggregates, type Scored, scoreAggregates, sliceAggregates } from './score.js';
+import type { ScoreTask } from './score-worker.js';
+import { CHUNK, type HistoryBuffer, historyRows, insertHistory, storeScores, type Written } from './store.js';
+
+export interface ScorerDeps {
+  sql: Sql;
+  ch: ClickHouse;
+  /** Worker threads running score-worker.js. */
+  pool: Piscina<ScoreTask, Scored>;
+  log: Logger;
+  metrics: HealthMetrics;
+  /** Workspaces with more customers than this are scored in the pool, smaller ones inline. */
+  poolMinCustomers: number;
+  instance: string;
+}
+
+export interface RunSummary extends Written {
+  customers: number;
+  ms: number;
+  /** Milliseconds per phase: PostgreSQL reads, ClickHouse aggregation, scoring, customer_health, history. */
+  phases: { read: number; aggregate: number; score: number; store: number; history: number };
+}
+
+/**
+ * One calculation, of a whole workspace (scheduled) or of one customer (on demand), the same way:
+ * the model and the live customers from PostgreSQL, the aggregates of all of them from a few
+ * ClickHouse queries, the scores over arrays, then store.ts. Nothing is awaited per customer.
+ */
+export class HealthScorer {
+  private runs = 0;
+
+  constructor(private readonly d: ScorerDeps) {}
+
+  async model(tenantId: string): Promise<HealthModel> {
+    const [row] = await this.d.sql<Array<{ model: Partial<HealthModel> }>>`
+      SELECT model FROM health_models WHERE tenant_id = ${tenantId}`;
+    return effectiveModel(row?.model);
+  }
+
+  /** Ids of the workspace's live customers, in one value rather than a row each. */
+  async customers(tenantId: string): Promise<string[]> {
+    const [row] = await this.d.sql<Array<{ ids: string | null }>>`
+      SELECT string_agg(id::text, ',') AS ids FROM customers WHERE tenant_id = ${tenantId} AND deleted_at IS NULL`;
+    return row?.ids ? row.ids.split(',') : [];
+  }
+
+  async scoreWorkspace(tenantId: string, stopping: () => boolean): Promise<RunSummary> {
+    const t0 = performance.now();
+    let mark = t0;
+    const lap = () => {
+      const now = performance.now();
+      const ms = Math.round(now - mark);
+      mark = now;
+      return ms;
+    };
+    const calculatedAt = runTime();
+    const [model, ids] = await Promise.all([this.model(tenantId), this.customers(tenantId)]);
+    const read = lap();
+    if (!ids.length) {
+      const phases = { read, aggregate: 0, score: 0, store: 0, history: 0 };
+      return { customers: 0, written: 0, changed: 0, ms: read, phases };
+    }
+    const scope = { tenantId, today: calculatedAt.toISOString().slice(0, 10) };
+    const aggregates = await aggregate(this.d.ch, scope, model, ids);
+    const aggregateMs = lap();
+    const scored =
+      ids.length > this.d.poolMinCustomers ? await this.inPool(model, aggregates) : scoreAggregates(model, aggregates);
+    const score = lap();
+    const written = await storeScores(this.d.sql, this.d.log, tenantId, ids, scored, calculatedAt, { stopping });
+    const store = lap();
+    await insertHistory(
+      this.d.ch,
+      this.d.log,
+      historyRows(tenantId, ids, scored, calculatedAt),
+      `health-${this.d.instance}-${++this.runs}`,
+    );
+    const history = lap();
+    this.d.metrics.scored(ids.length);
+    return {
+      customers: ids.length,
+      written: written.written,
+      changed: written.changed,
+      ms: Math.round(performance.now() - t0),
+      phases: { read, aggregate: aggregateMs, score, store, history },
+    };
+  }
+
+  /**
+   * One live customer now. Returns false when there is no such customer (unknown, deleted, or
+   * another workspace's).
+   */
+  async scoreCustomer(tenantId: string, customerId: string, history: HistoryBuffer): Promise<boolean> {
+    const calculatedAt = runTime();
+    const [row] = await this.d.sql<Array<{ model: Partial<HealthModel> | null }>>`
+      SELECT m.model FROM customers c LEFT JOIN health_models m ON m.tenant_id = c.tenant_id
+      WHERE c.tenant_id = ${tenantId} AND c.id = ${customerId} AND c.deleted_at IS NULL`;
+    if (!row) return false;
+    const model = effectiveModel(row.model);
+    const ids = [customerId];
+    const scope = { tenantId, customerId, today: calculatedAt.toISOString().slice(0, 10) };
+    const scored = scoreAggregates(model, await aggregate(this.d.ch, scope, model, ids));
+    const w = await storeScores(this.d.sql, this.d.log, tenantId, ids, scored, calculatedAt, { force: true });
+    // Deleted meanwhile: nothing was written, and there is no history point to keep.
+    if (!w.lastAt) return false;
+    history.add(customerId, historyRows(tenantId, ids, scored, w.lastAt));
+    this.d.metrics.scored(1);
+    return true;
+  }
+
+  /** Chunks of CHUNK customers through the pool, a few in flight so every thread stays busy. */
+  private async inPool(model: HealthModel, a: Aggregates): Promise<Scored> {
+    const n = a.activeDays.length;
+    const chunks: Scored[] = [];
+    const starts: number[] = [];
+    for (let from = 0; from < n; from += CHUNK) starts.push(from);
+    let next = 0;
+    const lane = async () => {
+      while (next < starts.length) {
+        const k = next++;
+        const from = starts[k];
+        chunks[k] = await this.d.pool.run({ model, aggregates: sliceAggregates(a, from, Math.min(n, from + CHUNK)) });
+      }
+    };
+    const lanes = Math.max(1, this.d.pool.options.maxThreads) + 1;
+    await Promise.all(Array.from({ length: Math.min(lanes, starts.length) }, lane));
+    const out: Scored = { score: new Uint8Array(n), status: [], dimensions: [] };
+    let at = 0;
+    for (const c of chunks) {
+      out.score.set(c.score, at);
+      at += c.score.length;
+      out.status.push(...c.status);
+      out.dimensions.push(...c.dimensions);
+    }
+    return out;
+  }
+}
+
+/** The calculation's time, to the second: PostgreSQL and the history (DateTime) then agree. */
+function runTime(): Date {
+  return new Date(Math.floor(Date.now() / 1000) * 1000);
+}

@@ -1,0 +1,176 @@
+import { headers, type JetStreamClient } from 'nats';
+import type { Logger } from '../../lib/logger.js';
+import { subjects } from '../../lib/nats.js';
+import type { Sql } from '../../lib/pg.js';
+import type { EventRow } from '../../schemas/rows.js';
+import type { OutboxMetrics } from '../metrics.js';
+
+export interface RelayOptions {
+  /** Pause between polls when the outbox was drained. */
+  pollMs: number;
+  /** Rows per poll, at most. */
+  batch: number;
+  /** Longest wait for a PubAck before the row is left for the next poll. */
+  publishTimeoutMs: number;
+  /** Published rows older than this are deleted by the daily purge. */
+  keepMs: number;
+}
+
+interface OutboxRow {
+  id: string;
+  tenant_id: string;
+  customer_id: string;
+  event_name: string;
+  properties: Record<string, unknown>;
+  occurred_at: Date;
+}
+
+const DAY_MS = 24 * 3600_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Relays the events the service generates (event_outbox, written in the transaction of the state
+ * change that causes them) into the event stream, where the system writer stores them in
+ * csp.events like any event:
+ * - each poll locks up to `batch` unpublished rows with FOR UPDATE SKIP LOCKED, so instances
+ *   share the outbox without waiting on each other, publishes each row as one JetStream message
+ *   on ev.system.<tenant>, and marks published only the rows whose PubAck came;
+ * - the outbox id is the message's Nats-Msg-Id and the row's event_id and batch_id: a row
+ *   published twice (a crash between PubAck and commit) is one message to the stream within its
+ *   duplicate window, and one stored batch to the writer's ledger after it;
+ * - published rows are deleted after `keepMs` by a daily purge.
+ */
+export class OutboxRelay {
+  private stopping = false;
+  private loop?: Promise<void>;
+  private purgeTimer?: NodeJS.Timeout;
+  private firstPurge?: NodeJS.Timeout;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly js: JetStreamClient,
+    private readonly log: Logger,
+    private readonly metrics: OutboxMetrics,
+    private readonly o: RelayOptions,
+  ) {}
+
+  start(): void {
+    this.loop = this.run();
+    this.firstPurge = setTimeout(() => void this.purge(), 60_000);
+    this.purgeTimer = setInterval(() => void this.purge(), DAY_MS);
+  }
+
+  private async run(): Promise<void> {
+    let failures = 0;
+    while (!this.stopping) {
+      let r = { locked: 0, failed: 0 };
+      try {
+        r = await this.once();
+      } catch (err) {
+        r.failed = 1;
+        this.log.warn({ err: String(err) }, 'outbox relay poll failed');
+      }
+      failures = r.failed ? failures + 1 : 0;
+      if (failures) await sleep(Math.min(10_000, this.o.pollMs * 2 ** failures));
+      else if (r.locked < this.o.batch) await sleep(this.o.pollMs);
+    }
+  }
+
+  /** One poll: how many rows it locked, and how many of them could not be published. */
+  async once(): Promise<{ locked: number; failed: number }> {
+    return this.sql.begin(async (tx) => {
+      const rows = await tx<OutboxRow[]>`
+        SELECT id::text, tenant_id::text, customer_id::text, event_name, properties, occurred_at
+        FROM event_outbox WHERE published_at IS NULL
+        ORDER BY occurred_at LIMIT ${this.o.batch}
+        FOR UPDATE SKIP LOCKED`;
+      if (!rows.length) return { locked: 0, failed: 0 };
+      const now = Date.now();
+      const results = await Promise.allSettled(rows.map((r) => this.publish(r, now)));
+      const done: string[] = [];
+      let lastErr: unknown;
+      results.forEach((res, i) => {
+        if (res.status === 'fulfilled') done.push(rows[i].id);
+        else lastErr = res.reason;
+      });
+      if (done.length) await tx`UPDATE event_outbox SET published_at = now() WHERE id = ANY(${done}::uuid[])`;
+      this.metrics.relayed(done.length);
+      const failed = rows.length - done.length;
+      // Left unpublished for the next poll; the commit below still records the rows that made it.
+      if (failed) this.log.warn({ err: String(lastErr), failed }, 'outbox rows not published; retrying');
+      return { locked: rows.length, failed };
+    }) as Promise<{ locked: number; failed: number }>;
+  }
+
+  private async publish(r: OutboxRow, now: number): Promise<void> {
+    const h = headers();
+    h.set('Cs-Rows', '1');
+    h.set('Cs-Names', r.event_name);
+    const payload = Buffer.from(JSON.stringify(systemEventRow(r, now)));
+    await this.js.publish(subjects.system(r.tenant_id), payload, {
+      msgID: r.id,
+      headers: h,
+      timeout: this.o.publishTimeoutMs,
+    });
+  }
+
+  async purge(): Promise<number> {
+    try {
+      const r = await this.sql`
+        DELETE FROM event_outbox WHERE published_at < now() - (${this.o.keepMs}::float8 * interval '1 ms')`;
+      if (r.count) this.log.info({ rows: r.count }, 'published outbox rows purged');
+      return r.count;
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'outbox purge failed; retried tomorrow');
+      return 0;
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearTimeout(this.firstPurge);
+    clearInterval(this.purgeTimer);
+    await this.loop;
+  }
+}
+
+/**
+ * The csp.events row of a generated event, in the ingest tier's JSONEachRow form (same keys, same
+ * order): event_id and batch_id are the outbox id, surface 'system', properties as raw JSON plus
+ * the top-level keys and their values as strings (non-strings as JSON), so that filters on
+ * properties work on generated events as on ingested ones.
+ */
+export function systemEventRow(r: OutboxRow, now: number): EventRow {
+  const ms = r.occurred_at.getTime();
+  const keys: string[] = [];
+  const values: string[] = [];
+  for (const k in r.properties) {
+    const v = r.properties[k];
+    keys.push(k);
+    values.push(
+      typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v),
+    );
+  }
+  return {
+    tenant_id: r.tenant_id,
+    customer_id: r.customer_id,
+    event_name: r.event_name,
+    ts: Math.floor(ms / 1000),
+    ts_ms: ms % 1000,
+    event_id: r.id,
+    batch_id: r.id,
+    received_at: Math.floor(now / 1000),
+    external_customer_id: '',
+    external_source: '',
+    user_id: '',
+    product_id: '',
+    product_code: '',
+    surface: 'system',
+    external_id: '',
+    properties: JSON.stringify(r.properties),
+    prop_keys: keys,
+    prop_values: values,
+    user_email: '',
+    user_external_id: '',
+  };
+}
