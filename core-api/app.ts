@@ -14,6 +14,8 @@ import { ERROR_DOCS } from './http/problem.js';
 import type { Route } from './http/router.js';
 import type { PlanLimits } from './http/limits.js';
 import { jobRoutes } from './jobs/routes.js';
+import type { ClickHouseReader } from './clickhouse.js';
+import { metricsRoutes } from './metrics/routes.js';
 import type { JobRunner } from './jobs/runner.js';
 import { oauthRoutes } from './oauth/routes.js';
 import { INGEST_ROUTES } from '../schemas/ingest-openapi.js';
@@ -27,6 +29,8 @@ export interface AppDeps extends Deps {
   limiter: SharedRateLimiter;
   history: HealthHistory;
   recalculator: Recalculator;
+  clickhouse: ClickHouseReader;
+  metricsQueryTimeoutMs: number;
 }
 
 const TAGS = [
@@ -37,6 +41,13 @@ const TAGS = [
       'Health scores: the current score with its breakdown, the history (two years, ClickHouse), on-demand ' +
       'recalculation and the workspace health model. Dimensions (each 0–100 from a raw value): usage_frequency, ' +
       'breadth, active_users, key_events, payment_health; see the operations for the curves.',
+  },
+  {
+    name: 'Metrics',
+    description:
+      'The metrics library: the workspace event catalog, metric definitions (admin writes, everyone with ' +
+      'metrics:read reads), the test query, proposals from a plain-English description, and the usage widgets. ' +
+      'Window semantics, the compiler and the parser vocabulary: docs/metrics.md.',
   },
   { name: 'Users', description: 'Users, roles and invites.' },
   { name: 'API keys', description: 'Server-to-server credentials (admin).' },
@@ -55,6 +66,7 @@ export function buildRoutes(d: AppDeps): Route[] {
   const routes: Route[] = [
     ...customerRoutes(d),
     ...healthRoutes(d),
+    ...metricsRoutes(d),
     ...jobRoutes(d),
     ...userRoutes(d),
     ...apiKeyRoutes(d),

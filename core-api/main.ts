@@ -16,6 +16,7 @@ import { Limits, type PlanLimits } from './http/limits.js';
 import { ApiMetrics } from './http/metrics.js';
 import { Router } from './http/router.js';
 import { mount } from './http/server.js';
+import { ClickHouseReader } from './clickhouse.js';
 import { HealthHistory } from './health/history.js';
 import { Recalculator } from './health/recalculate.js';
 import { JobRunner } from './jobs/runner.js';
@@ -57,7 +58,7 @@ export const CoreApiConfig = Type.Object({
   }),
   CLICKHOUSE_URL: Type.String({
     default: 'http://127.0.0.1:18123',
-    description: 'ClickHouse HTTP interface, read for the health history.',
+    description: 'ClickHouse HTTP interface, read for the health history, the event catalog and metric test queries.',
   }),
   CLICKHOUSE_DATABASE: Type.String({ default: 'csp' }),
   HEALTH_HISTORY_TIMEOUT_MS: Type.Integer({
@@ -70,12 +71,17 @@ export const CoreApiConfig = Type.Object({
     default: 10_000,
     description: 'How long POST …/health/recalculate waits for the scorer before 503 scorer_unavailable.',
   }),
+  METRICS_QUERY_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    default: 10_000,
+    description: 'Timeout of a metric test query (POST /v1/metrics/test); past it the answer is 503.',
+  }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
 
 const boot = createLogger('core-api');
 const { cfg, planLimits, proxies } = configOrExit(boot, () => {
-  const cfg = loadConfig(CoreApiConfig);
+  const cfg = loadConfig(CoreApiConfig, process.env);
   let planLimits: Record<string, Partial<PlanLimits>>;
   try {
     planLimits = JSON.parse(cfg.API_PLAN_LIMITS) as Record<string, Partial<PlanLimits>>;
@@ -87,14 +93,14 @@ const { cfg, planLimits, proxies } = configOrExit(boot, () => {
 
 if (cfg.API_PROCESSES > 1 && process.env.API_WORKER === undefined) {
   boot.info({ processes: cfg.API_PROCESSES, port: cfg.API_PORT }, 'starting core-api processes');
-  supervise(boot, cfg.API_PROCESSES, 'API_WORKER');
+  supervise(boot, cfg.API_PROCESSES, 'API_WORKER', process.env);
 } else {
   await serve();
 }
 
 async function serve(): Promise<void> {
   const log = createLogger('core-api', cfg.LOG_LEVEL);
-  const uws = loadUws();
+  const uws = loadUws(process.env);
   const sql = connectPg(cfg.DATABASE_URL, 10);
   const nc = await connectNats(cfg.NATS_URL, `core-api-${process.pid}`, log);
   const notify = new Notifier(nc);
@@ -124,12 +130,13 @@ async function serve(): Promise<void> {
   const runner = new JobRunner(sql, notify, log.child({ mod: 'jobs' }));
   const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
   const limiter = new SharedRateLimiter(sql);
-  const history = new HealthHistory(
+  const clickhouse = new ClickHouseReader(
     cfg.CLICKHOUSE_URL.replace(/\/+$/, ''),
     cfg.CLICKHOUSE_DATABASE,
     cfg.HEALTH_HISTORY_TIMEOUT_MS,
-    log.child({ mod: 'health' }),
+    log.child({ mod: 'clickhouse' }),
   );
+  const history = new HealthHistory(clickhouse);
   const recalculator = new Recalculator(nc, cfg.HEALTH_RECALC_TIMEOUT_MS, log.child({ mod: 'health' }));
   const routes = buildRoutes({
     sql,
@@ -142,6 +149,8 @@ async function serve(): Promise<void> {
     limiter,
     history,
     recalculator,
+    clickhouse,
+    metricsQueryTimeoutMs: cfg.METRICS_QUERY_TIMEOUT_MS,
   });
 
   let dbOk = true;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { connect } from 'nats';
 import postgres from 'postgres';
 import { ROOT, stackUrls, type StackProfile } from '../lib/stack.js';
-import { migrate } from '../core-api/db/migrate.js';
+import { migrate } from '../lib/migrate.js';
 import { applyStreams } from './streams.js';
 import { InfraError } from './proc.js';
 

@@ -12,7 +12,7 @@ const say = (line: string) => process.stderr.write(`infra: ${line}\n`);
 async function main(argv: string[]): Promise<void> {
   const cmd = argv[0];
   const i = argv.indexOf('--profile');
-  const profile = stackProfile(i >= 0 ? argv[i + 1] : undefined);
+  const profile = stackProfile(i >= 0 ? argv[i + 1] : process.env.STACK_PROFILE);
   const maxBytes = Number(process.env.EVENTS_STREAM_MAX_BYTES ?? 20 * 1024 ** 3);
   if (cmd === 'up') {
     const t0 = Date.now();

@@ -1,8 +1,12 @@
 import type { Logger } from '../lib/logger.js';
 import { uuidv7 } from '../lib/ids.js';
+import { decodeJson } from '../lib/json.js';
 import { subjects } from '../lib/nats.js';
 import type { SharedRateLimiter } from '../lib/rate-limit.js';
 import {
+  framingProblem,
+  methodOf,
+  probeRoutes,
   readBody,
   reply,
   STATUS_TEXT,
@@ -20,7 +24,6 @@ import type { IngestMetrics } from './metrics.js';
 import type { Publisher } from './publisher.js';
 import type { DailyQuota } from './quota.js';
 import type { Resolver } from './resolver.js';
-import { decodeJson } from './json.js';
 import { prepareUsage } from './usage.js';
 
 export interface IngestOptions {
@@ -174,10 +177,11 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     const decoded = decodeJson(body);
     if (!decoded.ok) {
       if (decoded.reason === 'not_utf8') throw bodyProblem('json_invalid', 'Request body is not valid UTF-8');
-      if (decoded.reason === 'lone_surrogate') throw bodyProblem('string_unicode', `Request body ${decoded.message}`);
-      throw unprocessable([
-        { type: 'json_invalid', loc: ['body', decoded.position ?? 0], msg: 'JSON decode error', input: {} },
-      ]);
+      if (decoded.reason === 'syntax')
+        throw unprocessable([
+          { type: 'json_invalid', loc: ['body', decoded.position ?? 0], msg: 'JSON decode error', input: {} },
+        ]);
+      throw bodyProblem('string_unicode', `String ${decoded.message}`, ['body', ...decoded.path]);
     }
     const parsed = decoded.value;
     if (!v.check(parsed)) {
@@ -263,6 +267,10 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
       c.state.aborted = true;
     });
     const head = readHeadFast(req);
+    if (head.framing) {
+      send(c, 400, { detail: head.framing }, [], true);
+      return;
+    }
     traffic.inflight++;
     readBody(res, head, opts.maxBodyBytes, c.state, (err, body) => {
       const release = err ? undefined : admitBody(traffic, body.length);
@@ -295,47 +303,37 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     const traceId = uuidv7();
     const url = req.getUrl();
     const found = url === '/v1/ingest/events' || url === '/v1/ingest/billing-events';
-    res.cork(() => {
-      res
-        .writeStatus(found ? STATUS_TEXT[405] : STATUS_TEXT[404])
-        .writeHeader('Content-Type', 'application/json')
-        .writeHeader('X-Trace-Id', traceId);
-      if (found) res.writeHeader('Allow', 'POST');
-      res.end(JSON.stringify({ detail: found ? 'Method Not Allowed' : 'Not Found' }), true);
-    });
+    const headers: Array<[string, string]> = [
+      ['Content-Type', 'application/json'],
+      ['X-Trace-Id', traceId],
+    ];
+    if (found) headers.push(['Allow', 'POST']);
+    reply(
+      res,
+      { aborted: false, head: methodOf(req) === 'HEAD' },
+      found ? STATUS_TEXT[405] : STATUS_TEXT[404],
+      headers,
+      JSON.stringify({ detail: found ? 'Method Not Allowed' : 'Not Found' }),
+      true,
+    );
   };
 
-  return app
-    .post('/v1/ingest/events', endpoint('usage'))
-    .post('/v1/ingest/billing-events', endpoint('billing'))
-    .get('/healthz', (res) => {
-      res.cork(() => res.writeHeader('Content-Type', 'application/json').end('{"status":"ok"}'));
-    })
-    .get('/readyz', (res) => {
-      const ok = deps.ready();
-      res.cork(() =>
-        res
-          .writeStatus(ok ? '200 OK' : '503 Service Unavailable')
-          .writeHeader('Content-Type', 'application/json')
-          .end(ok ? '{"status":"ready"}' : '{"status":"not ready"}'),
-      );
-    })
-    .get('/metrics', (res) => {
-      const state = { aborted: false };
-      res.onAborted(() => {
-        state.aborted = true;
-      });
-      metrics.render().then((text) => reply(res, state, '200 OK', [['Content-Type', metrics.contentType]], text));
-    })
-    .any('/*', notAllowed);
+  return probeRoutes(
+    app.post('/v1/ingest/events', endpoint('usage')).post('/v1/ingest/billing-events', endpoint('billing')),
+    { ready: deps.ready, metrics },
+  ).any('/*', notAllowed);
 }
 
-/** Only the headers the ingest path reads, copied before the request object dies. */
+const WANTED = new Set(['x-api-key', 'content-type', 'content-length', 'content-encoding', 'transfer-encoding']);
+
+/** Only the headers the ingest path reads, copied before the request object dies; one pass. */
 function readHeadFast(req: HttpRequest): RequestHead {
   const headers: Record<string, string> = {};
-  for (const h of ['x-api-key', 'content-type', 'content-length', 'content-encoding']) {
-    const v = req.getHeader(h);
-    if (v !== '') headers[h] = v;
-  }
-  return { method: 'POST', url: req.getUrl(), query: '', headers, remoteAddress: '' };
+  let framing: string | undefined;
+  req.forEach((k, v) => {
+    if (!WANTED.has(k)) return;
+    framing ??= framingProblem(headers, k, v);
+    if (k !== 'content-length' || headers[k] === undefined) headers[k] = v;
+  });
+  return { method: 'POST', url: req.getUrl(), query: '', headers, remoteAddress: '', framing };
 }

@@ -34,18 +34,20 @@ export async function prepareBilling(
   }
   if (details.length) throw unprocessable(details);
   const ts = Math.floor(ctx.now / 1000);
-  const rows = events.map((e, i): BillingRow => ({
-    tenant_id: tenantId,
-    customer_id: ids[i],
-    event_type: e.event_type,
-    amount: e.amount ?? null,
-    currency: e.currency ?? 'USD',
-    status: e.status ?? 'pending',
-    ts,
-    ts_ms: ctx.now % 1000,
-    event_id: uuidv7(ctx.now),
-    batch_id: ctx.batchId,
-    received_at: ts,
-  }));
+  const rows = events.map(
+    (e, i): BillingRow => ({
+      tenant_id: tenantId,
+      customer_id: ids[i],
+      event_type: e.event_type,
+      amount: e.amount ?? null,
+      currency: e.currency ?? 'USD',
+      status: e.status ?? 'pending',
+      ts,
+      ts_ms: ctx.now % 1000,
+      event_id: uuidv7(ctx.now),
+      batch_id: ctx.batchId,
+      received_at: ts,
+    }),
+  );
   return { rows: JSON.stringify(rows).slice(1, -1), accepted: rows.length };
 }

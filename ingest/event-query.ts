@@ -1,3 +1,4 @@
+import { isUuid } from '../lib/ids.js';
 import { ApiError } from '../lib/problem.js';
 
 export interface EventFilter {
@@ -33,7 +34,10 @@ interface Row {
   properties: string;
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** Largest DateTime ClickHouse holds (UInt32 seconds): a cursor beyond it would fail the query. */
+const MAX_DATETIME_S = 0xffffffff;
+/** Stored ids are lower case: an upper-case one would compare wrongly in the keyset condition. */
+const isStoredUuid = (s: string) => isUuid(s) && s === s.toLowerCase();
 const SNAKE_RE = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/;
 
 /** Keyset position (ts, ts_ms, event_id) of the last row shown, opaque to clients (base64url JSON). */
@@ -48,11 +52,12 @@ export function decodeCursor(cursor: string): Position {
       v.length === 3 &&
       Number.isInteger(v[0]) &&
       v[0] >= 0 &&
+      v[0] <= MAX_DATETIME_S &&
       Number.isInteger(v[1]) &&
       v[1] >= 0 &&
       v[1] < 1000 &&
       typeof v[2] === 'string' &&
-      UUID_RE.test(v[2])
+      isStoredUuid(v[2])
     ) {
       return { ts: v[0], ms: v[1], id: v[2] };
     }
@@ -78,14 +83,16 @@ export class EventQuery {
 
   async page(f: EventFilter): Promise<{ data: unknown[]; next_cursor: string | null; has_more: boolean }> {
     if (
-      !UUID_RE.test(f.tenantId) ||
-      (f.customerId !== undefined && !UUID_RE.test(f.customerId)) ||
+      !isStoredUuid(f.tenantId) ||
+      (f.customerId !== undefined && !isStoredUuid(f.customerId)) ||
       (f.eventName !== undefined && !SNAKE_RE.test(f.eventName))
     ) {
       throw new Error('unvalidated filter value');
     }
-    const from = Math.floor(f.fromMs);
-    const to = Math.floor(f.toMs);
+    // Any date-time the query string may carry, held to the range a DateTime can take.
+    const clamp = (ms: number) => Math.min(Math.max(Math.floor(ms), 0), MAX_DATETIME_S * 1000);
+    const from = clamp(f.fromMs);
+    const to = clamp(f.toMs);
     const where = [
       `tenant_id = toUUID('${f.tenantId}')`,
       `ts >= toDateTime(${Math.floor(from / 1000)})`,

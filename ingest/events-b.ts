@@ -1,5 +1,6 @@
 import type { ErrorObject } from 'ajv';
 import { isUuid } from '../lib/ids.js';
+import { UNSTORABLE_MESSAGE } from '../lib/json.js';
 import { compile } from '../schemas/ajv.js';
 import {
   MAX_EXTERNAL_ID,
@@ -45,6 +46,8 @@ export interface ContextB {
   /** Message of a too-old timestamp. */
   tooOld: string;
   resolver: Resolver;
+  /** Events holding text no store can hold (NUL, unpaired surrogates), found while decoding: index → field. */
+  unstorable?: ReadonlyMap<number, string>;
 }
 
 const batchCheck = compile(UsageBatchB);
@@ -92,9 +95,16 @@ function explain(index: number, errors: ErrorObject[] | null | undefined): Event
 export async function prepareB(events: unknown[], ctx: ContextB): Promise<PreparedB> {
   const errors: EventErrorB[] = [];
   let valid: boolean[] | undefined;
-  if (!batchCheck.check({ events })) {
+  const unstorable = ctx.unstorable;
+  if (unstorable?.size || !batchCheck.check({ events })) {
     valid = new Array<boolean>(events.length);
     for (let i = 0; i < events.length; i++) {
+      const field = unstorable?.get(i);
+      if (field !== undefined) {
+        valid[i] = false;
+        errors.push({ index: i, code: 'invalid_unicode', message: `${field || 'the event'} ${UNSTORABLE_MESSAGE}` });
+        continue;
+      }
       valid[i] = eventCheck.check(events[i]);
       if (!valid[i]) errors.push(explain(i, eventCheck.check.errors));
     }

@@ -91,7 +91,8 @@ export const IngestConfig = Type.Object({
   }),
   JWT_ISSUER: Type.String({
     default: '',
-    description: 'Required iss of access tokens (core-api PUBLIC_BASE_URL); empty: any issuer signed by the key.',
+    description:
+      "Required iss of access tokens, core-api's PUBLIC_BASE_URL (aud: it + /v1); empty: this tier's PUBLIC_BASE_URL.",
   }),
   CLICKHOUSE_URL: Type.String({
     default: 'http://127.0.0.1:18123',
@@ -153,7 +154,7 @@ export const IngestConfig = Type.Object({
 
 const boot = createLogger('ingest');
 const { cfg, quotas, proxies } = configOrExit(boot, () => {
-  const cfg = loadConfig(IngestConfig);
+  const cfg = loadConfig(IngestConfig, process.env);
   let quotas: DailyQuotas;
   try {
     quotas = parseQuotas(cfg.EVENTS_DAILY_QUOTAS);
@@ -169,6 +170,7 @@ if (cfg.INGEST_PROCESSES > 1 && process.env.INGEST_WORKER === undefined) {
     boot,
     cfg.INGEST_PROCESSES,
     'INGEST_WORKER',
+    process.env,
     cfg.INGEST_MAX_OLD_SPACE_MB ? [`--max-old-space-size=${cfg.INGEST_MAX_OLD_SPACE_MB}`] : [],
   );
 } else {
@@ -177,7 +179,7 @@ if (cfg.INGEST_PROCESSES > 1 && process.env.INGEST_WORKER === undefined) {
 
 async function serve(): Promise<void> {
   const log = createLogger('ingest', cfg.LOG_LEVEL);
-  const uws = loadUws();
+  const uws = loadUws(process.env);
   const sql = connectPg(cfg.DATABASE_URL, cfg.INGEST_PG_POOL);
   const nc = await connectNats(cfg.NATS_URL, `ingest-${process.pid}`, log);
   const js = nc.jetstream();
@@ -194,7 +196,7 @@ async function serve(): Promise<void> {
   const tokens = new SharedTokenVerifier(sql, {
     publicPem: cfg.JWT_PUBLIC_KEY,
     kid: cfg.JWT_KEY_ID,
-    issuer: cfg.JWT_ISSUER,
+    issuer: (cfg.JWT_ISSUER || cfg.PUBLIC_BASE_URL).replace(/\/+$/, ''),
   });
   await tokens.load();
   // Access tokens live an hour at most (SPEC.md); a day covers any configured lifetime.

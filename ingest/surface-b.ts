@@ -1,21 +1,23 @@
-import { createHash } from 'node:crypto';
 import type { AuditLog } from '../lib/credentials/audit.js';
 import type { Authenticator } from '../lib/credentials/authenticate.js';
 import { clientIp, type Allowlist } from '../lib/credentials/ip.js';
 import type { Principal } from '../lib/credentials/principal.js';
 import { requireScope } from '../lib/credentials/scopes.js';
 import { uuidv7 } from '../lib/ids.js';
+import { decodeJson, inspect, pathText } from '../lib/json.js';
 import type { Logger } from '../lib/logger.js';
 import { subjects } from '../lib/nats.js';
 import { ApiError, fieldErrors, invalid, problemBody } from '../lib/problem.js';
 import type { Decision, SharedRateLimiter } from '../lib/rate-limit.js';
 import {
+  methodOf,
   readBody,
   readHead,
   reply,
   STATUS_TEXT,
   type HttpRequest,
   type HttpResponse,
+  type ReplyState,
   type RequestHead,
   type TemplatedApp,
 } from '../lib/uws.js';
@@ -27,11 +29,11 @@ import { admitBody, type Traffic } from './app.js';
 import { IngestError } from './errors.js';
 import { prepareB } from './events-b.js';
 import type { EventQuery } from './event-query.js';
-import { decodeJson } from './json.js';
 import type { IngestMetrics } from './metrics.js';
 import type { DailyQuota } from './quota.js';
 import type { Resolver } from './resolver.js';
 import type { SurfaceBStore } from './store-b.js';
+import { IDEMPOTENCY_KEY_RE, requestHash } from '../lib/idempotency.js';
 
 export interface SurfaceBOptions {
   maxBodyBytes: number;
@@ -61,8 +63,10 @@ type Kind = 'events' | 'backfill' | 'query';
 
 interface Ctx {
   res: HttpResponse;
-  state: { aborted: boolean };
+  state: ReplyState;
   head: RequestHead;
+  /** Close the connection after the answer (a request whose framing is in doubt). */
+  close?: boolean;
   traceId: string;
   started: number;
   kind: Kind;
@@ -74,7 +78,6 @@ interface Ctx {
 const shape = compile(BatchShapeB);
 const query = compileQuery(EventsQuery);
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
-const IDEMPOTENCY_KEY_RE = /^[\x21-\x7e]{1,255}$/;
 const DEFAULT_QUERY_SPAN_MS = 7 * 24 * 3600_000;
 
 /**
@@ -92,7 +95,7 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
         ['X-RateLimit-Remaining', String(c.rate.remaining)],
         ['X-RateLimit-Reset', String(c.rate.resetAt)],
       );
-    reply(c.res, c.state, STATUS_TEXT[status] ?? `${status} Unknown`, all, body, traffic.draining);
+    reply(c.res, c.state, STATUS_TEXT[status] ?? `${status} Unknown`, all, body, traffic.draining || c.close);
     metrics.observe(
       c.kind === 'query' ? 'events_query' : c.kind === 'backfill' ? 'events_backfill' : 'events_b',
       status,
@@ -161,16 +164,15 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
     return p;
   }
 
-  function parse(head: RequestHead, body: Buffer): unknown[] {
+  /** The events, and those holding text no store can hold: index → the field (each rejected as invalid_unicode). */
+  function parse(head: RequestHead, body: Buffer): { events: unknown[]; unstorable?: Map<number, string> } {
     const ct = head.headers['content-type'];
     if (ct === undefined || !JSON_TYPE.test(ct))
       throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
     if (body.length === 0)
       throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object with "events".');
     const decoded = decodeJson(body);
-    if (!decoded.ok) {
-      if (decoded.reason === 'lone_surrogate')
-        throw invalid([{ field: 'events', code: 'invalid_unicode', message: `The body ${decoded.message}.` }]);
+    if (!decoded.ok && (decoded.reason === 'not_utf8' || decoded.reason === 'syntax')) {
       throw new ApiError(
         'malformed_json',
         decoded.reason === 'not_utf8'
@@ -179,11 +181,26 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
       );
     }
     const parsed = decoded.value;
+    let unstorable: Map<number, string> | undefined;
+    if (!decoded.ok) {
+      const [top, first] = decoded.path;
+      const events = (parsed as { events?: unknown }).events;
+      // Inside one event it costs only that event; anywhere else the request is refused.
+      if (top !== 'events' || typeof first !== 'number' || !Array.isArray(events)) {
+        const field = pathText(decoded.path) || 'body';
+        throw invalid([{ field, code: 'invalid_unicode', message: `${field} ${decoded.message}` }]);
+      }
+      unstorable = new Map([[first, pathText(decoded.path.slice(2))]]);
+      for (let i = first + 1; i < events.length; i++) {
+        const found = inspect(events[i], { text: true });
+        if (found) unstorable.set(i, pathText(found.path));
+      }
+    }
     if (!shape.check(parsed)) {
       shape.explain(parsed);
       throw invalid(fieldErrors(shape.explain.errors ?? shape.check.errors));
     }
-    return (parsed as { events: unknown[] }).events;
+    return { events: (parsed as { events: unknown[] }).events, unstorable };
   }
 
   async function ingest(c: Ctx, body: Buffer): Promise<void> {
@@ -204,7 +221,7 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
         },
       ]);
     }
-    const events = parse(c.head, body);
+    const { events, unstorable } = parse(c.head, body);
     const now = Date.now();
     const [plan, prepared] = await Promise.all([
       deps.quota.planOf(p.tenantId),
@@ -213,6 +230,7 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
         batchId: c.traceId,
         now,
         resolver: deps.resolver,
+        unstorable,
         oldest: now - (backfill ? MAX_BACKFILL_AGE_MS : MAX_EVENT_AGE_MS) - opts.ageGraceMs,
         newest: now + opts.futureSkewMs,
         tooOld: backfill
@@ -252,7 +270,7 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
       idempotency:
         key === undefined
           ? undefined
-          : { scope: backfill ? 'events.backfill' : 'events', key, hash: createHash('sha256').update(body).digest() },
+          : { scope: backfill ? 'events.backfill' : 'events', key, hash: requestHash(body) },
       job: backfill ? { id: jobId!, rejected: prepared.errors.length } : undefined,
       answer: { status: answer.status, body: Buffer.from(JSON.stringify(answer.body)), headers: answer.headers },
     });
@@ -294,11 +312,12 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
       return;
     }
     traffic.lastRequestAt = Date.now();
-    const state = { aborted: false };
+    const state: ReplyState = { aborted: false };
     res.onAborted(() => {
       state.aborted = true;
     });
     const head = readHead(req, res);
+    state.head = head.method === 'HEAD';
     const c: Ctx = {
       res,
       state,
@@ -308,6 +327,11 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
       kind,
       ip: clientIp(head.remoteAddress, head.headers['x-forwarded-for'], deps.trustedProxies),
     };
+    if (head.framing) {
+      c.close = true;
+      fail(c, new ApiError('invalid_request', head.framing));
+      return;
+    }
     traffic.inflight++;
     const done = () => {
       traffic.inflight--;
@@ -347,26 +371,26 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
 
   const notAllowed = (allow: string) => (res: HttpResponse, req: HttpRequest) => {
     const traceId = uuidv7();
+    const method = methodOf(req);
     const e = new ApiError(
       'method_not_allowed',
-      `${req.getCaseSensitiveMethod?.() ?? req.getMethod().toUpperCase()} is not allowed on ${req.getUrl()}; allowed: ${allow}.`,
+      `${method} is not allowed on ${req.getUrl()}; allowed: ${allow}.`,
       undefined,
       [['Allow', allow]],
     );
     const body = JSON.stringify(problemBody(deps.baseUrl, e, req.getUrl(), traceId));
-    res.cork(() => {
-      res
-        .writeStatus(STATUS_TEXT[405])
-        .writeHeader('Content-Type', 'application/problem+json')
-        .writeHeader('X-Trace-Id', traceId)
-        .writeHeader('Allow', allow);
-      res.end(body, true);
-    });
+    const headers: Array<[string, string]> = [
+      ['Content-Type', 'application/problem+json'],
+      ['X-Trace-Id', traceId],
+      ['Allow', allow],
+    ];
+    reply(res, { aborted: false, head: method === 'HEAD' }, STATUS_TEXT[405], headers, body, true);
   };
 
   return app
     .post('/v1/events', endpoint('events'))
     .get('/v1/events', endpoint('query'))
+    .head('/v1/events', endpoint('query'))
     .post('/v1/events/backfill', endpoint('backfill'))
     .any('/v1/events', notAllowed('GET, POST'))
     .any('/v1/events/backfill', notAllowed('POST'));

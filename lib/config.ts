@@ -6,7 +6,7 @@ import type { TSchema, Static } from 'typebox';
  * strings coerced to numbers and booleans, every error reported at once, the result frozen.
  * Property names of the schema are the environment variable names.
  */
-export function loadConfig<T extends TSchema>(schema: T, env: NodeJS.ProcessEnv = process.env): Readonly<Static<T>> {
+export function loadConfig<T extends TSchema>(schema: T, env: NodeJS.ProcessEnv): Readonly<Static<T>> {
   const ajv = new Ajv({ coerceTypes: true, useDefaults: true, allErrors: true, removeAdditional: true, strict: false });
   const validate = ajv.compile(schema as object);
   const props = (schema as { properties?: Record<string, unknown> }).properties ?? {};

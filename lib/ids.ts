@@ -58,10 +58,8 @@ export function uuidv7(now = Date.now()): string {
   );
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-export function isUuid(value: string): boolean {
-  return value.length === 36 && UUID_RE.test(value);
-}
+/** The one definition of a UUID the service accepts (the Ajv `uuid` format is the same function). */
+export { isUuid } from '../schemas/formats.js';
 
 /** A random secret of `bytes` bytes as lowercase hex. */
 export function randomHex(bytes: number): string {

@@ -37,15 +37,22 @@ export function onShutdown(log: Logger, stop: () => Promise<void>, graceMs = 20_
 }
 
 /**
- * Forks `count` copies of the current script (each sees CHILD_ENV=1), restarts any that dies
- * unexpectedly, and on SIGTERM/SIGINT stops them all and waits for them.
+ * Forks `count` copies of the current script with the supervisor's environment `env` (each also
+ * sees CHILD_ENV=<slot>), restarts any that dies unexpectedly, and on SIGTERM/SIGINT stops them all
+ * and waits for them.
  */
-export function supervise(log: Logger, count: number, childEnv: string, execArgv: string[] = []): void {
+export function supervise(
+  log: Logger,
+  count: number,
+  childEnv: string,
+  env: NodeJS.ProcessEnv,
+  execArgv: string[] = [],
+): void {
   const children = new Set<ChildProcess>();
   let stopping = false;
   const start = (slot: number) => {
     const child = fork(process.argv[1], process.argv.slice(2), {
-      env: { ...process.env, [childEnv]: String(slot) },
+      env: { ...env, [childEnv]: String(slot) },
       stdio: 'inherit',
       execArgv: [...process.execArgv, ...execArgv],
     });

@@ -40,6 +40,12 @@ export const ERRORS = {
   internal_error: [500, 'Internal server error'],
   service_unavailable: [503, 'Service unavailable'],
   scorer_unavailable: [503, 'Health scorer unavailable'],
+  unknown_event: [422, 'Unknown event'],
+  immutable_field: [422, 'Immutable field'],
+  slug_taken: [409, 'Slug taken'],
+  metric_in_use: [409, 'Metric in use'],
+  widget_limit_reached: [409, 'Widget limit reached'],
+  proposal_closed: [409, 'Proposal closed'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -78,6 +84,8 @@ export function fieldErrors(errors: ErrorObject[] | null | undefined, prefix = '
   const out: FieldError[] = [];
   const seen = new Set<string>();
   for (const e of errors ?? []) {
+    // The failing key's own errors: the propertyNames error that follows names the key.
+    if ((e as { propertyName?: string }).propertyName !== undefined) continue;
     let field = pointer(e.instancePath, prefix);
     let code: string;
     let message: string;
@@ -149,8 +157,21 @@ export function fieldErrors(errors: ErrorObject[] | null | undefined, prefix = '
         message = `${field} must be ${String(e.params.allowedValue)}`;
         break;
       case 'format':
+        if (e.params.format === 'positive-cents') {
+          // Stored as numeric(16,2) with CHECK (> 0): what rounds to 0.00 is not positive.
+          code = 'must_be_positive';
+          message = `${field} must be positive: at least 0.005, which is stored rounded to 0.01`;
+          break;
+        }
         code = `invalid_${String(e.params.format).replace(/-/g, '_')}`;
         message = `${field} must be a valid ${FORMAT_NAMES[e.params.format as string] ?? e.params.format}`;
+        break;
+      case 'propertyNames':
+        code = 'invalid_key';
+        message =
+          e.params.propertyName === ''
+            ? `${field} must not have an empty key`
+            : `${field} has a key that is not allowed: ${JSON.stringify(e.params.propertyName)}`;
         break;
       case 'pattern':
         code = 'invalid_format';
@@ -209,7 +230,8 @@ export function problemBody(
 }
 
 export const ERROR_DOCS: Record<ErrorCode, string> = {
-  validation_failed: 'The body, query or path failed validation; `errors[]` lists each field with a code and message.',
+  validation_failed:
+    'The body, query or path failed validation; `errors[]` lists each field with a code and message, e.g. `must_be_positive`, `invalid_unicode` (a NUL character or an unpaired surrogate, which cannot be stored), `too_deep` (JSON bodies nest at most 32 levels of objects and arrays).',
   malformed_json: 'The body is not valid JSON (or not UTF-8).',
   invalid_cursor: 'The `cursor` query parameter was not produced by this API.',
   invalid_request: 'The request is malformed in a way not tied to one field.',
@@ -244,4 +266,13 @@ export const ERROR_DOCS: Record<ErrorCode, string> = {
   scorer_unavailable:
     'POST /v1/customers/{id}/health/recalculate: no health scorer answered in time (10 s by default) or it ' +
     'could not recalculate; the stored score is unchanged. Retry after `Retry-After` seconds.',
+  unknown_event:
+    "A metric's `source_event` is not in the workspace's event catalog (GET /v1/event-catalog); `errors[]` names it.",
+  immutable_field:
+    'PATCH /v1/metrics/{id} changes only name, description and unit; `errors[]` names each other field sent.',
+  slug_taken: 'Another metric of the workspace (deleted ones included) has this slug; choose another `slug`.',
+  metric_in_use:
+    'The metric is used by objectives, health drivers or playbook triggers (`consumers`); remove them first.',
+  widget_limit_reached: 'The workspace has 8 usage widgets, the most it can have; delete one first.',
+  proposal_closed: 'The proposal was already accepted or rejected.',
 };

@@ -47,7 +47,8 @@ const PROFILES: Record<StackProfile['name'], Omit<StackProfile, 'name' | 'dataDi
   },
 };
 
-export function stackProfile(name: string = process.env.STACK_PROFILE ?? 'dev'): StackProfile {
+/** `name` is the --profile option or STACK_PROFILE of the calling command; `dev` when neither is given. */
+export function stackProfile(name = 'dev'): StackProfile {
   if (name !== 'dev' && name !== 'test') throw new Error(`unknown stack profile "${name}" (dev or test)`);
   return { name, dataDir: path.join(ROOT, '.data', name), ...PROFILES[name] };
 }

@@ -10,10 +10,11 @@ export type ListenSocket = UWS.us_listen_socket;
 
 /**
  * Loads the native uWebSockets.js binary. The package silently falls back to a slow pure-JS
- * server when no binary matches this Node.js ABI; we refuse to run on that fallback.
+ * server when no binary matches this Node.js ABI, or when the process's UWS_USE_FALLBACK (`env`,
+ * passed in by the tier's main) asks for it; we refuse to run on that fallback.
  */
-export function loadUws(): typeof UWS {
-  if (/^(1|true)$/i.test(process.env.UWS_USE_FALLBACK ?? ''))
+export function loadUws(env: { UWS_USE_FALLBACK?: string }): typeof UWS {
+  if (/^(1|true)$/i.test(env.UWS_USE_FALLBACK ?? ''))
     throw new Error('UWS_USE_FALLBACK is set: refusing to run on the uWebSockets.js JS fallback');
   const require = createRequire(import.meta.url);
   const warn = console.warn;
@@ -52,20 +53,60 @@ export interface RequestHead {
   query: string;
   headers: Record<string, string>;
   remoteAddress: string;
+  /** Why the body's length is in doubt (see framingProblem); the request is answered 400 and closed. */
+  framing?: string;
 }
+
+/**
+ * RFC 9112 §6.3: a request whose body length is in doubt is refused with 400 and its connection
+ * closed, so nothing in front of us can take the bytes after it for another request. uWS v20.30
+ * itself closes the connection, unanswered (an answer written from the handler is dropped), on
+ * Transfer-Encoding together with Content-Length, on a Content-Length that is not a plain number
+ * and on a Transfer-Encoding whose last coding is not chunked. Left to us: a second Content-Length
+ * that differs from the first (uWS frames by the first), and codings before chunked.
+ */
+export function framingProblem(headers: Record<string, string>, k: string, v: string): string | undefined {
+  if (k === 'content-length' && headers[k] !== undefined && headers[k] !== v)
+    return 'The request has two Content-Length headers with different values.';
+  // uWS de-chunks "gzip, chunked" and hands on the bytes still gzip-coded as if they were the body.
+  if (k === 'transfer-encoding' && v.trim().toLowerCase() !== 'chunked')
+    return 'Transfer-Encoding other than chunked is not supported (use Content-Encoding: gzip).';
+  if (
+    (k === 'transfer-encoding' && 'content-length' in headers) ||
+    (k === 'content-length' && 'transfer-encoding' in headers)
+  )
+    return 'The request has both Transfer-Encoding and Content-Length.';
+  return undefined;
+}
+
+/**
+ * The method as sent. uWS's getMethod() lowercases the request's buffer in place, after which
+ * getCaseSensitiveMethod() answers in lower case too: call this one only.
+ */
+export const methodOf = (req: HttpRequest): string => req.getCaseSensitiveMethod?.() ?? req.getMethod().toUpperCase();
 
 export function readHead(req: HttpRequest, res: HttpResponse): RequestHead {
   const headers: Record<string, string> = {};
+  let framing: string | undefined;
   req.forEach((k, v) => {
-    headers[k] = v;
+    framing ??= framingProblem(headers, k, v);
+    // uWS frames the body by the first Content-Length; so do our checks of the declared size.
+    if (k !== 'content-length' || headers[k] === undefined) headers[k] = v;
   });
   return {
-    method: req.getCaseSensitiveMethod?.() ?? req.getMethod().toUpperCase(),
+    method: methodOf(req),
     url: req.getUrl(),
     query: req.getQuery() ?? '',
     headers,
     remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+    framing,
   };
+}
+
+/** State of one response: `aborted` once the client is gone or the answer is written; `head` for HEAD. */
+export interface ReplyState {
+  aborted: boolean;
+  head?: boolean;
 }
 
 /**
@@ -119,10 +160,14 @@ export function readBody(
 
 export { isUtf8 };
 
-/** Writes a complete response unless the client has gone; always corked. */
+/**
+ * Writes a complete response unless the client has gone; always corked. An answer to HEAD has the
+ * header fields the same request with GET would get and no content (RFC 9110 §9.3.2); uWS sends
+ * whatever body it is given, whatever the method, which the client then reads as the next response.
+ */
 export function reply(
   res: HttpResponse,
-  state: { aborted: boolean },
+  state: ReplyState,
   status: string,
   headers: Array<[string, string]>,
   body: string | Buffer,
@@ -133,8 +178,49 @@ export function reply(
   res.cork(() => {
     res.writeStatus(status);
     for (const [k, v] of headers) res.writeHeader(k, v);
-    res.end(body, close);
+    if (!state.head) res.end(body, close);
+    // uWS writes a Content-Length of its own only here, and a wrong one when also asked to close.
+    else if (close) res.endWithoutBody(0, true);
+    else if (status.startsWith('204') || status.startsWith('304')) res.endWithoutBody();
+    else res.writeHeader('Content-Length', String(Buffer.byteLength(body))).endWithoutBody();
   });
+}
+
+export interface Probes {
+  ready: () => boolean;
+  metrics: { render(): Promise<string>; contentType: string };
+}
+
+/** /healthz, /readyz and /metrics of a tier, for GET and HEAD. */
+export function probeRoutes(app: TemplatedApp, p: Probes): TemplatedApp {
+  const health = (head: boolean) => (res: HttpResponse) =>
+    reply(res, { aborted: false, head }, STATUS_TEXT[200], [['Content-Type', 'application/json']], '{"status":"ok"}');
+  const readiness = (head: boolean) => (res: HttpResponse) => {
+    const ok = p.ready();
+    reply(
+      res,
+      { aborted: false, head },
+      STATUS_TEXT[ok ? 200 : 503],
+      [['Content-Type', 'application/json']],
+      ok ? '{"status":"ready"}' : '{"status":"not ready"}',
+    );
+  };
+  const metrics = (head: boolean) => (res: HttpResponse) => {
+    const state: ReplyState = { aborted: false, head };
+    res.onAborted(() => {
+      state.aborted = true;
+    });
+    p.metrics
+      .render()
+      .then((text) => reply(res, state, STATUS_TEXT[200], [['Content-Type', p.metrics.contentType]], text));
+  };
+  return app
+    .get('/healthz', health(false))
+    .head('/healthz', health(true))
+    .get('/readyz', readiness(false))
+    .head('/readyz', readiness(true))
+    .get('/metrics', metrics(false))
+    .head('/metrics', metrics(true));
 }
 
 export const STATUS_TEXT: Record<number, string> = {

@@ -1,18 +1,24 @@
 import { Ajv, type Options, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { TSchema, Static } from 'typebox';
+import { STORE_FORMATS } from './formats.js';
 
 // ajv-formats is CommonJS; under NodeNext its default export arrives one level down.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
+const addAjvFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
   addFormatsModule) as unknown as (ajv: Ajv, formats?: string[]) => Ajv;
 
-const FORMATS = ['date-time', 'date', 'time', 'email', 'uuid', 'uri', 'hostname', 'ipv4', 'ipv6'];
+const FORMATS = ['time', 'email', 'uri', 'hostname', 'ipv4', 'ipv6'];
+
+/** The formats of every Ajv of the service: ajv-formats', with uuid, dates and amounts as the store takes them. */
+export function addFormats(ajv: Ajv): Ajv {
+  addAjvFormats(ajv, FORMATS);
+  for (const [name, def] of Object.entries(STORE_FORMATS)) ajv.addFormat(name, def);
+  return ajv;
+}
 
 /** One Ajv per purpose: `fast` stops at the first error (hot path), `full` reports them all. */
 export function createAjv(opts: Options = {}): Ajv {
-  const ajv = new Ajv({ strict: false, allErrors: false, useDefaults: true, coerceTypes: false, ...opts });
-  addFormats(ajv, FORMATS);
-  return ajv;
+  return addFormats(new Ajv({ strict: false, allErrors: false, useDefaults: true, coerceTypes: false, ...opts }));
 }
 
 export interface Compiled<T> {

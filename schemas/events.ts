@@ -84,6 +84,7 @@ export const EVENT_B_ERROR_CODES = [
   'invalid_external_id',
   'invalid_user_email',
   'invalid_user_external_id',
+  'invalid_unicode',
   'invalid_event',
 ] as const;
 export type EventBErrorCode = (typeof EVENT_B_ERROR_CODES)[number];

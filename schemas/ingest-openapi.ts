@@ -25,7 +25,7 @@ const surfaceAErrors = {
   413: { description: 'Body over 1 MiB (before or after gunzip).', schema: ValidationDetail },
   422: {
     description:
-      'The body itself is invalid (malformed JSON, wrong content type, batch size, any field rule, an event with neither customer reference); nothing stored.',
+      'The body itself is invalid (malformed JSON, wrong content type, batch size, any field rule, an event with neither customer reference, a string holding a NUL character or an unpaired surrogate: `string_unicode` with `loc` naming it); nothing stored.',
     schema: ValidationDetail,
     example: {
       detail: [
@@ -124,7 +124,7 @@ export const INGEST_ROUTES: OpenApiRoute[] = [
     bucket: 'events (60 batches/min)',
     summary: 'Send up to 1000 usage events (surface B)',
     description:
-      'Answer 200 even with per-event rejections. An event whose `external_id` and `customer_id` match one already recorded is silently ignored and counted as accepted. Idempotency-Key replays the first answer byte for byte for 24 hours; the same key with another body is 422 `idempotency_key_reused`.',
+      'Answer 200 even with per-event rejections; an event with a NUL character or an unpaired surrogate in any string is rejected on its own (`invalid_unicode`). An event whose `external_id` and `customer_id` match one already recorded is silently ignored and counted as accepted. Idempotency-Key replays the first answer byte for byte for 24 hours; the same key with another body is 422 `idempotency_key_reused`.',
     headers: [
       {
         name: 'Idempotency-Key',

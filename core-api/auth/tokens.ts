@@ -1,6 +1,11 @@
 import { generateKeyPairSync, createPublicKey, randomUUID } from 'node:crypto';
 import { createSigner } from 'fast-jwt';
-import { TokenVerifier, type TokenChecker, type VerifyResult } from '../../lib/credentials/tokens.js';
+import {
+  accessTokenAudience,
+  TokenVerifier,
+  type TokenChecker,
+  type VerifyResult,
+} from '../../lib/credentials/tokens.js';
 import type { Sql } from '../../lib/pg.js';
 import type { Role } from '../../schemas/core/scopes.js';
 
@@ -48,6 +53,7 @@ export class AccessTokens implements TokenChecker {
       algorithm: 'EdDSA',
       kid: key.kid,
       iss: issuer,
+      aud: accessTokenAudience(issuer),
       expiresIn: ttlSeconds * 1000,
     });
     this.verifier = new TokenVerifier(key.publicPem, issuer);

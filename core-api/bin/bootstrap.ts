@@ -25,6 +25,8 @@ export const ALL_SCOPES = [
   'users:read',
   'users:write',
   'analytics:read',
+  'metrics:read',
+  'metrics:write',
   'admin:*',
 ];
 
@@ -37,7 +39,7 @@ const { values } = parseArgs({
   },
 });
 
-const profile = stackProfile();
+const profile = stackProfile(process.env.STACK_PROFILE);
 const dbUrl = process.env.DATABASE_URL ?? stackUrls(profile).DATABASE_URL;
 const ingestUrl = process.env.PUBLIC_INGEST_URL ?? `http://127.0.0.1:${profile.ingestPort}`;
 const apiUrl = process.env.PUBLIC_API_URL ?? `http://127.0.0.1:${profile.apiPort}`;

@@ -22,7 +22,7 @@ if (!values.tenant) {
 }
 const n = Number(values.customers);
 const np = Number(values.products);
-const sql = connectPg(process.env.DATABASE_URL ?? stackUrls(stackProfile()).DATABASE_URL, 1);
+const sql = connectPg(process.env.DATABASE_URL ?? stackUrls(stackProfile(process.env.STACK_PROFILE)).DATABASE_URL, 1);
 try {
   const [t] = await sql`SELECT id FROM tenants WHERE id = ${values.tenant}`;
   if (!t) throw new Error(`no workspace ${values.tenant}`);

@@ -1,15 +1,12 @@
-import type { Logger } from '../../lib/logger.js';
 import type { HealthStatus } from '../../schemas/health.js';
 import { DEFAULT_HISTORY_DAYS, MAX_HISTORY_DAYS, type HistoryGranularity } from '../../schemas/core/health.js';
-import { ApiError, invalid, type FieldError } from '../http/errors.js';
+import type { ClickHouseReader } from '../clickhouse.js';
+import { invalid, type FieldError } from '../http/errors.js';
 
 const DAY_MS = 86_400_000;
 const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const DATE_TIME_RE = /^(\d{4}-\d{2}-\d{2})[Tt]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})?$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-/** ClickHouse errors that pass: overload, memory, timeouts, cancelled queries. */
-const TRANSIENT_CH_CODES = new Set([159, 160, 202, 209, 210, 241, 394]);
-const RETRY_AFTER_S = '5';
 
 const isRealDate = (date: string): boolean => {
   const m = DATE_RE.exec(date);
@@ -74,20 +71,12 @@ export interface HistoryPoint {
 }
 
 /**
- * Reads csp.health_history over ClickHouse's HTTP interface with GET requests, which ClickHouse
- * runs read-only. The table keeps one row per calculation until merges replace a day's rows by
- * its latest; argMax over calculated_at gives that same answer before the merge, without FINAL.
- * ClickHouse 18.16 has no query parameters: every value placed in the SQL is a validated UUID or date.
+ * Reads csp.health_history. The table keeps one row per calculation until merges replace a day's
+ * rows by its latest; argMax over calculated_at gives that same answer before the merge, without
+ * FINAL. Every value placed in the SQL is a validated UUID or date.
  */
 export class HealthHistory {
-  constructor(
-    private readonly url: string,
-    private readonly database: string,
-    private readonly timeoutMs: number,
-    private readonly log: Logger,
-  ) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`invalid ClickHouse database name ${database}`);
-  }
+  constructor(private readonly ch: ClickHouseReader) {}
 
   async points(
     tenantId: string,
@@ -100,44 +89,14 @@ export class HealthHistory {
     const bucket = granularity === 'weekly' ? 'toMonday(day)' : 'day';
     // Aliases differ from column names: ClickHouse resolves aliases inside aggregates too.
     const query = `SELECT ${bucket} AS d, argMax(score, calculated_at) AS s, argMax(status, calculated_at) AS st
-      FROM ${this.database}.health_history
+      FROM ${this.ch.database}.health_history
       WHERE tenant_id = toUUID('${tenantId}') AND customer_id = toUUID('${customerId}')
         AND day >= toDate('${range.from}') AND day <= toDate('${range.to}')
-      GROUP BY d ORDER BY d FORMAT JSONEachRow`;
-    const maxSeconds = Math.max(1, Math.ceil(this.timeoutMs / 1000));
-    let res: Response;
-    let text: string;
-    try {
-      res = await fetch(`${this.url}/?max_execution_time=${maxSeconds}&query=${encodeURIComponent(query)}`, {
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
-      text = await res.text();
-    } catch (err) {
-      this.log.warn({ err: String(err) }, 'health history: ClickHouse unreachable');
-      throw unavailable();
-    }
-    if (!res.ok) {
-      const code = Number(/Code: (\d+)/.exec(text)?.[1]);
-      if (TRANSIENT_CH_CODES.has(code) || res.status === 503) {
-        this.log.warn({ code, status: res.status }, 'health history: ClickHouse busy');
-        throw unavailable();
-      }
-      throw new Error(`ClickHouse answered ${res.status}: ${text.slice(0, 300)}`);
-    }
-    return text
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => {
-        const r = JSON.parse(l) as { d: string; s: number; st: HealthStatus };
-        return { date: r.d, score: Number(r.s), status: r.st };
-      });
+      GROUP BY d ORDER BY d`;
+    const rows = await this.ch.rows<{ d: string; s: number; st: HealthStatus }>(
+      query,
+      'The health history store (the current score, GET …/health, does not depend on it)',
+    );
+    return rows.map((r) => ({ date: r.d, score: Number(r.s), status: r.st }));
   }
 }
-
-const unavailable = () =>
-  new ApiError(
-    'service_unavailable',
-    'The health history store is unavailable; retry shortly. The current score (GET …/health) does not depend on it.',
-    undefined,
-    [['Retry-After', RETRY_AFTER_S]],
-  );

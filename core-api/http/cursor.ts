@@ -1,3 +1,5 @@
+import { isUuid } from '../../lib/ids.js';
+import { isDateTime } from '../../schemas/formats.js';
 import { ApiError } from './errors.js';
 
 /** Keyset position `(created_at, id)`, opaque to clients (base64url JSON). */
@@ -8,6 +10,16 @@ export interface Position {
 
 export const encodeCursor = (p: Position): string => Buffer.from(JSON.stringify([p.t, p.id])).toString('base64url');
 
+/** timestamptz as PostgreSQL prints it (`2026-05-01 12:00:00.123456+00`), the form a cursor carries. */
+const PG_TIMESTAMPTZ = /^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)([+-]\d{2})(?::(\d{2}))?$/;
+
+/** True when `t` is a timestamp PostgreSQL printed and takes back: checked as the date-time format is. */
+function isPgTimestamp(t: string): boolean {
+  const m = PG_TIMESTAMPTZ.exec(t);
+  return m !== null && isDateTime(`${m[1]}T${m[2]}${m[3]}:${m[4] ?? '00'}`);
+}
+
+/** The cursor's position, checked to the types its SQL casts need, or 400 invalid_cursor. */
 export function decodeCursor(cursor: string | undefined): Position | null {
   if (cursor === undefined) return null;
   try {
@@ -17,8 +29,8 @@ export function decodeCursor(cursor: string | undefined): Position | null {
       v.length === 2 &&
       typeof v[0] === 'string' &&
       typeof v[1] === 'string' &&
-      /^\d{4}-\d{2}-\d{2}[ T][\d:.]+(?:[+-]\d{2}(?::?\d{2})?|Z)?$/.test(v[0]) &&
-      /^[0-9a-f-]{36}$/i.test(v[1])
+      isPgTimestamp(v[0]) &&
+      isUuid(v[1])
     ) {
       return { t: v[0], id: v[1] };
     }

@@ -1,13 +1,16 @@
 import type { Logger } from '../../lib/logger.js';
 import { uuidv7 } from '../../lib/ids.js';
+import { decodeJson, pathText } from '../../lib/json.js';
 import {
   isUtf8,
+  probeRoutes,
   readBody,
   readHead,
   reply,
   STATUS_TEXT,
   type HttpRequest,
   type HttpResponse,
+  type ReplyState,
   type RequestHead,
   type TemplatedApp,
 } from '../../lib/uws.js';
@@ -45,12 +48,15 @@ interface Compiled {
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(?:;|$)/i;
-const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
 const BODY_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE']);
+/**
+ * How deep a JSON body may nest objects and arrays (the body itself is level 1). Far more than any
+ * resource needs, and a bound for everything that walks a body recursively afterwards.
+ */
+export const MAX_JSON_DEPTH = 32;
 
-interface State {
-  aborted: boolean;
-}
+type State = ReplyState;
 
 /** The request pipeline: match → authenticate → rate limit → authorize → parse and validate → handler → reply. */
 export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number }): TemplatedApp {
@@ -86,7 +92,8 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
       }
     }
     if (!headers.some(([k]) => k === 'Cache-Control')) headers.push(['Cache-Control', 'no-store']);
-    reply(res, state, STATUS_TEXT[out.status] ?? `${out.status} Unknown`, headers, body, out.status === 413);
+    const close = out.status === 413 || head.framing !== undefined;
+    reply(res, state, STATUS_TEXT[out.status] ?? `${out.status} Unknown`, headers, body, close);
     metrics.observe(head.method, routeName, out.status, performance.now() - started);
   };
 
@@ -124,7 +131,7 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     if (route.auth === 'bearer') {
       principal = await deps.auth.authenticate(head.headers.authorization, ip);
       who.p = principal;
-      const bucket = route.bucket ?? (head.method === 'GET' ? 'read' : 'write');
+      const bucket = route.bucket ?? (route.method === 'GET' ? 'read' : 'write');
       if (bucket === 'bulk') {
         // A bulk import is also a write; the tighter hourly bucket is the one reported.
         const w = await deps.limits.take(principal.tenantId, 'write');
@@ -175,8 +182,15 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     });
     const started = performance.now();
     const head = readHead(req, res);
+    // HEAD is GET without the content: same route, same checks, same header fields.
+    state.head = head.method === 'HEAD';
     const traceId = uuidv7();
-    const m = router.match(head.method, head.url);
+    if (head.framing) {
+      const err = new ApiError('invalid_request', head.framing);
+      send(res, state, head, traceId, started, 'unmatched', problem(err, head.url, traceId, head.method), []);
+      return;
+    }
+    const m = router.match(state.head ? 'GET' : head.method, head.url);
     if (!m || !('route' in m)) {
       const err = m
         ? new ApiError(
@@ -234,26 +248,7 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     });
   };
 
-  return app
-    .get('/healthz', (res) => {
-      res.cork(() => res.writeHeader('Content-Type', 'application/json').end('{"status":"ok"}'));
-    })
-    .get('/readyz', (res) => {
-      const ok = deps.ready();
-      res.cork(() =>
-        res
-          .writeStatus(ok ? '200 OK' : '503 Service Unavailable')
-          .writeHeader('Content-Type', 'application/json')
-          .end(ok ? '{"status":"ready"}' : '{"status":"not ready"}'),
-      );
-    })
-    .get('/metrics', (res) => {
-      const state = { aborted: false };
-      res.onAborted(() => {
-        state.aborted = true;
-      });
-      metrics.render().then((text) => reply(res, state, '200 OK', [['Content-Type', metrics.contentType]], text));
-    })
+  return probeRoutes(app, { ready: deps.ready, metrics })
     .get('/errors/:code', (res, req) => {
       const code = req.getParameter(0) as ErrorCode;
       const known = Object.hasOwn(ERRORS, code);
@@ -279,9 +274,19 @@ function rateLimited(d: Decision): ApiError {
   );
 }
 
+/**
+ * Query parameters, first value of each. URLSearchParams turns bad UTF-8 into U+FFFD and leaves a
+ * bad %-escape as it is; the one thing it yields that the store cannot hold is U+0000.
+ */
 function parseQuery(qs: string): Record<string, unknown> {
   const out: Record<string, unknown> = Object.create(null);
-  for (const [k, v] of new URLSearchParams(qs)) if (!(k in out)) out[k] = v;
+  for (const [k, v] of new URLSearchParams(qs)) {
+    if (k.includes('\u0000') || v.includes('\u0000')) {
+      const field = k.replaceAll('\u0000', '\\u0000');
+      throw invalid([{ field, code: 'invalid_unicode', message: `${field} contains a NUL character (%00).` }]);
+    }
+    if (!(k in out)) out[k] = v;
+  }
   return out;
 }
 
@@ -290,32 +295,39 @@ function parseJson(head: RequestHead, body: Buffer): unknown {
   if (ct === undefined || !JSON_TYPE.test(ct))
     throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
   if (body.length === 0) throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object.');
-  if (!isUtf8(body)) throw new ApiError('malformed_json', 'The request body is not valid UTF-8.');
-  const text = body.toString('utf8');
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch (err) {
-    throw new ApiError('malformed_json', `The request body is not valid JSON: ${(err as Error).message}.`);
-  }
-  if (/"(?:__proto__|constructor|prototype)"/.test(text)) rejectForbiddenKeys(v, '');
-  return v;
-}
-
-function rejectForbiddenKeys(v: unknown, path: string): void {
-  if (v === null || typeof v !== 'object') return;
-  if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) rejectForbiddenKeys(v[i], `${path}[${i}]`);
-    return;
-  }
-  for (const k of Object.keys(v)) {
-    const p = path ? `${path}.${k}` : k;
-    if (FORBIDDEN_KEYS.has(k))
-      throw invalid([{ field: p, code: 'forbidden_key', message: `The key "${k}" is not allowed.` }]);
-    rejectForbiddenKeys((v as Record<string, unknown>)[k], p);
+  const d = decodeJson(body, { maxDepth: MAX_JSON_DEPTH, forbiddenKeys: FORBIDDEN_KEYS });
+  if (d.ok) return d.value;
+  switch (d.reason) {
+    case 'not_utf8':
+      throw new ApiError('malformed_json', 'The request body is not valid UTF-8.');
+    case 'syntax':
+      throw new ApiError('malformed_json', `The request body is not valid JSON: ${d.message}.`);
+    case 'forbidden_key': {
+      const key = String(d.path[d.path.length - 1]);
+      throw invalid([{ field: pathText(d.path), code: 'forbidden_key', message: `The key "${key}" is not allowed.` }]);
+    }
+    case 'too_deep': {
+      const field = pathText(d.path);
+      throw invalid([{ field, code: 'too_deep', message: `${field} ${d.message}` }]);
+    }
+    case 'unstorable_text': {
+      const field = pathText(d.path) || 'body';
+      throw invalid([{ field, code: 'invalid_unicode', message: `${field} ${d.message}` }]);
+    }
   }
 }
 
+const oauthRequestError = (description: string) =>
+  new ApiError('invalid_request', `${description}.`, undefined, [], {
+    error: 'invalid_request',
+    error_description: description,
+  });
+
+/**
+ * An application/x-www-form-urlencoded body, strictly: UTF-8, every %-escape two hex digits
+ * decoding to UTF-8, no NUL, no parameter twice (RFC 6749 §3.2). A body that breaks any of it is
+ * an RFC 6749 invalid_request, never a half-decoded value handed on.
+ */
 function parseForm(head: RequestHead, body: Buffer): Record<string, string> {
   const ct = head.headers['content-type'];
   if (ct === undefined || !FORM_TYPE.test(ct)) {
@@ -327,17 +339,30 @@ function parseForm(head: RequestHead, body: Buffer): Record<string, string> {
       { error: 'invalid_request', error_description: 'Content-Type must be application/x-www-form-urlencoded' },
     );
   }
+  if (!isUtf8(body)) throw oauthRequestError('The form body is not valid UTF-8');
   const out: Record<string, string> = Object.create(null);
-  const seen = new Set<string>();
-  for (const [k, v] of new URLSearchParams(body.toString('utf8'))) {
-    // RFC 6749 §3.2: a parameter must not be sent twice.
-    if (seen.has(k))
-      throw new ApiError('invalid_request', `The parameter ${k} is repeated.`, undefined, [], {
-        error: 'invalid_request',
-        error_description: `parameter ${k} repeated`,
-      });
-    seen.add(k);
+  for (const pair of body.toString('utf8').split('&')) {
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    const k = formDecode(eq < 0 ? pair : pair.slice(0, eq));
+    const v = formDecode(eq < 0 ? '' : pair.slice(eq + 1));
+    if (k === undefined || v === undefined)
+      throw oauthRequestError(
+        'The form body has a malformed %-escape (each % must be followed by two hex digits of UTF-8)',
+      );
+    if (k.includes('\u0000') || v.includes('\u0000'))
+      throw oauthRequestError(`The form parameter ${k.replaceAll('\u0000', '%00')} contains a NUL character`);
+    if (k in out) throw oauthRequestError(`The parameter ${k} is repeated`);
     out[k] = v;
   }
   return out;
+}
+
+/** One form component: `+` is a space, %XX a byte of UTF-8; undefined when the escapes are malformed. */
+export function formDecode(s: string): string | undefined {
+  try {
+    return decodeURIComponent(s.replaceAll('+', ' '));
+  } catch {
+    return undefined;
+  }
 }

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import {
   AuthorizeQuery,
@@ -15,6 +16,7 @@ import type { AccessTokens } from '../auth/tokens.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
 import { ApiError, invalid, type ErrorCode, type FieldError } from '../http/errors.js';
 import type { Route } from '../http/router.js';
+import { formDecode } from '../http/server.js';
 import type { SharedRateLimiter } from '../../lib/rate-limit.js';
 import type { Deps } from '../deps.js';
 import { consentPage, errorPage } from './page.js';
@@ -55,6 +57,21 @@ function redirectUriProblem(uri: string): string | null {
   if (u.protocol === 'https:') return null;
   if (u.protocol === 'http:' && ['localhost', '127.0.0.1', '[::1]'].includes(u.hostname)) return null;
   return 'must use https (http only for localhost, 127.0.0.1 or [::1])';
+}
+
+/**
+ * RFC 6749 §2.3.1: HTTP Basic carries client_id and client_secret form-urlencoded, joined by the
+ * first colon. Undefined when the bytes are not UTF-8, an escape is malformed or a NUL appears.
+ */
+function basicCredentials(b64: string): [string, string] | undefined {
+  const raw = Buffer.from(b64, 'base64');
+  if (!isUtf8(raw)) return undefined;
+  const text = raw.toString('utf8');
+  const colon = text.indexOf(':');
+  const id = formDecode(colon < 0 ? text : text.slice(0, colon));
+  const secret = formDecode(colon < 0 ? '' : text.slice(colon + 1));
+  if (id === undefined || secret === undefined || id.includes('\u0000') || secret.includes('\u0000')) return undefined;
+  return [id, secret];
 }
 
 const oauthError = (code: ErrorCode, error: string, description: string) =>
@@ -272,9 +289,14 @@ export function oauthRoutes(d: OAuthDeps): Route[] {
     let secret = f.client_secret;
     const basic = /^Basic\s+([A-Za-z0-9+/=]+)$/i.exec(c.headers.authorization ?? '');
     if (basic) {
-      const [u, p] = Buffer.from(basic[1], 'base64').toString('utf8').split(':');
-      id = decodeURIComponent(u ?? '');
-      secret = decodeURIComponent(p ?? '');
+      const creds = basicCredentials(basic[1]);
+      if (!creds)
+        throw oauthError(
+          'invalid_client',
+          'invalid_client',
+          'HTTP Basic credentials must be base64 of client_id:client_secret, each form-urlencoded UTF-8 without NUL.',
+        );
+      [id, secret] = creds;
     }
     const app = await appByClientId(id);
     const given = sha256(secret ?? '');

@@ -139,3 +139,49 @@ CREATE TABLE IF NOT EXISTS csp.health_history (
 ) ENGINE = ReplacingMergeTree(calculated_at)
 PARTITION BY toYYYYMM(day)
 ORDER BY (tenant_id, customer_id, day);
+
+-- The event catalog's ClickHouse half (the names and first_seen_at live in PostgreSQL's
+-- event_catalog): when each name was last seen and which top-level property keys its events
+-- carry, with how many events carried each. Every surface counts, generated events too. Fed from
+-- the first insert after the views exist; names stored before show last_seen_at from their next event.
+CREATE TABLE IF NOT EXISTS csp.event_names (
+  tenant_id    UUID,
+  event_name   String,
+  first_ts     AggregateFunction(min, DateTime),
+  last_ts      AggregateFunction(max, DateTime)
+) ENGINE = AggregatingMergeTree()
+ORDER BY (tenant_id, event_name);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS csp.event_names_mv TO csp.event_names AS
+SELECT tenant_id, event_name, minState(ts) AS first_ts, maxState(ts) AS last_ts
+FROM csp.events
+GROUP BY tenant_id, event_name;
+
+CREATE TABLE IF NOT EXISTS csp.event_property_keys (
+  tenant_id    UUID,
+  event_name   String,
+  key          String,
+  events       UInt64
+) ENGINE = SummingMergeTree()
+ORDER BY (tenant_id, event_name, key);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS csp.event_property_keys_mv TO csp.event_property_keys AS
+SELECT tenant_id, event_name, arrayJoin(prop_keys) AS key, count() AS events
+FROM csp.events
+GROUP BY tenant_id, event_name, key;
+
+-- Materialized metric values: one row per metric, customer and period, the latest computation
+-- winning (ReplacingMergeTree over computed_at; readers take argMax(value, computed_at) before the
+-- merge). A portfolio-grain metric stores customer_id 00000000-0000-0000-0000-000000000000.
+-- value is NULL where the calculation has none (avg, max, last_value without matching events).
+CREATE TABLE IF NOT EXISTS csp.metric_values (
+  tenant_id     UUID,
+  metric_id     UUID,
+  customer_id   UUID,
+  period_start  DateTime,
+  period_end    DateTime,
+  value         Nullable(Float64),
+  computed_at   DateTime
+) ENGINE = ReplacingMergeTree(computed_at)
+PARTITION BY toYYYYMM(period_start)
+ORDER BY (tenant_id, metric_id, customer_id, period_start);

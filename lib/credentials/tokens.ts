@@ -19,19 +19,29 @@ export interface AccessClaims {
 
 export type VerifyResult = { ok: true; claims: AccessClaims } | { ok: false; reason: 'expired' | 'invalid' };
 
+/** The audience of access tokens: the API the issuer's origin serves (core API and both event surfaces). */
+export const accessTokenAudience = (issuer: string): string => `${issuer}/v1`;
+
 export interface TokenChecker {
   check(token: string): VerifyResult | Promise<VerifyResult>;
 }
 
-/** Verifies EdDSA access tokens with a public key; `issuer` empty accepts any issuer signed by the key. */
+/**
+ * The one verification of access tokens, for every tier that takes them: EdDSA only, and `exp`,
+ * `iss` (exactly the issuer) and `aud` (exactly accessTokenAudience(issuer)) present. A token
+ * without an expiry would never expire; one of another issuer or audience was not made for us.
+ */
 export class TokenVerifier implements TokenChecker {
   private readonly verify: (token: string) => AccessClaims;
 
-  constructor(publicPem: string, issuer = '') {
+  constructor(publicPem: string, issuer: string) {
+    if (!issuer) throw new Error('TokenVerifier needs the issuer of the access tokens it accepts');
     this.verify = createVerifier({
       key: publicPem,
       algorithms: ['EdDSA'],
-      ...(issuer ? { allowedIss: issuer } : {}),
+      allowedIss: issuer,
+      allowedAud: accessTokenAudience(issuer),
+      requiredClaims: ['exp', 'iss', 'aud'],
       cache: 10_000,
     }) as (t: string) => AccessClaims;
   }
@@ -66,7 +76,7 @@ export class SharedTokenVerifier implements TokenChecker {
 
   constructor(
     private readonly sql: Sql,
-    private readonly opts: { publicPem?: string; kid?: string; issuer?: string; retryMs?: number },
+    private readonly opts: { publicPem?: string; kid?: string; issuer: string; retryMs?: number },
   ) {
     if (opts.publicPem) this.verifier = new TokenVerifier(opts.publicPem.replace(/\\n/g, '\n'), opts.issuer);
   }

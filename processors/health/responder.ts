@@ -4,30 +4,40 @@ import type { Logger } from '../../lib/logger.js';
 import { subjects } from '../../lib/nats.js';
 import type { RecalculateReply, RecalculateRequest } from '../../schemas/health.js';
 import type { HealthMetrics } from '../metrics.js';
+import { type BatcherOptions, RecalculateBatcher } from './batcher.js';
 import type { HealthScorer } from './scorer.js';
 import type { HistoryBuffer } from './store.js';
 
 export const SCORER_QUEUE = 'health-scorer';
 
+export interface ResponderOptions extends BatcherOptions {
+  /** Requests held at once (waiting or being calculated); more are answered scorer_busy. */
+  maxInFlight: number;
+}
+
 /**
  * On-demand recalculation (POST /v1/customers/{id}/health/recalculate): core NATS requests on
  * cmd.health.recalculate, shared by every processors instance through one queue group, answered
- * once customer_health is committed. A bad request gets `{ok: false, error}`; nothing a message
- * holds can throw out of the handler. Requests beyond `maxInFlight` are refused at once so the core
- * API answers 503 instead of waiting for its timeout behind a queue.
+ * once customer_health is committed. Requests of one workspace are calculated together (see
+ * batcher.ts). A bad request gets `{ok: false, error}`; nothing a message holds can throw out of
+ * the handler. Requests beyond `maxInFlight` are refused at once so the core API answers 503
+ * instead of waiting for its timeout behind a queue.
  */
 export class RecalculateResponder {
   private sub?: Subscription;
   private inFlight = new Set<Promise<void>>();
+  private batcher: RecalculateBatcher;
 
   constructor(
     private readonly nc: NatsConnection,
-    private readonly scorer: HealthScorer,
-    private readonly history: HistoryBuffer,
+    scorer: HealthScorer,
+    history: HistoryBuffer,
     private readonly log: Logger,
     private readonly metrics: HealthMetrics,
-    private readonly maxInFlight = 64,
-  ) {}
+    private readonly o: ResponderOptions = { maxInFlight: 256, maxBatch: 500, windowMs: 2 },
+  ) {
+    this.batcher = new RecalculateBatcher((tenantId, ids) => scorer.scoreCustomers(tenantId, ids, history), log, o);
+  }
 
   start(): void {
     this.sub = this.nc.subscribe(subjects.healthRecalculate, {
@@ -37,7 +47,7 @@ export class RecalculateResponder {
           this.log.warn({ err: String(err) }, 'health recalculation subscription error');
           return;
         }
-        if (this.inFlight.size >= this.maxInFlight) {
+        if (this.inFlight.size >= this.o.maxInFlight) {
           this.reply(msg, { ok: false, error: 'scorer_busy' });
           return;
         }
@@ -55,12 +65,12 @@ export class RecalculateResponder {
       return;
     }
     try {
-      const found = await this.scorer.scoreCustomer(req.tenant_id, req.customer_id, this.history);
+      const found = await this.batcher.recalculate(req.tenant_id, req.customer_id);
       this.metrics.recalculated(found ? 'ok' : 'unknown_customer');
       this.reply(msg, found ? { ok: true } : { ok: false, error: 'unknown_customer' });
-    } catch (err) {
+    } catch {
+      // Logged once per batch by the batcher.
       this.metrics.recalculated('failed');
-      this.log.error({ err, ...req }, 'health recalculation failed');
       this.reply(msg, { ok: false, error: 'recalculation_failed' });
     }
   }

@@ -7,7 +7,15 @@ import type { HealthMetrics } from '../metrics.js';
 import { aggregate } from './queries.js';
 import { type Aggregates, type Scored, scoreAggregates, sliceAggregates } from './score.js';
 import type { ScoreTask } from './score-worker.js';
-import { CHUNK, type HistoryBuffer, historyRows, insertHistory, storeScores, type Written } from './store.js';
+import {
+  CHUNK,
+  type HistoryBuffer,
+  historyPoint,
+  historyRows,
+  insertHistory,
+  storeScores,
+  type Written,
+} from './store.js';
 
 export interface ScorerDeps {
   sql: Sql;
@@ -93,25 +101,30 @@ export class HealthScorer {
   }
 
   /**
-   * One live customer now. Returns false when there is no such customer (unknown, deleted, or
-   * another workspace's).
+   * Some customers of one workspace now (a batch of on-demand requests, see batcher.ts): one
+   * PostgreSQL read, one set of ClickHouse queries over `customer_id IN (…)`, one customer_health
+   * statement (one transaction) for all of them. Returns the ids scored; a customer missing from
+   * it is unknown, deleted (also meanwhile) or another workspace's.
    */
-  async scoreCustomer(tenantId: string, customerId: string, history: HistoryBuffer): Promise<boolean> {
+  async scoreCustomers(tenantId: string, customerIds: string[], history: HistoryBuffer): Promise<Set<string>> {
     const calculatedAt = runTime();
-    const [row] = await this.d.sql<Array<{ model: Partial<HealthModel> | null }>>`
-      SELECT m.model FROM customers c LEFT JOIN health_models m ON m.tenant_id = c.tenant_id
-      WHERE c.tenant_id = ${tenantId} AND c.id = ${customerId} AND c.deleted_at IS NULL`;
-    if (!row) return false;
+    const [row] = await this.d.sql<Array<{ model: Partial<HealthModel> | null; ids: string[] | null }>>`
+      SELECT (SELECT model FROM health_models WHERE tenant_id = ${tenantId}) AS model,
+        (SELECT array_agg(id::text ORDER BY id) FROM customers
+         WHERE tenant_id = ${tenantId} AND id = ANY(${customerIds}::uuid[]) AND deleted_at IS NULL) AS ids`;
+    const ids = row?.ids ?? [];
+    if (!ids.length) return new Set();
     const model = effectiveModel(row.model);
-    const ids = [customerId];
-    const scope = { tenantId, customerId, today: calculatedAt.toISOString().slice(0, 10) };
+    const scope = { tenantId, customerIds: ids, today: calculatedAt.toISOString().slice(0, 10) };
     const scored = scoreAggregates(model, await aggregate(this.d.ch, scope, model, ids));
     const w = await storeScores(this.d.sql, this.d.log, tenantId, ids, scored, calculatedAt, { force: true });
-    // Deleted meanwhile: nothing was written, and there is no history point to keep.
-    if (!w.lastAt) return false;
-    history.add(customerId, historyRows(tenantId, ids, scored, w.lastAt));
-    this.d.metrics.scored(1);
-    return true;
+    const stamped = w.stamped ?? new Map<string, Date>();
+    for (let i = 0; i < ids.length; i++) {
+      const at = stamped.get(ids[i]);
+      if (at) history.add(ids[i], historyPoint(tenantId, ids[i], scored.score[i], scored.status[i], at));
+    }
+    this.d.metrics.scored(stamped.size);
+    return new Set(stamped.keys());
   }
 
   /** Chunks of CHUNK customers through the pool, a few in flight so every thread stays busy. */

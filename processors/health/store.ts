@@ -17,7 +17,7 @@ import type { Scored } from './score.js';
  * - the health_changed outbox rows are inserted by that same statement, so a change and its event
  *   commit together or not at all, whenever the process dies;
  * - a `force`d write (the on-demand path) stamps calculated_at even when nothing changed, later
- *   than the stored one (see Written.lastAt);
+ *   than the stored one (see Written.stamped);
  * - then, after the commits, the history points (csp.health_history) in one ClickHouse insert.
  */
 
@@ -30,11 +30,12 @@ export interface Written {
   /** Status changes, i.e. health_changed events queued. */
   changed: number;
   /**
-   * The latest calculated_at written. A forced write of a customer calculated earlier in the same
-   * second is stamped a second after it: history keeps the day's point by calculated_at, which
-   * has whole seconds, so two calculations of one customer must not tie.
+   * Forced writes only: the calculated_at written per customer id (a customer missing was deleted
+   * meanwhile). A customer calculated earlier in the same second is stamped a second after it:
+   * history keeps the day's point by calculated_at, which has whole seconds, so two calculations
+   * of one customer must not tie.
    */
-  lastAt?: Date;
+  stamped?: Map<string, Date>;
 }
 
 interface ChunkArgs {
@@ -73,7 +74,10 @@ export async function storeScores(
           const w = await writeChunk(sql, tenantId, args, calculatedAt, opts.force === true);
           total.written += w.written;
           total.changed += w.changed;
-          if (w.lastAt && !(total.lastAt && total.lastAt >= w.lastAt)) total.lastAt = w.lastAt;
+          if (w.stamped) {
+            total.stamped ??= new Map();
+            for (const [id, at] of w.stamped) total.stamped.set(id, at);
+          }
           break;
         } catch (err) {
           // Deadlocks and lost connections are worth another try; the write is one statement, so
@@ -119,7 +123,7 @@ async function differing(sql: Sql, ids: string[], s: Scored, from: number, to: n
 }
 
 async function writeChunk(sql: Sql, tenantId: string, a: ChunkArgs, at: Date, force: boolean): Promise<Written> {
-  const [r] = await sql<Written[]>`
+  const [r] = await sql<Array<Omit<Written, 'stamped'> & { ids: string[] | null; ats: number[] | null }>>`
     WITH input AS (
       SELECT u.customer_id, u.score, u.status, u.dimensions::jsonb AS dimensions, u.event_id
       FROM unnest(${a.ids}::uuid[], ${a.scores}::int2[], ${a.statuses}::text[], ${a.dimensions}::text[],
@@ -145,7 +149,7 @@ async function writeChunk(sql: Sql, tenantId: string, a: ChunkArgs, at: Date, fo
       FROM changed ch JOIN customers c ON c.id = ch.customer_id
       ON CONFLICT (customer_id) DO UPDATE SET score = EXCLUDED.score, status = EXCLUDED.status,
         dimensions = EXCLUDED.dimensions, calculated_at = EXCLUDED.calculated_at
-      RETURNING calculated_at
+      RETURNING customer_id, calculated_at
     ),
     events AS (
       INSERT INTO event_outbox (id, tenant_id, customer_id, event_name, properties, occurred_at)
@@ -155,9 +159,12 @@ async function writeChunk(sql: Sql, tenantId: string, a: ChunkArgs, at: Date, fo
       FROM changed WHERE prev_status <> status
       RETURNING 1
     )
-    SELECT (SELECT count(*) FROM up)::int AS written, (SELECT count(*) FROM events)::int AS changed,
-           (SELECT max(calculated_at) FROM up) AS "lastAt"`;
-  return r;
+    SELECT (SELECT count(*) FROM up)::int AS written, (SELECT count(*) FROM events)::int AS changed, s.ids, s.ats
+    FROM (SELECT array_agg(customer_id::text) AS ids, array_agg(extract(epoch FROM calculated_at)::float8) AS ats
+          FROM up WHERE ${force}::boolean) s`;
+  const w: Written = { written: r.written, changed: r.changed };
+  if (force) w.stamped = new Map((r.ids ?? []).map((id, i) => [id, new Date(Number(r.ats![i]) * 1000)]));
+  return w;
 }
 
 /** JSONEachRow rows of csp.health_history: one point per scored customer, day = the run's UTC date. */
@@ -170,6 +177,16 @@ export function historyRows(tenantId: string, ids: string[], scored: Scored, cal
   for (let i = 0; i < ids.length; i++)
     parts[i] = `${head}${ids[i]}${tail}${scored.score[i]},"status":"${scored.status[i]}","calculated_at":${at}}\n`;
   return parts.join('');
+}
+
+/** The history point of one on-demand calculation, in historyRows' form. */
+export function historyPoint(tenantId: string, customerId: string, score: number, status: string, at: Date): string {
+  const day = at.toISOString().slice(0, 10);
+  const ts = Math.floor(at.getTime() / 1000);
+  return (
+    `{"tenant_id":"${tenantId}","customer_id":"${customerId}","day":"${day}","score":${score},` +
+    `"status":"${status}","calculated_at":${ts}}\n`
+  );
 }
 
 /** One insert, retried a few times: the scores are committed, the history point is worth a retry. */

@@ -1,4 +1,5 @@
 import { headers, type JetStreamClient } from 'nats';
+import type { TransactionSql } from 'postgres';
 import type { Logger } from '../../lib/logger.js';
 import { subjects } from '../../lib/nats.js';
 import type { Sql } from '../../lib/pg.js';
@@ -38,6 +39,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * - the outbox id is the message's Nats-Msg-Id and the row's event_id and batch_id: a row
  *   published twice (a crash between PubAck and commit) is one message to the stream within its
  *   duplicate window, and one stored batch to the writer's ledger after it;
+ * - the event names it publishes enter the workspace's event catalog in the same transaction
+ *   (ON CONFLICT DO NOTHING), so a generated name is listed from its first event on; like
+ *   catalog.ts it remembers the (workspace, name) pairs it has written and skips them;
  * - published rows are deleted after `keepMs` by a daily purge.
  */
 export class OutboxRelay {
@@ -45,6 +49,8 @@ export class OutboxRelay {
   private loop?: Promise<void>;
   private purgeTimer?: NodeJS.Timeout;
   private firstPurge?: NodeJS.Timeout;
+  /** `tenant|event_name` pairs known to be in event_catalog. */
+  private cataloged = new Set<string>();
 
   constructor(
     private readonly sql: Sql,
@@ -78,7 +84,8 @@ export class OutboxRelay {
 
   /** One poll: how many rows it locked, and how many of them could not be published. */
   async once(): Promise<{ locked: number; failed: number }> {
-    return this.sql.begin(async (tx) => {
+    const fresh: string[] = [];
+    const r = (await this.sql.begin(async (tx) => {
       const rows = await tx<OutboxRow[]>`
         SELECT id::text, tenant_id::text, customer_id::text, event_name, properties, occurred_at
         FROM event_outbox WHERE published_at IS NULL
@@ -93,13 +100,46 @@ export class OutboxRelay {
         if (res.status === 'fulfilled') done.push(rows[i].id);
         else lastErr = res.reason;
       });
-      if (done.length) await tx`UPDATE event_outbox SET published_at = now() WHERE id = ANY(${done}::uuid[])`;
+      if (done.length) {
+        await tx`UPDATE event_outbox SET published_at = now() WHERE id = ANY(${done}::uuid[])`;
+        await this.catalog(
+          tx,
+          rows.filter((_, i) => results[i].status === 'fulfilled'),
+          fresh,
+        );
+      }
       this.metrics.relayed(done.length);
       const failed = rows.length - done.length;
       // Left unpublished for the next poll; the commit below still records the rows that made it.
       if (failed) this.log.warn({ err: String(lastErr), failed }, 'outbox rows not published; retrying');
       return { locked: rows.length, failed };
-    }) as Promise<{ locked: number; failed: number }>;
+    })) as { locked: number; failed: number };
+    // Remembered only once committed: a rolled-back pass writes its names again next time.
+    for (const k of fresh) this.cataloged.add(k);
+    if (this.cataloged.size > 100_000) this.cataloged.clear();
+    return r;
+  }
+
+  /**
+   * Upserts the (workspace, name) pairs of `rows` not written before; their keys go into `fresh`.
+   * In key order, so that two instances inserting the same pairs wait for each other instead of
+   * deadlocking.
+   */
+  private async catalog(tx: TransactionSql, rows: OutboxRow[], fresh: string[]): Promise<void> {
+    const keys = new Set<string>();
+    for (const r of rows) {
+      const k = `${r.tenant_id}|${r.event_name}`;
+      if (!this.cataloged.has(k)) keys.add(k);
+    }
+    if (!keys.size) return;
+    fresh.push(...[...keys].sort());
+    const tenants = fresh.map((k) => k.slice(0, k.indexOf('|')));
+    const names = fresh.map((k) => k.slice(k.indexOf('|') + 1));
+    await tx`
+      INSERT INTO event_catalog (tenant_id, event_name)
+      SELECT u.tenant_id, u.event_name FROM unnest(${tenants}::uuid[], ${names}::text[]) AS u (tenant_id, event_name)
+      JOIN tenants t ON t.id = u.tenant_id
+      ON CONFLICT DO NOTHING`;
   }
 
   private async publish(r: OutboxRow, now: number): Promise<void> {

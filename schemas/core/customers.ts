@@ -16,7 +16,8 @@ const emailDomain = Type.String({
 const arr = Type.Number({
   exclusiveMinimum: 0,
   maximum: 1e13,
-  description: 'Annual recurring revenue; must be positive.',
+  format: 'positive-cents',
+  description: 'Annual recurring revenue; must be positive. Stored with 2 decimals: at least 0.005 (rounds to 0.01).',
 });
 const ownerEmail = Type.String({ format: 'email', maxLength: 320 });
 const status = StringEnum(CUSTOMER_STATUSES);
@@ -29,7 +30,9 @@ const customFields = Type.Object(
   {
     additionalProperties: true,
     maxProperties: 100,
-    description: 'Free-form key/value map. PATCH merges the keys sent; a key sent as null is removed.',
+    propertyNames: { minLength: 1 },
+    description:
+      'Free-form key/value map; keys are not empty, and the request body nests at most 32 levels of objects and arrays. PATCH merges the keys sent; a key sent as null is removed.',
   },
 );
 const externalId = Type.String({

@@ -16,6 +16,8 @@ export const SCOPES = [
   'users:read',
   'users:write',
   'analytics:read',
+  'metrics:read',
+  'metrics:write',
   'admin:*',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -37,6 +39,8 @@ export const SCOPE_DESCRIPTIONS: Record<Scope, string> = {
   'users:read': 'GET users',
   'users:write': 'POST invite, PATCH role (restricted)',
   'analytics:read': 'GET analytics endpoints',
+  'metrics:read': 'GET metrics, the metric test query, usage widget values',
+  'metrics:write': 'POST/PATCH/DELETE metrics, proposals and usage widgets (admin role only)',
   'admin:*': 'Full admin access; only an OAuth grant with the admin role or a key created by an admin',
 };
 
@@ -46,6 +50,6 @@ export type Role = (typeof ROLES)[number];
 /** The most a credential of each role can hold; a grant or key is cut down to this. */
 export const ROLE_SCOPES: Record<Role, readonly Scope[]> = {
   admin: SCOPES,
-  csm: SCOPES.filter((s) => s !== 'admin:*' && s !== 'users:write'),
+  csm: SCOPES.filter((s) => s !== 'admin:*' && s !== 'users:write' && s !== 'metrics:write'),
   viewer: SCOPES.filter((s) => s.endsWith(':read')),
 };

@@ -1,17 +1,9 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import addFormatsModule from 'ajv-formats';
 import type { Static, TSchema } from 'typebox';
+import { addFormats } from '../ajv.js';
 
-// ajv-formats is CommonJS; under NodeNext its default export arrives one level down.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
-  addFormatsModule) as unknown as (ajv: Ajv, formats?: string[]) => Ajv;
-const FORMATS = ['date-time', 'date', 'email', 'uuid', 'uri', 'hostname', 'ipv4', 'ipv6'];
-
-function make(coerce: boolean): Ajv {
-  const ajv = new Ajv({ strict: false, allErrors: true, useDefaults: true, coerceTypes: coerce });
-  addFormats(ajv, FORMATS);
-  return ajv;
-}
+const make = (coerce: boolean): Ajv =>
+  addFormats(new Ajv({ strict: false, allErrors: true, useDefaults: true, coerceTypes: coerce }));
 const bodyAjv = make(false);
 const queryAjv = make(true);
 

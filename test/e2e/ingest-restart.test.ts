@@ -13,9 +13,13 @@ t.test('restarting the ingest tier under load loses no acknowledged event', asyn
 
   let loading = true;
   let restarts = 0;
+  let answered = 0;
   const restarter = (async () => {
     while (loading) {
-      await new Promise((r) => setTimeout(r, 1200));
+      // Deliberate pacing: a restart once 200 more requests of the load have completed since the
+      // previous one, so each lands on a tier that has been serving, however slow the machine.
+      const mark = answered;
+      await waitFor('the load to go on', () => !loading || answered >= mark + 200, 120_000, 50);
       if (!loading) break;
       if (restarts % 2 === 0) {
         // Graceful: SIGTERM to the tier; in-flight requests get their answer, then it stops.
@@ -38,6 +42,9 @@ t.test('restarting the ingest tier under load loses no acknowledged event', asyn
     requests: 2500,
     concurrency: 8,
     pauseMs: 10,
+    onProgress: (done) => {
+      answered = done;
+    },
   });
   loading = false;
   await restarter;

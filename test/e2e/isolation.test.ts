@@ -1,6 +1,6 @@
 import t from 'tap';
 import { client, startApi } from '../core-api/_helpers.js';
-import { bootstrap } from '../helpers/stack.js';
+import { bootstrap, closeDb, db } from '../helpers/stack.js';
 
 /**
  * Every route of the OpenAPI document that takes an id in its path, called by another workspace's
@@ -8,6 +8,7 @@ import { bootstrap } from '../helpers/stack.js';
  * document itself, so a route added later is covered without a new test; a path whose resource
  * has no fixture below fails the test until one is added.
  */
+t.teardown(closeDb);
 const api = await startApi(t, { HEALTH_RECALC_TIMEOUT_MS: '500' });
 const ws = await bootstrap();
 const intruder = await bootstrap();
@@ -28,13 +29,25 @@ async function fixtures(): Promise<Record<string, string>> {
     mode: 'create_or_update',
     conflict_resolution: 'skip',
   });
-  for (const [what, r] of Object.entries({ customer, key, user, job }))
+  await db()`INSERT INTO event_catalog (tenant_id, event_name) VALUES (${ws.tenant_id}, 'report_exported')`;
+  const metric = await mine.post('/v1/metrics', {
+    name: 'Isolated exports',
+    source_event: 'report_exported',
+    calculation: 'count',
+    window: { type: 'rolling', days: 30 },
+    grain: 'customer',
+  });
+  const widget = await mine.post('/v1/usage-widgets', { name: 'Isolated', aggregation: 'count', period: '7d' });
+  for (const [what, r] of Object.entries({ customer, key, user, job, metric, widget }))
     if (r.status >= 300) throw new Error(`fixture ${what}: ${r.status} ${r.text}`);
   return {
     customers: customer.body.id,
     'api-keys': key.body.id,
     users: user.body.id,
     jobs: job.body.job_id,
+    // Also the id tried on /v1/metrics/proposals/{id}: another kind's id answers 404 there too.
+    metrics: metric.body.id,
+    'usage-widgets': widget.body.id,
   };
 }
 
@@ -43,8 +56,16 @@ async function snapshot(ids: Record<string, string>) {
   const customer = await mine.get(`/v1/customers/${ids.customers}`);
   const keys = await mine.get('/v1/api-keys');
   const users = await mine.get('/v1/users');
+  const metric = await mine.get(`/v1/metrics/${ids.metrics}`);
+  const widgets = await mine.get('/v1/usage-widgets');
   const strip = (v: unknown) => JSON.parse(JSON.stringify(v, (k, x) => (k === 'last_used_at' ? undefined : x)));
-  return { customer: strip(customer.body), keys: strip(keys.body), users: strip(users.body) };
+  return {
+    customer: strip(customer.body),
+    keys: strip(keys.body),
+    users: strip(users.body),
+    metric: metric.body,
+    widgets: widgets.body,
+  };
 }
 
 t.test("another workspace's admin gets 404 on every route with an id, and changes nothing", async (t) => {

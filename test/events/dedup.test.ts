@@ -1,4 +1,6 @@
 import t from 'tap';
+import { consumers } from '../../lib/nats.js';
+import { jetstream, writersIdle } from '../helpers/observe.js';
 import { ch, closeDb, db, startTier, waitFor } from '../helpers/stack.js';
 import { ev, expect200, ingest, postEvents, workspace, xid } from './support.js';
 
@@ -8,6 +10,9 @@ t.teardown(closeDb);
 const { ws, ids } = await workspace(2);
 const [a, b] = await Promise.all([ingest(t), ingest(t)]);
 await startTier(t, 'processors');
+const jsm = await jetstream(t);
+/** Everything published so far is in ClickHouse: a copy that got through would be there too. */
+const allWritten = () => writersIdle(jsm, consumers.usageWriter, 'events');
 const stored = async (externalIds: string[]) => {
   const list = externalIds.map((x) => `'${x}'`).join(',');
   return ch<{ customer_id: string; external_id: string; event_name: string }>(
@@ -27,7 +32,7 @@ t.test('copies inside one batch: the first is stored, the others ignored and cou
     const r = await stored([x]);
     return r.length >= 2 ? r : undefined;
   });
-  await new Promise((r) => setTimeout(r, 500));
+  await allWritten();
   t.same(
     (await stored([x])).map((r) => [r.customer_id, r.event_name]).sort(),
     [
@@ -89,7 +94,7 @@ t.test('the same batch sent at once to two ingest processes is stored once', asy
   );
   for (const r of rounds) expect200(t, r, 300);
   await waitFor('300 rows', async () => (await stored(xs)).length >= 300);
-  await new Promise((r) => setTimeout(r, 1000));
+  await allWritten();
   const rows = await stored(xs);
   t.equal(rows.length, 300, 'each external_id once');
   t.equal(new Set(rows.map((r) => r.external_id)).size, 300);

@@ -3,7 +3,16 @@ import { subjects } from '../../lib/nats.js';
 import { client, startApi } from '../core-api/_helpers.js';
 import { bootstrap, ch, closeDb, db, seed, waitFor } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
-import { daysAgo, ingestTier, natsClient, processorsTier, recalculate, sendUsage, stored } from './support.js';
+import {
+  daysAgo,
+  ingestTier,
+  natsClient,
+  processorsTier,
+  recalculate,
+  sendUsage,
+  setModel,
+  stored,
+} from './support.js';
 
 // On-demand recalculation: the core NATS request the core API sends on
 // POST /v1/customers/{id}/health/recalculate, answered by the scorer after the score is stored.
@@ -99,4 +108,96 @@ t.test('POST /v1/customers/{id}/health/recalculate through the core API answers 
   t.equal(res.body.score, row.score);
   t.equal(res.body.status, row.status);
   t.equal(Date.parse(res.body.calculated_at), row.calculated_at.getTime());
+});
+
+t.test(
+  'concurrent recalculations of many customers of one workspace each answer with their own fresh score',
+  async (t) => {
+    const many = await bootstrap();
+    const N = 24;
+    await seed(many.tenant_id, N);
+    const byExternal = await customerIds(many.tenant_id);
+    const external = (k: number) => `cust-${String(k).padStart(6, '0')}`;
+    const id = (k: number) => byExternal.get(external(k))!;
+    const api = await startApi(t);
+    const http = client(api.url, many.api_key);
+    const recalcAll = (ks: number[]) =>
+      Promise.all(ks.map((k) => http.post(`/v1/customers/${id(k)}/health/recalculate`, {})));
+    const ks = Array.from({ length: N }, (_, i) => i + 1);
+
+    const before = await recalcAll(ks);
+    t.same(new Set(before.map((r) => `${r.status} ${r.body.score}`)), new Set(['200 29']), 'no events yet: 29 each');
+
+    // Customer k used k distinct features today: breadth k (100 from 10 on), so the scores differ.
+    await sendUsage(
+      ingest,
+      many,
+      ks.flatMap((k) =>
+        Array.from({ length: k }, (_, n) => ({
+          event_name: `feature_${n}`,
+          external_customer_id: external(k),
+          user_id: 'u1',
+        })),
+      ),
+    );
+    // Every customer twice, all at once: requests of one batch share a calculation.
+    const order = [...ks, ...ks].sort(() => Math.random() - 0.5);
+    const answers = await recalcAll(order);
+    for (const k of ks) {
+      const own = answers.filter((_, i) => order[i] === k);
+      t.same(
+        own.map((r) => r.status),
+        [200, 200],
+        `${external(k)}: answered`,
+      );
+      const row = (await stored(id(k)))!;
+      const breadth = own.map((r) => r.body.dimensions.find((d: { key: string }) => d.key === 'breadth').value);
+      t.same(
+        own.map((r) => [r.body.customer_id, r.body.score, r.body.status]),
+        [
+          [id(k), row.score, row.status],
+          [id(k), row.score, row.status],
+        ],
+        `${external(k)}: its own score`,
+      );
+      t.same(breadth, [k, k], `${external(k)}: from the events sent`);
+      const latest = Math.max(...own.map((r) => Date.parse(r.body.calculated_at)));
+      t.equal(latest, row.calculated_at.getTime(), `${external(k)}: the later answer is the stored calculation`);
+    }
+    const score = (k: number) => answers[order.indexOf(k)].body.score;
+    for (let k = 2; k <= 10; k++) t.ok(score(k) > score(k - 1), `${external(k)} scores above ${external(k - 1)}`);
+
+    // One health_changed per customer whose status moved, whatever the batching.
+    const moved = ks.filter((k) => answers[order.indexOf(k)].body.status !== 'at_risk').length;
+    t.ok(moved > 0, `${moved} customers moved`);
+    const [outbox] = await db()<Array<{ n: number; customers: number }>>`
+    SELECT count(*)::int AS n, count(DISTINCT customer_id)::int AS customers
+    FROM event_outbox WHERE tenant_id = ${many.tenant_id} AND event_name = 'health_changed'`;
+    t.same(outbox, { n: moved, customers: moved });
+  },
+);
+
+t.test('a generated health_changed enters the workspace event catalog once', async (t) => {
+  const catalog = () => db()<Array<{ event_name: string }>>`
+    SELECT event_name FROM event_catalog WHERE tenant_id = ${other.tenant_id} AND event_name = 'health_changed'`;
+  t.same(await recalculate(nc, other.tenant_id, foreign), { ok: true });
+  t.same(await catalog(), [], 'a first score generates no event');
+  // 29 is healthy under this model, then at_risk again under the default one: two changes.
+  await setModel(other.tenant_id, { thresholds: { healthy: 20, at_risk: 10 } });
+  t.same(await recalculate(nc, other.tenant_id, foreign), { ok: true });
+  await waitFor('health_changed in the catalog', async () => (await catalog()).length === 1, 30_000, 100);
+  await setModel(other.tenant_id, {});
+  t.same(await recalculate(nc, other.tenant_id, foreign), { ok: true });
+  await waitFor(
+    'both changes published',
+    async () => {
+      const [r] = await db()<Array<{ n: number }>>`
+        SELECT count(*)::int AS n FROM event_outbox
+        WHERE tenant_id = ${other.tenant_id} AND event_name = 'health_changed' AND published_at IS NOT NULL`;
+      return r.n === 2;
+    },
+    30_000,
+    100,
+  );
+  t.same(await catalog(), [{ event_name: 'health_changed' }], 'listed once');
 });

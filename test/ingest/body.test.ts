@@ -166,15 +166,16 @@ t.test('bytes that are not valid UTF-8 are refused with 422', async (t) => {
   t.equal(await tap.pending(), 0);
 });
 
-t.test('a lone surrogate escape such as "\\ud800" in any string is refused with 422', async (t) => {
+t.test('a lone surrogate escape such as "\\ud800" in any string is refused with 422 naming it', async (t) => {
   const base = '{"events":[{"event_name":"x","external_customer_id":"cust-000001"';
-  for (const tail of [
-    ',"user_id":"\\ud800"}]}',
-    ',"properties":{"k":"a\\udfffb"}}]}',
-    ',"properties":{"\\ud800":1}}]}',
-    ',"properties":{"deep":[[{"s":"\\uDBFF"}]]}}]}',
-  ]) {
-    expect422(t, await post(base + tail), { type: 'string_unicode', loc: ['body'] });
+  const at = ['body', 'events', 0];
+  for (const [tail, loc] of [
+    [',"user_id":"\\ud800"}]}', [...at, 'user_id']],
+    [',"properties":{"k":"a\\udfffb"}}]}', [...at, 'properties', 'k']],
+    [',"properties":{"\\ud800":1}}]}', [...at, 'properties', '\ud800']],
+    [',"properties":{"deep":[[{"s":"\\uDBFF"}]]}}]}', [...at, 'properties', 'deep', 0, 0, 's']],
+  ] as Array<[string, Array<string | number>]>) {
+    expect422(t, await post(base + tail), { type: 'string_unicode', loc });
   }
   t.equal(await tap.pending(), 0);
   // A proper pair written as escapes is an ordinary character.
@@ -219,12 +220,13 @@ t.test('deeply nested properties are rejected per event, never crash the server'
     await post(`{"events":[{"event_name":"x","external_customer_id":"cust-000001","properties":${abyss}}]}`),
     { type: 'object_type', loc: ['body', 'events', 0, 'properties'] },
   );
+  // The path to a string that deep is cut at 32 steps: the ancestor at that depth is named.
   expect422(
     t,
     await post(
       `{"events":[{"event_name":"x","external_customer_id":"cust-000001","properties":{"a":${nest(100_000, '"\\ud800"')}}}]}`,
     ),
-    { type: 'string_unicode', loc: ['body'] },
+    { type: 'string_unicode', loc: ['body', 'events', 0, 'properties', 'a', ...new Array(28).fill(0)] },
   );
   expect202(
     t,

@@ -1,5 +1,7 @@
 import t from 'tap';
+import { consumers } from '../../lib/nats.js';
 import { runLoad } from '../helpers/load.js';
+import { jetstream, metric, writersIdle } from '../helpers/observe.js';
 import { bootstrap, ch, seed, startTier, waitFor, type Tier } from '../helpers/stack.js';
 import { rollupsAndDirect } from './rollups.js';
 
@@ -13,12 +15,19 @@ t.test(
     await seed(ws.tenant_id, 300);
     const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '1', INGEST_RATE_LIMIT_PER_MIN: '1000000' });
     let proc: Tier = await startTier(t, 'processors', WRITER);
+    const jsm = await jetstream(t);
     let kills = 0;
     let loading = true;
-    // Kill the processor every ~0.7 s of its life while the load runs, restarting it each time.
+    // Kill the processor as soon as it has inserted rows of its own while the load runs (it is then
+    // between fetches, inserts and acks), restarting it each time.
     const killer = (async () => {
       while (loading) {
-        await new Promise((r) => setTimeout(r, 700));
+        await waitFor(
+          'the processor to insert',
+          async () => !loading || (await metric(proc.url, 'writer_rows_inserted_total', { table: 'events' })) > 0,
+          60_000,
+          50,
+        );
         if (!loading) break;
         await proc.stop('SIGKILL');
         kills++;
@@ -41,8 +50,8 @@ t.test(
     const count = async () =>
       Number((await ch<{ c: string }>(`SELECT count() AS c FROM events WHERE tenant_id = '${ws.tenant_id}'`))[0].c);
     await waitFor('all accepted events in ClickHouse', async () => (await count()) >= load.accepted, 90_000, 250);
-    // Give a late duplicate (an insert finishing after its redelivery) the chance to show up.
-    await new Promise((r) => setTimeout(r, 1500));
+    // A late duplicate (an insert finishing after its redelivery) would show up by then.
+    await writersIdle(jsm, consumers.usageWriter, 'events');
     const [stats] = await ch<{ c: string; u: string; b: string }>(
       `SELECT count() AS c, uniqExact(event_id) AS u, uniqExact(batch_id) AS b FROM events WHERE tenant_id = '${ws.tenant_id}'`,
     );

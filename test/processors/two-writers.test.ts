@@ -2,13 +2,15 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
+import { consumers } from '../../lib/nats.js';
 import { runLoad } from '../helpers/load.js';
+import { consumerInfo, jetstream, lastDelivery, writersIdle } from '../helpers/observe.js';
 import { bootstrap, ch, dist, profile, seed, startTier, waitFor } from '../helpers/stack.js';
 
 const stackUp = () =>
   spawnSync(process.execPath, [dist('infra/cli.js'), 'up', '--profile', 'test'], { stdio: 'inherit' }).status;
 
-// Small batches and one insert slot: messages wait their turn far longer than the 10 s ack wait.
+// Small batches and one insert slot: messages wait their turn far longer than the ack wait (10 s).
 const WRITER = { WRITER_INSERT_STREAMS: '1', WRITER_BATCH_ROWS: '500', WRITER_BATCH_MS: '20' };
 
 t.test(
@@ -21,6 +23,10 @@ t.test(
     await startTier(t, 'processors', WRITER);
     await startTier(t, 'processors', WRITER);
 
+    const jsm = await jetstream(t);
+    const writer = () => consumerInfo(jsm, consumers.usageWriter);
+    const redeliveredBefore = (await writer()).num_redelivered;
+
     const pid = Number(fs.readFileSync(path.join(profile.dataDir, 'clickhouse.pid'), 'utf8'));
     process.kill(pid, 'SIGKILL');
     const load = await runLoad({
@@ -31,14 +37,37 @@ t.test(
       concurrency: 6,
     });
     t.equal(load.failures, 0);
-    // Longer than the ack wait: anything a writer fetched but did not keep alive would be redelivered.
-    await new Promise((r) => setTimeout(r, 14_000));
+    // Hold the outage until the writers have held messages for longer than the consumer's ack wait:
+    // anything a writer fetched but did not keep alive would by then be redelivered (and, with no
+    // ack possible while ClickHouse is down, counted in num_redelivered).
+    const held = await waitFor(
+      'the writers to hold messages',
+      async () => {
+        const c = await writer();
+        return c.num_ack_pending > 0 && c;
+      },
+      30_000,
+      100,
+    );
+    const ackWaitMs = (held.config.ack_wait ?? 30e9) / 1e6; // unset: nats-server's default, 30 s
+    const heldSince = lastDelivery(held);
+    const after = await waitFor(
+      `held messages to outlive the ${ackWaitMs} ms ack wait`,
+      async () => {
+        const c = await writer();
+        return Date.now() > heldSince + ackWaitMs * 1.5 && c;
+      },
+      ackWaitMs * 3,
+      250,
+    );
+    t.ok(after.num_ack_pending > 0, `${after.num_ack_pending} messages still held by the writers`);
+    t.ok(after.num_redelivered <= redeliveredBefore, 'no held message was redelivered: the writers kept them alive');
     t.equal(stackUp(), 0, 'ClickHouse back');
 
     const count = async () =>
       Number((await ch<{ c: string }>(`SELECT count() AS c FROM events WHERE tenant_id = '${ws.tenant_id}'`))[0].c);
     await waitFor('backlog drained', async () => (await count()) >= load.accepted, 90_000, 250);
-    await new Promise((r) => setTimeout(r, 2000));
+    await writersIdle(jsm, consumers.usageWriter, 'events');
     const [s] = await ch<{ c: string; u: string }>(
       `SELECT count() AS c, uniqExact(event_id) AS u FROM events WHERE tenant_id = '${ws.tenant_id}'`,
     );

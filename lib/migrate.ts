@@ -1,10 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Sql } from '../../lib/pg.js';
+import type { Sql } from './pg.js';
 
 /**
- * Applies core-api/db/migrations/NNNN_name.sql in order, each in its own transaction, recording
- * them in schema_migrations. An advisory lock lets several processes call it at once.
+ * Applies the NNNN_name.sql files of `dir` (core-api/db/migrations) in order, each once, recording
+ * them in schema_migrations. One transaction under an advisory lock, so several processes may call
+ * it at once and a failed file leaves nothing half-applied.
  */
 export async function migrate(sql: Sql, dir: string): Promise<string[]> {
   const files = fs

@@ -1,0 +1,116 @@
+import type { Sql } from '../../lib/pg.js';
+import type { MetricDefinition, MetricFilter, MetricWindow } from '../../schemas/core/metrics.js';
+import type { Position } from '../http/cursor.js';
+
+/** SQL of the metrics library (PostgreSQL). Every query is scoped by tenant_id. */
+
+export interface MetricRow {
+  id: string;
+  slug: string;
+  name: string;
+  description: string | null;
+  source_event: string;
+  calculation: MetricDefinition['calculation'];
+  target_property: string | null;
+  filter: MetricFilter[];
+  window_def: MetricWindow;
+  grain: MetricDefinition['grain'];
+  unit: string | null;
+  status: 'active' | 'deleted';
+  created_at: Date;
+  updated_at: Date;
+  cursor_ts: string;
+}
+
+export interface Consumers {
+  objectives: number;
+  health_drivers: number;
+  playbook_triggers: number;
+}
+
+const COLUMNS = `id::text, slug, name, description, source_event, calculation, target_property, filter, window_def,
+  grain, unit, status, created_at, updated_at, created_at::text AS cursor_ts`;
+
+export interface NewMetric extends MetricDefinition {
+  slug: string;
+  name: string;
+  description?: string | null;
+  unit?: string | null;
+}
+
+export async function insertMetric(sql: Sql, tenantId: string, m: NewMetric): Promise<MetricRow> {
+  const [row] = await sql<MetricRow[]>`
+    INSERT INTO metrics (tenant_id, slug, name, description, source_event, calculation, target_property, filter,
+      window_def, grain, unit)
+    VALUES (${tenantId}, ${m.slug}, ${m.name}, ${m.description ?? null}, ${m.source_event}, ${m.calculation},
+      ${m.target_property ?? null}, ${JSON.stringify(m.filter ?? [])}::text::jsonb,
+      ${JSON.stringify(m.window)}::text::jsonb, ${m.grain}, ${m.unit ?? null})
+    RETURNING ${sql.unsafe(COLUMNS)}`;
+  return row;
+}
+
+export async function getMetric(sql: Sql, tenantId: string, id: string): Promise<MetricRow | undefined> {
+  const [row] = await sql<MetricRow[]>`
+    SELECT ${sql.unsafe(COLUMNS)} FROM metrics WHERE tenant_id = ${tenantId} AND id = ${id}`;
+  return row;
+}
+
+/** Oldest first, keyset on (created_at, id). */
+export async function listMetrics(
+  sql: Sql,
+  tenantId: string,
+  f: { includeDeleted: boolean; after: Position | null; limit: number },
+): Promise<MetricRow[]> {
+  return sql<MetricRow[]>`
+    SELECT ${sql.unsafe(COLUMNS)} FROM metrics
+    WHERE tenant_id = ${tenantId}
+      ${f.includeDeleted ? sql`` : sql`AND status = 'active'`}
+      ${f.after ? sql`AND (created_at, id) > (${f.after.t}::text::timestamptz, ${f.after.id}::uuid)` : sql``}
+    ORDER BY created_at, id LIMIT ${f.limit + 1}`;
+}
+
+export async function patchMetric(
+  sql: Sql,
+  tenantId: string,
+  id: string,
+  p: { name?: string; description?: string | null; unit?: string | null },
+): Promise<MetricRow | undefined> {
+  const [row] = await sql<MetricRow[]>`
+    UPDATE metrics SET
+      name = ${p.name !== undefined ? sql`${p.name}` : sql`name`},
+      description = ${p.description !== undefined ? sql`${p.description}` : sql`description`},
+      unit = ${p.unit !== undefined ? sql`${p.unit}` : sql`unit`},
+      updated_at = now()
+    WHERE tenant_id = ${tenantId} AND id = ${id} AND status = 'active'
+    RETURNING ${sql.unsafe(COLUMNS)}`;
+  return row;
+}
+
+export async function softDeleteMetric(sql: Sql, tenantId: string, id: string): Promise<void> {
+  await sql`
+    UPDATE metrics SET status = 'deleted', deleted_at = now(), updated_at = now()
+    WHERE tenant_id = ${tenantId} AND id = ${id} AND status = 'active'`;
+}
+
+/**
+ * What uses each metric. Objectives, health drivers and metric_threshold playbook triggers do not
+ * exist yet, so every count is 0 and deletion is always allowed; they will be counted here.
+ */
+export async function consumers(_sql: Sql, _tenantId: string, ids: string[]): Promise<Map<string, Consumers>> {
+  return new Map(ids.map((id) => [id, { objectives: 0, health_drivers: 0, playbook_triggers: 0 }]));
+}
+
+export const inUse = (c: Consumers): boolean => c.objectives + c.health_drivers + c.playbook_triggers > 0;
+
+export async function catalogHas(sql: Sql, tenantId: string, eventName: string): Promise<boolean> {
+  const rows = await sql`SELECT 1 FROM event_catalog WHERE tenant_id = ${tenantId} AND event_name = ${eventName}`;
+  return rows.length > 0;
+}
+
+/** Live customers of the workspace among `ids`. */
+export async function liveCustomers(sql: Sql, tenantId: string, ids: string[]): Promise<Set<string>> {
+  if (!ids.length) return new Set();
+  const rows = await sql<Array<{ id: string }>>`
+    SELECT id::text FROM customers WHERE tenant_id = ${tenantId} AND id = ANY(${ids}::uuid[]) AND deleted_at IS NULL`;
+  return new Set(rows.map((r) => r.id));
+}

@@ -1,0 +1,145 @@
+import { isUtf8 } from 'node:buffer';
+
+/**
+ * The JSON decoding every surface shares: UTF-8, JSON, then what the stores cannot hold, found
+ * once here and reported with its path so each surface answers it in its own shape. PostgreSQL's
+ * text and jsonb refuse U+0000 and unpaired surrogates; JSON.parse yields both from `\u` escapes
+ * (raw control characters are a syntax error, raw lone surrogates are not valid UTF-8), so bodies
+ * without a `\u` escape, nearly all of them, are never walked for text.
+ */
+
+/** Keys and indexes from the document root to a value. */
+export type JsonPath = Array<string | number>;
+
+export interface DecodeOptions {
+  /** Objects and arrays may nest this deep (the document is level 1); deeper is `too_deep`. */
+  maxDepth?: number;
+  /** Keys refused anywhere in the document (prototype pollution). */
+  forbiddenKeys?: ReadonlySet<string>;
+}
+
+export interface Finding {
+  kind: 'unstorable_text' | 'too_deep' | 'forbidden_key';
+  path: JsonPath;
+}
+
+/** A document that parsed but holds what no store takes. */
+type Refused<K extends Finding['kind']> = {
+  ok: false;
+  reason: K;
+  message: string;
+  /** Where: the string (a key counts as the last step), or the container nested too deep. */
+  path: JsonPath;
+  /** The parsed document, for surfaces that reject part of it and keep the rest. */
+  value: unknown;
+};
+
+export type Decoded =
+  | { ok: true; value: unknown }
+  | { ok: false; reason: 'not_utf8'; message: string }
+  | { ok: false; reason: 'syntax'; message: string; position?: number }
+  | Refused<'unstorable_text'>
+  | Refused<'too_deep'>
+  | Refused<'forbidden_key'>;
+
+/** Prefilter: a `\u0000` escape or a surrogate escape somewhere in the text. */
+const SUSPECT_ESCAPE = /\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})/;
+const FORBIDDEN_HINT = /"(?:__proto__|constructor|prototype)"/;
+
+export const UNSTORABLE_MESSAGE =
+  'contains a NUL character (\\u0000) or an unpaired UTF-16 surrogate, which cannot be stored';
+
+export function decodeJson(body: Buffer, opts: DecodeOptions = {}): Decoded {
+  if (!isUtf8(body)) return { ok: false, reason: 'not_utf8', message: 'not valid UTF-8' };
+  const text = body.toString('utf8');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    const message = String((err as Error).message);
+    const pos = /position (\d+)/.exec(message)?.[1];
+    return { ok: false, reason: 'syntax', message, position: pos === undefined ? undefined : Number(pos) };
+  }
+  const escapes = text.includes('\\u');
+  const suspect = escapes && SUSPECT_ESCAPE.test(text);
+  // A forbidden key may be spelled with escapes ("\u005f_proto__"): then the hint cannot rule it out.
+  const keys = opts.forbiddenKeys && (escapes || FORBIDDEN_HINT.test(text)) ? opts.forbiddenKeys : undefined;
+  if (!suspect && !keys && opts.maxDepth === undefined) return { ok: true, value };
+  const found = inspect(value, { text: suspect, forbiddenKeys: keys, maxDepth: opts.maxDepth });
+  if (!found) return { ok: true, value };
+  const message =
+    found.kind === 'unstorable_text'
+      ? UNSTORABLE_MESSAGE
+      : found.kind === 'too_deep'
+        ? `is nested deeper than ${opts.maxDepth} levels of objects and arrays (the body is level 1)`
+        : `uses the key "${found.path[found.path.length - 1]}", which is not allowed`;
+  return { ok: false, reason: found.kind, message, path: found.path, value } as Decoded;
+}
+
+/** A string PostgreSQL cannot store: U+0000 or an unpaired surrogate. */
+export const unstorable = (s: string): boolean => s.includes('\u0000') || !s.isWellFormed();
+
+interface Node {
+  value: unknown;
+  depth: number;
+  key: string | number;
+  parent: Node | undefined;
+}
+
+/** Paths are cut to this many steps: a deeper finding is reported at its ancestor that deep. */
+export const MAX_PATH_STEPS = 32;
+
+const pathOf = (n: Node | undefined, last?: string | number): JsonPath => {
+  const out: JsonPath = last === undefined ? [] : [last];
+  for (let p = n; p?.parent !== undefined; p = p.parent) out.push(p.key);
+  return out.reverse().slice(0, MAX_PATH_STEPS);
+};
+
+/**
+ * The first finding, or undefined; an object's keys are checked before its values. Iterative on
+ * purpose: a body within the size cap can nest far deeper than the call stack, and the depth
+ * limit must hold before anything recursive (JSON.stringify, a hash of the body) sees it.
+ */
+export function inspect(
+  root: unknown,
+  o: { text?: boolean; maxDepth?: number; forbiddenKeys?: ReadonlySet<string> },
+): Finding | undefined {
+  const pending: Node[] = [{ value: root, depth: 1, key: '', parent: undefined }];
+  while (pending.length > 0) {
+    const n = pending.pop()!;
+    const v = n.value;
+    if (typeof v === 'string') {
+      if (o.text && unstorable(v)) return { kind: 'unstorable_text', path: pathOf(n) };
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    if (o.maxDepth !== undefined && n.depth > o.maxDepth) return { kind: 'too_deep', path: pathOf(n) };
+    // Children go on the stack last-first so the walk meets them in document order.
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) {
+        const c = v[i];
+        if (c !== null && (typeof c === 'object' || (o.text && typeof c === 'string')))
+          pending.push({ value: c, depth: n.depth + 1, key: i, parent: n });
+      }
+      continue;
+    }
+    const keys = Object.keys(v);
+    for (const k of keys) {
+      if (o.forbiddenKeys?.has(k)) return { kind: 'forbidden_key', path: pathOf(n, k) };
+      if (o.text && unstorable(k)) return { kind: 'unstorable_text', path: pathOf(n, k) };
+    }
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const c = (v as Record<string, unknown>)[keys[i]];
+      if (c !== null && (typeof c === 'object' || (o.text && typeof c === 'string')))
+        pending.push({ value: c, depth: n.depth + 1, key: keys[i], parent: n });
+    }
+  }
+  return undefined;
+}
+
+/** A path as the problem+json `errors[].field` names it: `custom_fields.tier`, `events[3].properties`. */
+export function pathText(path: JsonPath): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out === '' ? p : `.${p}`;
+  return out;
+}

@@ -1,0 +1,107 @@
+import type { Logger } from '../../lib/logger.js';
+
+/** Scores some customers of one workspace at once; resolves with the ids it scored. */
+export type ScoreBatch = (tenantId: string, customerIds: string[]) => Promise<Set<string>>;
+
+export interface BatcherOptions {
+  /** Customers per calculation, at most (at most store.ts's CHUNK, so that one statement stores them). */
+  maxBatch: number;
+  /** How long a request waits for others when its workspace is idle, in ms. */
+  windowMs: number;
+}
+
+interface Waiter {
+  customerId: string;
+  resolve: (scored: boolean) => void;
+  reject: (err: unknown) => void;
+}
+
+interface Lane {
+  waiting: Waiter[];
+  running: boolean;
+  timer?: NodeJS.Timeout;
+}
+
+/**
+ * Single-flight batching of on-demand recalculations, per workspace: 20 callers recalculating
+ * customers of one workspace would otherwise run 20 sets of ClickHouse queries and 20 PostgreSQL
+ * transactions, queueing on the same few cores. Here:
+ * - a request for an idle workspace waits `windowMs` for others, then one calculation takes all
+ *   the requests that arrived (up to `maxBatch` customers);
+ * - requests arriving while a calculation of their workspace runs wait for it to end and go into
+ *   the next one, never into the running one: its queries may already have read the rollups, and
+ *   a recalculation must see the events queryable when it was asked for;
+ * - one workspace has at most one calculation in flight; workspaces do not wait for each other;
+ * - requests for the same customer in one batch share its calculation (the store statement takes
+ *   each customer once);
+ * - a failed calculation fails each of its requests, and the next batch runs as usual.
+ */
+export class RecalculateBatcher {
+  private lanes = new Map<string, Lane>();
+  private pending = 0;
+
+  constructor(
+    private readonly score: ScoreBatch,
+    private readonly log: Logger,
+    private readonly o: BatcherOptions,
+  ) {}
+
+  /** Requests accepted and not yet answered. */
+  get size(): number {
+    return this.pending;
+  }
+
+  /** Resolves true once the customer's score is stored, false for a customer it could not score. */
+  recalculate(tenantId: string, customerId: string): Promise<boolean> {
+    let lane = this.lanes.get(tenantId);
+    if (!lane) {
+      lane = { waiting: [], running: false };
+      this.lanes.set(tenantId, lane);
+    }
+    const l = lane;
+    this.pending++;
+    const p = new Promise<boolean>((resolve, reject) => l.waiting.push({ customerId, resolve, reject }));
+    if (!l.running && !l.timer) l.timer = setTimeout(() => this.next(tenantId, l), this.o.windowMs);
+    return p.finally(() => this.pending--);
+  }
+
+  private next(tenantId: string, lane: Lane): void {
+    lane.timer = undefined;
+    if (!lane.waiting.length) {
+      this.lanes.delete(tenantId);
+      return;
+    }
+    const batch = this.take(lane);
+    lane.running = true;
+    const ids = [...new Set(batch.map((w) => w.customerId))];
+    const t0 = performance.now();
+    this.score(tenantId, ids)
+      .then(
+        (scored) => {
+          for (const w of batch) w.resolve(scored.has(w.customerId));
+          const ms = Math.round(performance.now() - t0);
+          this.log.debug({ tenantId, requests: batch.length, customers: ids.length, ms }, 'health recalculation batch');
+        },
+        (err: unknown) => {
+          this.log.error({ err, tenantId, customers: ids.length }, 'health recalculation batch failed');
+          for (const w of batch) w.reject(err);
+        },
+      )
+      .finally(() => {
+        lane.running = false;
+        this.next(tenantId, lane);
+      });
+  }
+
+  /** The oldest waiting requests covering at most maxBatch distinct customers. */
+  private take(lane: Lane): Waiter[] {
+    const ids = new Set<string>();
+    let n = 0;
+    for (; n < lane.waiting.length; n++) {
+      const id = lane.waiting[n].customerId;
+      if (!ids.has(id) && ids.size >= this.o.maxBatch) break;
+      ids.add(id);
+    }
+    return lane.waiting.splice(0, n);
+  }
+}

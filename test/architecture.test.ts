@@ -1,0 +1,183 @@
+import fs from 'node:fs';
+import { builtinModules } from 'node:module';
+import path from 'node:path';
+import t from 'tap';
+import { ROOT } from '../lib/stack.js';
+
+/**
+ * The shape of the code, checked on the source tree (no server): the three tiers never import one
+ * another, schemas/ and lib/ stay at the bottom, configuration is read from the environment only
+ * by entry points, and our modules have no import cycles. Each failure names the file and the import.
+ */
+
+const FOLDERS = ['schemas', 'lib', 'ingest', 'core-api', 'processors', 'infra', 'bench', 'test'];
+const TIERS = new Set(['ingest', 'core-api', 'processors']);
+const SCHEMA_PACKAGES = new Set(['typebox', 'ajv', 'ajv-formats']);
+const BUILTINS = new Set(builtinModules);
+
+interface Import {
+  spec: string;
+  line: number;
+  /** `import type` / `export type`: erased at build time, so no runtime dependency. */
+  typeOnly: boolean;
+  /** Repository-relative path of the module for a relative import; undefined for a package. */
+  target?: string;
+  /** Package name (`@scope/name`, `node:` for built-ins) for a bare import. */
+  pkg?: string;
+}
+
+function sourceFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const e of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
+    const rel = `${dir}/${e.name}`;
+    if (e.isDirectory() && e.name !== 'node_modules') out.push(...sourceFiles(rel));
+    else if (e.isFile() && e.name.endsWith('.ts')) out.push(rel);
+  }
+  return out;
+}
+
+const lineAt = (text: string, index: number) => text.slice(0, index).split('\n').length;
+
+function packageOf(spec: string): string {
+  if (spec.startsWith('node:') || BUILTINS.has(spec.split('/')[0])) return 'node:';
+  const parts = spec.split('/');
+  return spec.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+}
+
+function resolve(file: string, spec: string): string {
+  const abs = path.join(path.dirname(file), spec);
+  const ts = abs.replace(/\.js$/, '.ts');
+  return fs.existsSync(path.join(ROOT, ts)) ? ts : abs;
+}
+
+function importsOf(file: string, text: string): Import[] {
+  const found: Array<{ spec: string; index: number; typeOnly: boolean }> = [];
+  // Static imports and re-exports start a line once formatted.
+  const clause = String.raw`(?:[\w$]+\s*,\s*)?(?:\{[^}]*\}|\*(?:\s+as\s+[\w$]+)?|[\w$]+)`;
+  const statement = new RegExp(String.raw`^(?:import|export)(\s+type)?\s+${clause}\s*from\s*['"]([^'"]+)['"]`, 'gm');
+  for (const m of text.matchAll(statement)) found.push({ spec: m[2], index: m.index, typeOnly: Boolean(m[1]) });
+  for (const m of text.matchAll(/^import\s*['"]([^'"]+)['"]/gm))
+    found.push({ spec: m[1], index: m.index, typeOnly: false });
+  for (const m of text.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g))
+    found.push({ spec: m[1], index: m.index, typeOnly: false });
+  return found.map(({ spec, index, typeOnly }) => {
+    const line = lineAt(text, index);
+    return spec.startsWith('.')
+      ? { spec, line, typeOnly, target: resolve(file, spec) }
+      : { spec, line, typeOnly, pkg: packageOf(spec) };
+  });
+}
+
+const files = FOLDERS.filter((d) => fs.existsSync(path.join(ROOT, d))).flatMap(sourceFiles);
+const texts = new Map(files.map((f) => [f, fs.readFileSync(path.join(ROOT, f), 'utf8')]));
+const graph = new Map(files.map((f) => [f, importsOf(f, texts.get(f)!)]));
+const folderOf = (f: string) => f.split('/')[0];
+const show = (file: string, i: Import) =>
+  `${file}:${i.line} imports '${i.spec}'${i.target && i.target !== i.spec ? ` (${i.target})` : ''}`;
+
+/** Why `file` may not import `i`, or undefined when it may. */
+function forbidden(file: string, i: Import): string | undefined {
+  const from = folderOf(file);
+  const to = i.target ? folderOf(i.target) : undefined;
+  if (i.target && !fs.existsSync(path.join(ROOT, i.target))) return 'which does not exist';
+  if (TIERS.has(from) && to !== undefined && to !== from && to !== 'schemas' && to !== 'lib')
+    return `${from}/ may import only schemas/, lib/ and ${from}/`;
+  if (from === 'infra' && to === 'core-api') return 'infra/ must not import core-api/ (shared code lives in lib/)';
+  if (from === 'schemas' && to !== undefined && to !== 'schemas') return 'schemas/ may import only schemas/';
+  if (from === 'schemas' && i.pkg !== undefined && !SCHEMA_PACKAGES.has(i.pkg))
+    return `schemas/ may import only the packages ${[...SCHEMA_PACKAGES].join(', ')}`;
+  if (from === 'lib' && to !== undefined && to !== 'lib' && to !== 'schemas')
+    return 'lib/ may import only schemas/, lib/ and packages';
+  return undefined;
+}
+
+/** Entry points, which alone turn the environment into configuration (STYLE.md, Configuration). */
+function mayReadEnv(file: string): boolean {
+  const parts = file.split('/');
+  return (
+    path.basename(file) === 'main.ts' ||
+    file.startsWith('core-api/bin/') ||
+    (parts[0] === 'infra' && parts.length === 2) ||
+    parts[0] === 'bench' ||
+    parts[0] === 'test'
+  );
+}
+
+const ENV = /\bprocess\s*(\.\s*env\b|\[\s*['"]env['"]\s*\])|\{\s*env\b[^}]*\}\s*=\s*process\b/;
+
+t.test('the scanner sees the tree and its imports', async (t) => {
+  t.ok(files.length > 100, `${files.length} source files`);
+  const main = graph.get('ingest/main.ts') ?? [];
+  t.ok(
+    main.some((i) => i.target === 'lib/config.ts'),
+    'ingest/main.ts imports lib/config.ts',
+  );
+  t.ok(
+    main.some((i) => i.pkg === 'node:' || i.pkg === 'nats' || i.pkg === 'typebox'),
+    'package imports are recognised',
+  );
+  // Written in two pieces so that this file's own scan does not take the dynamic import for real.
+  const source = "import {\n  a,\n  type B,\n} from '../core-api/y.js';\nawait imp" + "ort('./z.js');\n";
+  const probe = importsOf('ingest/x.ts', source);
+  t.same(
+    probe.map((i) => [i.target, i.line]),
+    [
+      ['core-api/y.js', 1],
+      ['ingest/z.js', 5],
+    ],
+    'multi-line and dynamic imports are found',
+  );
+});
+
+t.test('tiers import only schemas/, lib/ and their own folder; lower layers stay below', async (t) => {
+  let violations = 0;
+  for (const [file, imports] of graph) {
+    for (const i of imports) {
+      const why = forbidden(file, i);
+      if (why === undefined) continue;
+      violations++;
+      t.fail(`${show(file, i)}: ${why}`);
+    }
+  }
+  if (violations === 0) t.pass(`${files.length} files, no forbidden import`);
+});
+
+t.test('process.env is read only by entry points (main.ts, CLIs, bench/, test/)', async (t) => {
+  let violations = 0;
+  for (const [file, text] of texts) {
+    if (mayReadEnv(file)) continue;
+    text.split('\n').forEach((line, n) => {
+      const code = line.trim();
+      if (code.startsWith('//') || code.startsWith('*') || code.startsWith('/*') || !ENV.test(code)) return;
+      violations++;
+      t.fail(`${file}:${n + 1} reads process.env (${code.slice(0, 80)}): take the value as a parameter from the main`);
+    });
+  }
+  if (violations === 0) t.pass('only entry points read the environment');
+});
+
+t.test('our modules have no import cycles', async (t) => {
+  // Type-only imports are erased at build time and cannot make a cycle at load time.
+  const edges = new Map(
+    [...graph].map(([f, imports]) => [
+      f,
+      [...new Set(imports.filter((i) => !i.typeOnly && i.target && graph.has(i.target)).map((i) => i.target!))],
+    ]),
+  );
+  const state = new Map<string, 'open' | 'done'>();
+  const stack: string[] = [];
+  const cycles: string[] = [];
+  const visit = (f: string) => {
+    state.set(f, 'open');
+    stack.push(f);
+    for (const next of edges.get(f) ?? []) {
+      if (state.get(next) === 'open') cycles.push([...stack.slice(stack.indexOf(next)), next].join(' → '));
+      else if (!state.has(next)) visit(next);
+    }
+    stack.pop();
+    state.set(f, 'done');
+  };
+  for (const f of edges.keys()) if (!state.has(f)) visit(f);
+  for (const c of cycles) t.fail(`import cycle: ${c}`);
+  if (cycles.length === 0) t.pass(`${edges.size} modules, no cycle`);
+});

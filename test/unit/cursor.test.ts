@@ -1,0 +1,56 @@
+import t from 'tap';
+import { decodeCursor, encodeCursor, page } from '../../core-api/http/cursor.js';
+import { ApiError } from '../../core-api/http/errors.js';
+
+// Keyset pagination: next_cursor takes a client to the next page; anything else is a 400, never a 500.
+
+const ID = '0190a000-0000-7000-8000-000000000001';
+const raw = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+
+t.test('a cursor decodes to the position it was made from', async (t) => {
+  for (const ts of ['2026-05-01 12:00:00.123456+00', '2026-05-01 12:00:00+05:30', '2024-02-29 23:59:59-03'])
+    t.same(decodeCursor(encodeCursor({ t: ts, id: ID })), { t: ts, id: ID }, ts);
+  t.equal(decodeCursor(undefined), null, 'no cursor: the first page');
+});
+
+t.test('anything not produced by the API is 400 invalid_cursor', async (t) => {
+  const bad = [
+    '',
+    'not-base64!',
+    raw({ t: '2026-05-01 12:00:00+00', id: ID }),
+    raw(['2026-05-01 12:00:00+00']),
+    raw(['2026-05-01 12:00:00+00', ID, 'x']),
+    raw(['2026-13-01 12:00:00+00', ID]),
+    raw(['2026-02-30 12:00:00+00', ID]),
+    raw(['2026-05-01 25:00:00+00', ID]),
+    raw(['2026-05-01T12:00:00Z', ID]),
+    raw(['2026-05-01 12:00:00+00', 'not-a-uuid']),
+    raw(['2026-05-01 12:00:00+00', 42]),
+  ];
+  for (const cursor of bad) {
+    let caught: unknown;
+    try {
+      decodeCursor(cursor);
+    } catch (err) {
+      caught = err;
+    }
+    t.ok(caught instanceof ApiError, JSON.stringify(cursor));
+    t.match(caught, { status: 400, code: 'invalid_cursor', errors: [{ field: 'cursor', code: 'invalid_cursor' }] });
+  }
+});
+
+t.test('page: limit+1 rows mean a next page, whose cursor is the last row shown', async (t) => {
+  const rows = [1, 2, 3].map((i) => ({ cursor_ts: `2026-05-01 12:00:0${i}+00`, id: ID.replace(/1$/, String(i)) }));
+  const p = page(rows, 2, (r) => r.id);
+  t.same(p.data, [rows[0].id, rows[1].id]);
+  t.equal(p.has_more, true);
+  t.same(decodeCursor(p.next_cursor!), { t: rows[1].cursor_ts, id: rows[1].id });
+  t.same(
+    page(rows.slice(0, 2), 2, (r) => r.id),
+    { data: [rows[0].id, rows[1].id], next_cursor: null, has_more: false },
+  );
+  t.same(
+    page([], 2, (r) => r),
+    { data: [], next_cursor: null, has_more: false },
+  );
+});

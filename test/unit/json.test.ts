@@ -1,0 +1,76 @@
+import t from 'tap';
+import { decodeJson, pathText, unstorable } from '../../lib/json.js';
+
+// The decoding step of every JSON body: what the surfaces answer instead of a 500 from a store.
+
+const decode = (text: string | Buffer, opts?: Parameters<typeof decodeJson>[1]) =>
+  decodeJson(typeof text === 'string' ? Buffer.from(text) : text, opts);
+const nested = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
+
+t.test('valid JSON decodes to its value', async (t) => {
+  t.same(decode('{"a":[1,"x",{"b":null}]}'), { ok: true, value: { a: [1, 'x', { b: null }] } });
+  t.same(decode('"\\ud83d\\ude00"'), { ok: true, value: '😀' }, 'a surrogate pair is one character');
+});
+
+t.test('bytes that are not UTF-8 are refused before parsing', async (t) => {
+  t.match(decode(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d])), {
+    ok: false,
+    reason: 'not_utf8',
+  });
+  t.match(
+    decode(Buffer.from([0x22, 0xed, 0xa0, 0x80, 0x22])),
+    { ok: false, reason: 'not_utf8' },
+    'a lone surrogate encoded as bytes',
+  );
+  t.match(decode(Buffer.from([0x22, 0xc0, 0xaf, 0x22])), { ok: false, reason: 'not_utf8' }, 'an overlong encoding');
+});
+
+t.test('syntax errors carry the position', async (t) => {
+  const d = decode('{"a": 1,}');
+  t.match(d, { ok: false, reason: 'syntax' });
+  if (!d.ok && d.reason === 'syntax') t.equal(typeof d.position, 'number');
+  t.match(decode(''), { ok: false, reason: 'syntax' });
+});
+
+t.test('text no store can hold is found, with its path, in values and keys', async (t) => {
+  t.match(decode('{"events":[{"name":"ok"},{"name":"a\\ud800b"}]}'), {
+    ok: false,
+    reason: 'unstorable_text',
+    path: ['events', 1, 'name'],
+  });
+  t.match(decode('{"props":{"x\\u0000":1}}'), { ok: false, reason: 'unstorable_text', path: ['props', 'x\u0000'] });
+  t.match(decode('["\\udc00"]'), { ok: false, reason: 'unstorable_text', path: [0] }, 'a lone low surrogate');
+  const d = decode('{"keep":1,"bad":"\\u0000"}');
+  t.match(d, { ok: false, value: { keep: 1 } }, 'the parsed document comes along for partial acceptance');
+  t.same(decode('{"a":"\\u00e9\\u0001"}'), { ok: true, value: { a: 'é\u0001' } }, 'other escapes are fine');
+  t.ok(unstorable('\ud800') && unstorable('\u0000') && !unstorable('😀'));
+});
+
+t.test('depth: the body is level 1; deeper than maxDepth is too_deep, without a stack overflow', async (t) => {
+  t.match(decode(nested(32), { maxDepth: 32 }), { ok: true });
+  t.match(decode(nested(33), { maxDepth: 32 }), { ok: false, reason: 'too_deep' });
+  const d = decode(`{"a":${nested(200_000)}}`, { maxDepth: 32 });
+  t.match(d, { ok: false, reason: 'too_deep' });
+  if (!d.ok && d.reason === 'too_deep') t.equal(d.path.length, 32, 'the path stops at the limit');
+  t.match(decode('{"a":{"b":[{"c":{}}]}}', { maxDepth: 4 }), {
+    ok: false,
+    reason: 'too_deep',
+    path: ['a', 'b', 0, 'c'],
+  });
+});
+
+t.test('forbidden keys are found anywhere', async (t) => {
+  const forbiddenKeys = new Set(['__proto__', 'constructor', 'prototype']);
+  t.match(decode('{"a":[{"__proto__":{"x":1}}]}', { forbiddenKeys }), {
+    ok: false,
+    reason: 'forbidden_key',
+    path: ['a', 0, '__proto__'],
+  });
+  t.match(decode('{"a":"__proto__"}', { forbiddenKeys }), { ok: true }, 'as a value it is just text');
+});
+
+t.test('pathText writes paths as errors[].field names them', async (t) => {
+  t.equal(pathText(['events', 3, 'properties', 'tier']), 'events[3].properties.tier');
+  t.equal(pathText([0, 'a']), '[0].a');
+  t.equal(pathText([]), '');
+});
