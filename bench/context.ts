@@ -7,7 +7,7 @@ import type { BenchTenant, WorkloadOptions } from './workload.js';
 
 export interface BenchOptions {
   profile: 'dev' | 'test';
-  only: Set<'ceilings' | 'ingest' | 'events-b' | 'e2e' | 'outage' | 'health'>;
+  only: Set<'ceilings' | 'ingest' | 'events-b' | 'e2e' | 'outage' | 'health' | 'metrics'>;
   /** Seconds per scenario (ceilings, ingest at full load, ingest at half load). */
   durationS: number;
   /** Seconds of the sustained end-to-end scenario. */
@@ -35,6 +35,13 @@ export interface BenchOptions {
   /** Concurrent callers of POST …/health/recalculate, and requests each. */
   healthCallers: number;
   healthRequests: number;
+  /** Customers and events of the metrics scenario's workspace, and its number of metrics. */
+  metricsCustomers: number;
+  metricsEvents: number;
+  metricsCount: number;
+  /** POST /v1/metrics/test requests in all, and concurrent callers. */
+  metricsTestRequests: number;
+  metricsTestCallers: number;
 }
 
 export interface BenchContext {

@@ -9,6 +9,7 @@ import { ceilings } from './ceilings.js';
 import type { BenchContext, BenchOptions } from './context.js';
 import { e2eScenario } from './e2e.js';
 import { healthScenario } from './health.js';
+import { metricsScenario } from './metrics.js';
 import { ingestScenario } from './ingest-scenario.js';
 import { outageScenario } from './outage.js';
 import { machine, rows, table, writeResults, type Section, type Stored } from './report.js';
@@ -30,9 +31,10 @@ import type { BenchTenant } from './workload.js';
 /**
  * npm run bench [-- --only ceilings,ingest,events-b,e2e,outage] [--duration S] [--e2e-duration S] [--e2e-rate N]
  *   [--outage-events N] [--connections N] [--profile dev|test] [--health-customers N] [--health-events N]
+ *   [--metrics-customers N] [--metrics-events N] [--metrics-count N] [--metrics-test-requests N]
  * Every option also reads from BENCH_<NAME> (e.g. BENCH_DURATION=30, BENCH_PROFILE=test).
  */
-const SCENARIOS = ['ceilings', 'ingest', 'events-b', 'e2e', 'outage', 'health'] as const;
+const SCENARIOS = ['ceilings', 'ingest', 'events-b', 'e2e', 'outage', 'health', 'metrics'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 function options(): BenchOptions {
@@ -56,6 +58,11 @@ function options(): BenchOptions {
       'health-events': { type: 'string' },
       'health-callers': { type: 'string' },
       'health-requests': { type: 'string' },
+      'metrics-customers': { type: 'string' },
+      'metrics-events': { type: 'string' },
+      'metrics-count': { type: 'string' },
+      'metrics-test-requests': { type: 'string' },
+      'metrics-test-callers': { type: 'string' },
     },
   });
   const get = (name: keyof typeof values) =>
@@ -97,6 +104,11 @@ function options(): BenchOptions {
     healthEvents: num('health-events', 20_000_000),
     healthCallers: num('health-callers', 20),
     healthRequests: num('health-requests', 50),
+    metricsCustomers: num('metrics-customers', 100_000),
+    metricsEvents: num('metrics-events', 20_000_000),
+    metricsCount: num('metrics-count', 50),
+    metricsTestRequests: num('metrics-test-requests', 200),
+    metricsTestCallers: num('metrics-test-callers', 4),
   };
 }
 
@@ -167,8 +179,10 @@ async function main(): Promise<void> {
   say(`profile ${profile.name}; scenarios ${[...o.only].join(', ')}`);
   await stackUp(profile);
   snapshotDist();
-  // The health scenario makes its own workspace; the others share these.
-  const tenants = [...o.only].some((s) => s !== 'health') ? await workspaces(o, env, urls.DATABASE_URL) : [];
+  // The health and metrics scenarios make their own workspaces; the others share these.
+  const tenants = [...o.only].some((s) => s !== 'health' && s !== 'metrics')
+    ? await workspaces(o, env, urls.DATABASE_URL)
+    : [];
   if (tenants.length) say(`${tenants.length} workspaces with ${o.customers} customers each`);
   const nc = await connect({ servers: urls.NATS_URL, name: 'bench-run' });
   const ch = new ClickHouse(urls.CLICKHOUSE_URL);
@@ -227,6 +241,7 @@ async function main(): Promise<void> {
     await attempt('e2e', async () => void (stored.e2e = section(await e2eScenario(ctx))));
     await attempt('outage', async () => void (stored.outage = section(await outageScenario(ctx))));
     await attempt('health', async () => void (stored.health = section(await healthScenario(ctx))));
+    await attempt('metrics', async () => void (stored.metrics = section(await metricsScenario(ctx))));
   } finally {
     await nc.close();
   }

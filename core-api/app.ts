@@ -9,12 +9,12 @@ import type { HealthHistory } from './health/history.js';
 import type { Recalculator } from './health/recalculate.js';
 import { healthRoutes } from './health/routes.js';
 import { json } from './http/context.js';
-import { ERRORS, type ErrorCode } from './http/errors.js';
-import { ERROR_DOCS } from './http/problem.js';
+import { ERRORS } from '../lib/problem.js';
 import type { Route } from './http/router.js';
 import type { PlanLimits } from './http/limits.js';
 import { jobRoutes } from './jobs/routes.js';
 import type { ClickHouseReader } from './clickhouse.js';
+import type { MaterializeClient } from './metrics/materialize.js';
 import { metricsRoutes } from './metrics/routes.js';
 import type { JobRunner } from './jobs/runner.js';
 import { oauthRoutes } from './oauth/routes.js';
@@ -31,6 +31,7 @@ export interface AppDeps extends Deps {
   recalculator: Recalculator;
   clickhouse: ClickHouseReader;
   metricsQueryTimeoutMs: number;
+  materializeClient: MaterializeClient;
 }
 
 const TAGS = [
@@ -95,9 +96,6 @@ export function buildRoutes(d: AppDeps): Route[] {
 }
 
 export function openApiDocument(routes: Route[], d: Pick<AppDeps, 'baseUrl' | 'limits'>): Record<string, unknown> {
-  const errorCodes = Object.fromEntries(
-    (Object.keys(ERRORS) as ErrorCode[]).map((k) => [k, [ERRORS[k][0], ERRORS[k][1], ERROR_DOCS[k]] as const]),
-  );
   const description = [
     'Core API of the customer-success platform. Every path starts with `/v1/`; every error is `application/problem+json` (RFC 7807) with `type`, `title`, `status`, `detail`, `instance`, `trace_id` and, for validation errors, `errors[]` (`field`, `code`, `message`).',
     `Rate limits per workspace (default plan figures): reads ${d.limits.reads_per_min}/min, writes ${d.limits.writes_per_min}/min, bulk imports ${d.limits.bulk_imports_per_hour}/hour; every authenticated response carries X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (unix seconds); 429 carries Retry-After.`,
@@ -109,7 +107,7 @@ export function openApiDocument(routes: Route[], d: Pick<AppDeps, 'baseUrl' | 'l
     description,
     baseUrl: d.baseUrl,
     scopes: SCOPE_DESCRIPTIONS,
-    errorCodes,
+    errorCodes: ERRORS,
     problem: Problem,
     tags: TAGS,
   });

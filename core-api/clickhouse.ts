@@ -1,5 +1,5 @@
 import type { Logger } from '../lib/logger.js';
-import { ApiError } from './http/errors.js';
+import { ApiError } from '../lib/problem.js';
 
 /** ClickHouse errors that pass: overload, memory, timeouts, cancelled queries. */
 const TRANSIENT_CH_CODES = new Set([159, 160, 202, 209, 210, 241, 394]);

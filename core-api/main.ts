@@ -19,6 +19,7 @@ import { mount } from './http/server.js';
 import { ClickHouseReader } from './clickhouse.js';
 import { HealthHistory } from './health/history.js';
 import { Recalculator } from './health/recalculate.js';
+import { MaterializeClient } from './metrics/materialize.js';
 import { JobRunner } from './jobs/runner.js';
 import { coreSubjects, Notifier } from './notify.js';
 
@@ -75,6 +76,12 @@ export const CoreApiConfig = Type.Object({
     minimum: 100,
     default: 10_000,
     description: 'Timeout of a metric test query (POST /v1/metrics/test); past it the answer is 503.',
+  }),
+  METRICS_MATERIALIZE_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    default: 30_000,
+    description:
+      'How long POST /v1/metrics/{id}/materialize waits for the processors before 503 materializer_unavailable.',
   }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
@@ -151,6 +158,7 @@ async function serve(): Promise<void> {
     recalculator,
     clickhouse,
     metricsQueryTimeoutMs: cfg.METRICS_QUERY_TIMEOUT_MS,
+    materializeClient: new MaterializeClient(nc, cfg.METRICS_MATERIALIZE_TIMEOUT_MS, log.child({ mod: 'metrics' })),
   });
 
   let dbOk = true;

@@ -1,6 +1,6 @@
 import type { Logger } from '../lib/logger.js';
 import { uuidv7 } from '../lib/ids.js';
-import { decodeJson } from '../lib/json.js';
+import { decodeJson, isJsonContentType } from '../lib/json.js';
 import { subjects } from '../lib/nats.js';
 import type { SharedRateLimiter } from '../lib/rate-limit.js';
 import {
@@ -18,7 +18,7 @@ import {
 import { compile } from '../schemas/ajv.js';
 import { BillingBatch, UsageBatchA, type BillingEvent, type UsageEventA } from '../schemas/ingest.js';
 import { prepareBilling } from './billing.js';
-import { bodyProblem, fromAjv, IngestError, unprocessable } from './errors.js';
+import { type Answer, answer, answerError, bodyProblem, fromAjv, IngestError, unprocessable } from './errors.js';
 import type { IngestionKeys, Org } from './keys.js';
 import type { IngestMetrics } from './metrics.js';
 import type { Publisher } from './publisher.js';
@@ -48,7 +48,6 @@ export interface IngestDeps {
 
 const usageBatch = compile(UsageBatchA);
 const billingBatch = compile(BillingBatch);
-const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
 type Kind = 'usage' | 'billing';
 
@@ -104,66 +103,29 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     metrics.observe(c.kind, status, performance.now() - c.started);
   };
 
+  const respond = (c: Ctx, a: Answer, close = false) => send(c, a.status, a.body, a.headers, close);
+
   const fail = (c: Ctx, err: unknown) => {
-    if (err instanceof IngestError) {
-      switch (err.status) {
-        case 401:
-          return send(c, 401, { detail: err.message });
-        case 413:
-          return send(c, 413, { detail: err.details });
-        case 422:
-          return send(c, 422, { detail: err.details });
-        case 429:
-          return send(
-            c,
-            429,
-            {
-              detail: {
-                type: err.code ?? 'rate_limited',
-                title: err.code ? 'Daily Event Quota Exceeded' : 'Too Many Requests',
-                status: 429,
-                detail: err.message,
-                retry_after: err.retryAfter,
-              },
-            },
-            [['Retry-After', String(err.retryAfter)]],
-          );
-        case 503:
-          log.error({ trace_id: c.traceId, err: err.message }, 'batch refused');
-          return send(
-            c,
-            503,
-            {
-              type: 'service_unavailable',
-              title: 'Service Unavailable',
-              status: 503,
-              detail: `${err.message}; no event of this request was stored. Retry later.`,
-            },
-            [['Retry-After', String(err.retryAfter || 5)]],
-          );
-      }
+    if (!(err instanceof IngestError) || err.code === 'internal_error') {
+      log.error({ trace_id: c.traceId, err }, 'ingestion failed');
+      return respond(c, answer('internal_error', ''));
     }
-    log.error({ trace_id: c.traceId, err }, 'ingestion failed');
-    send(c, 500, {
-      type: 'internal_error',
-      title: 'Internal Server Error',
-      status: 500,
-      detail: 'No event of this request was stored. Retry with backoff.',
-    });
+    if (err.code === 'service_unavailable') log.error({ trace_id: c.traceId, err: err.message }, 'batch refused');
+    respond(c, answerError(err));
   };
 
   async function authenticate(head: RequestHead): Promise<Org> {
     const key = head.headers['x-api-key'];
-    if (key === undefined || key === '') throw new IngestError(401, 'Missing X-API-Key header');
+    if (key === undefined || key === '') throw new IngestError('unauthenticated', 'Missing X-API-Key header');
     const { hash, org } = deps.keys.peek(key.trim());
     const found = org === undefined ? await deps.keys.fetch(hash) : org;
-    if (!found) throw new IngestError(401, 'Invalid API key');
+    if (!found) throw new IngestError('unauthenticated', 'Invalid API key');
     return found;
   }
 
   function parse(head: RequestHead, body: Buffer, v: typeof usageBatch | typeof billingBatch): unknown {
     const ct = head.headers['content-type'];
-    if (ct === undefined || !JSON_TYPE.test(ct)) {
+    if (!isJsonContentType(ct)) {
       throw unprocessable([
         {
           type: 'content_type_invalid',
@@ -196,7 +158,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     const rl = await deps.limiter.take(org.tenantId, 'ingest_a', opts.requestsPerMinute, 60_000);
     if (!rl.ok)
       throw new IngestError(
-        429,
+        'rate_limited',
         `Rate limit of ${opts.requestsPerMinute} requests per minute exceeded for this organization`,
         [],
         rl.retryAfter,
@@ -217,11 +179,10 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
         const d = await quota;
         if (!d.ok)
           throw new IngestError(
-            429,
+            'daily_quota_exceeded',
             `Daily event quota of ${d.limit} events for the ${org.plan} plan is used up; it resets at 00:00 UTC`,
             [],
             d.retryAfter,
-            'daily_quota_exceeded',
           );
       }
       if (p.accepted > 0) {
@@ -268,7 +229,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     });
     const head = readHeadFast(req);
     if (head.framing) {
-      send(c, 400, { detail: head.framing }, [], true);
+      respond(c, answer('invalid_framing', head.framing), true);
       return;
     }
     traffic.inflight++;
@@ -277,7 +238,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
       const run = err
         ? Promise.reject(
             err.kind === 'too_large'
-              ? new IngestError(413, err.message, [
+              ? new IngestError('payload_too_large', err.message, [
                   {
                     type: 'payload_too_large',
                     loc: ['body'],
@@ -289,7 +250,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
           )
         : release
           ? handle(c, head, body)
-          : Promise.reject(new IngestError(503, 'The server is busy', [], 1));
+          : Promise.reject(new IngestError('service_unavailable', 'The server is busy', [], 1));
       run
         .catch((e: unknown) => fail(c, e))
         .finally(() => {
@@ -303,17 +264,19 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     const traceId = uuidv7();
     const url = req.getUrl();
     const found = url === '/v1/ingest/events' || url === '/v1/ingest/billing-events';
+    const a = found ? answer('method_not_allowed', 'Method Not Allowed') : answer('not_found', 'Not Found');
     const headers: Array<[string, string]> = [
       ['Content-Type', 'application/json'],
       ['X-Trace-Id', traceId],
+      ...a.headers,
     ];
     if (found) headers.push(['Allow', 'POST']);
     reply(
       res,
       { aborted: false, head: methodOf(req) === 'HEAD' },
-      found ? STATUS_TEXT[405] : STATUS_TEXT[404],
+      STATUS_TEXT[a.status],
       headers,
-      JSON.stringify({ detail: found ? 'Method Not Allowed' : 'Not Found' }),
+      JSON.stringify(a.body),
       true,
     );
   };

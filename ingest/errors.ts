@@ -8,20 +8,99 @@ export interface Detail {
   input: unknown;
 }
 
-/** A failure that answers the whole request; turned into SPEC.md's surface-A shapes in one place (app.ts). */
+/**
+ * Surface A's error catalogue: every answer other than 202 that surface A gives, by code: its
+ * status, its title and its wire shape (SPEC.md's shapes, kept byte for byte):
+ * - `message`: `{"detail": "<message>"}`;
+ * - `details`: `{"detail": [{type, loc, msg, input}, …]}`, Pydantic style;
+ * - `nested_problem`: `{"detail": {type, title, status, detail, retry_after}}` with Retry-After;
+ * - `problem`: `{type, title, status, detail}`, the detail written for the client (`clientDetail`).
+ * `retryAfter` is the Retry-After sent when the error carries none; without it, no header.
+ */
+export const SURFACE_A_ERRORS = {
+  invalid_framing: { status: 400, title: 'Bad Request', shape: 'message' },
+  unauthenticated: { status: 401, title: 'Unauthorized', shape: 'message' },
+  not_found: { status: 404, title: 'Not Found', shape: 'message' },
+  method_not_allowed: { status: 405, title: 'Method Not Allowed', shape: 'message' },
+  payload_too_large: { status: 413, title: 'Payload Too Large', shape: 'details' },
+  validation_failed: { status: 422, title: 'Unprocessable Entity', shape: 'details' },
+  rate_limited: { status: 429, title: 'Too Many Requests', shape: 'nested_problem', retryAfter: 0 },
+  daily_quota_exceeded: { status: 429, title: 'Daily Event Quota Exceeded', shape: 'nested_problem', retryAfter: 0 },
+  // The message may name internals (a NATS error): the client gets a fixed text.
+  internal_error: {
+    status: 500,
+    title: 'Internal Server Error',
+    shape: 'problem',
+    clientDetail: () => 'No event of this request was stored. Retry with backoff.',
+  },
+  service_unavailable: {
+    status: 503,
+    title: 'Service Unavailable',
+    shape: 'problem',
+    retryAfter: 5,
+    clientDetail: (message: string) => `${message}; no event of this request was stored. Retry later.`,
+  },
+} as const satisfies Record<string, SurfaceAError>;
+
+interface SurfaceAError {
+  status: number;
+  title: string;
+  shape: 'message' | 'details' | 'nested_problem' | 'problem';
+  retryAfter?: number;
+  clientDetail?: (message: string) => string;
+}
+
+export type SurfaceACode = keyof typeof SURFACE_A_ERRORS;
+
+/** A failure that answers the whole request; `answer` turns it into its wire shape. */
 export class IngestError extends Error {
+  readonly status: number;
   constructor(
-    readonly status: 401 | 413 | 422 | 429 | 500 | 503,
+    readonly code: SurfaceACode,
     message: string,
     readonly details: Detail[] = [],
     readonly retryAfter = 0,
-    readonly code?: 'daily_quota_exceeded',
   ) {
     super(message);
+    this.status = SURFACE_A_ERRORS[code].status;
   }
 }
 
-export const unprocessable = (details: Detail[]) => new IngestError(422, details[0]?.msg ?? 'invalid request', details);
+export interface Answer {
+  status: number;
+  body: unknown;
+  headers: Array<[string, string]>;
+}
+
+/** The one place a surface-A error becomes what the client reads. */
+export function answer(code: SurfaceACode, message: string, details: Detail[] = [], retryAfter = 0): Answer {
+  const e: SurfaceAError = SURFACE_A_ERRORS[code];
+  const headers: Array<[string, string]> =
+    e.retryAfter === undefined ? [] : [['Retry-After', String(retryAfter || e.retryAfter)]];
+  switch (e.shape) {
+    case 'message':
+      return { status: e.status, body: { detail: message }, headers };
+    case 'details':
+      return { status: e.status, body: { detail: details }, headers };
+    case 'nested_problem':
+      return {
+        status: e.status,
+        body: { detail: { type: code, title: e.title, status: e.status, detail: message, retry_after: retryAfter } },
+        headers,
+      };
+    case 'problem':
+      return {
+        status: e.status,
+        body: { type: code, title: e.title, status: e.status, detail: e.clientDetail?.(message) ?? message },
+        headers,
+      };
+  }
+}
+
+export const answerError = (err: IngestError): Answer => answer(err.code, err.message, err.details, err.retryAfter);
+
+export const unprocessable = (details: Detail[]) =>
+  new IngestError('validation_failed', details[0]?.msg ?? 'invalid request', details);
 export const bodyProblem = (type: string, msg: string, loc: Array<string | number> = ['body']) =>
   unprocessable([{ type, loc, msg, input: null }]);
 

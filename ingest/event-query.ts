@@ -1,5 +1,5 @@
+import { decodeEventCursor, encodeEventCursor, MAX_DATETIME_S } from '../lib/cursor.js';
 import { isUuid } from '../lib/ids.js';
-import { ApiError } from '../lib/problem.js';
 
 export interface EventFilter {
   tenantId: string;
@@ -11,12 +11,6 @@ export interface EventFilter {
   toMs: number;
   limit: number;
   cursor?: string;
-}
-
-interface Position {
-  ts: number;
-  ms: number;
-  id: string;
 }
 
 interface Row {
@@ -34,40 +28,9 @@ interface Row {
   properties: string;
 }
 
-/** Largest DateTime ClickHouse holds (UInt32 seconds): a cursor beyond it would fail the query. */
-const MAX_DATETIME_S = 0xffffffff;
 /** Stored ids are lower case: an upper-case one would compare wrongly in the keyset condition. */
 const isStoredUuid = (s: string) => isUuid(s) && s === s.toLowerCase();
 const SNAKE_RE = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/;
-
-/** Keyset position (ts, ts_ms, event_id) of the last row shown, opaque to clients (base64url JSON). */
-export const encodeCursor = (p: Position): string =>
-  Buffer.from(JSON.stringify([p.ts, p.ms, p.id])).toString('base64url');
-
-export function decodeCursor(cursor: string): Position {
-  try {
-    const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    if (
-      Array.isArray(v) &&
-      v.length === 3 &&
-      Number.isInteger(v[0]) &&
-      v[0] >= 0 &&
-      v[0] <= MAX_DATETIME_S &&
-      Number.isInteger(v[1]) &&
-      v[1] >= 0 &&
-      v[1] < 1000 &&
-      typeof v[2] === 'string' &&
-      isStoredUuid(v[2])
-    ) {
-      return { ts: v[0], ms: v[1], id: v[2] };
-    }
-  } catch {
-    /* falls through */
-  }
-  throw new ApiError('invalid_cursor', 'The cursor is not valid; pass next_cursor from a previous page unchanged.', [
-    { field: 'cursor', code: 'invalid_cursor', message: 'cursor was not produced by this API' },
-  ]);
-}
 
 /**
  * The debug query of GET /v1/events over ClickHouse's HTTP interface (a GET request, which
@@ -103,7 +66,7 @@ export class EventQuery {
     if (f.customerId) where.push(`customer_id = toUUID('${f.customerId}')`);
     if (f.eventName) where.push(`event_name = '${f.eventName}'`);
     if (f.cursor) {
-      const p = decodeCursor(f.cursor);
+      const p = decodeEventCursor(f.cursor);
       where.push(
         `(ts < toDateTime(${p.ts}) OR (ts = toDateTime(${p.ts}) AND (ts_ms < ${p.ms} OR (ts_ms = ${p.ms} AND toString(event_id) < '${p.id}'))))`,
       );
@@ -139,7 +102,7 @@ export class EventQuery {
         user_external_id: r.user_external_id || null,
         properties: safeJson(r.properties),
       })),
-      next_cursor: hasMore && last ? encodeCursor({ ts: last.t, ms: last.ts_ms, id: last.eid }) : null,
+      next_cursor: hasMore && last ? encodeEventCursor({ ts: last.t, ms: last.ts_ms, id: last.eid }) : null,
       has_more: hasMore,
     };
   }

@@ -57,7 +57,7 @@ export class Publisher {
         last = err;
         const e = err as NatsError;
         if (STORE_FULL.has(e.api_error?.err_code ?? 0)) {
-          throw new IngestError(503, `event store is full: ${e.message}`, [], 5);
+          throw new IngestError('service_unavailable', `event store is full: ${e.message}`, [], 5);
         }
         if (!TRANSIENT.has(e.code)) break;
         // Only a publish that may have reached the server can have left a copy there.
@@ -67,7 +67,10 @@ export class Publisher {
         backoff = Math.min(1000, backoff * 2);
       }
     }
-    const e = new IngestError(500, `JetStream did not acknowledge: ${String((last as Error)?.message ?? last)}`);
+    const e = new IngestError(
+      'internal_error',
+      `JetStream did not acknowledge: ${String((last as Error)?.message ?? last)}`,
+    );
     (e as { cause?: unknown }).cause = last;
     throw e;
   }

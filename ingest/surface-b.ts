@@ -4,7 +4,7 @@ import { clientIp, type Allowlist } from '../lib/credentials/ip.js';
 import type { Principal } from '../lib/credentials/principal.js';
 import { requireScope } from '../lib/credentials/scopes.js';
 import { uuidv7 } from '../lib/ids.js';
-import { decodeJson, inspect, pathText } from '../lib/json.js';
+import { decodeJson, inspect, isJsonContentType, pathText } from '../lib/json.js';
 import type { Logger } from '../lib/logger.js';
 import { subjects } from '../lib/nats.js';
 import { ApiError, fieldErrors, invalid, problemBody } from '../lib/problem.js';
@@ -77,7 +77,6 @@ interface Ctx {
 
 const shape = compile(BatchShapeB);
 const query = compileQuery(EventsQuery);
-const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 const DEFAULT_QUERY_SPAN_MS = 7 * 24 * 3600_000;
 
 /**
@@ -119,7 +118,7 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
   const fail = (c: Ctx, err: unknown) => {
     let e: ApiError;
     if (err instanceof ApiError) e = err;
-    else if (err instanceof IngestError && err.status === 503) {
+    else if (err instanceof IngestError && err.code === 'service_unavailable') {
       log.error({ trace_id: c.traceId, err: err.message }, 'event store refused the batch');
       e = new ApiError(
         'service_unavailable',
@@ -167,7 +166,7 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
   /** The events, and those holding text no store can hold: index → the field (each rejected as invalid_unicode). */
   function parse(head: RequestHead, body: Buffer): { events: unknown[]; unstorable?: Map<number, string> } {
     const ct = head.headers['content-type'];
-    if (ct === undefined || !JSON_TYPE.test(ct))
+    if (!isJsonContentType(ct))
       throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
     if (body.length === 0)
       throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object with "events".');

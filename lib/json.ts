@@ -42,6 +42,13 @@ export type Decoded =
   | Refused<'too_deep'>
   | Refused<'forbidden_key'>;
 
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+/** `application/json` or a `+json` type such as `application/merge-patch+json`, with or without parameters. */
+export function isJsonContentType(contentType: string | undefined): contentType is string {
+  return contentType !== undefined && JSON_TYPE.test(contentType);
+}
+
 /** Prefilter: a `\u0000` escape or a surrogate escape somewhere in the text. */
 const SUSPECT_ESCAPE = /\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})/;
 const FORBIDDEN_HINT = /"(?:__proto__|constructor|prototype)"/;

@@ -35,6 +35,8 @@ export const subjects = {
   dlq: (consumer: string, original: string) => `dlq.${consumer}.${original}`,
   /** Core NATS request/reply: recalculate one customer's health now (payload: JSON RecalculateRequest). */
   healthRecalculate: 'cmd.health.recalculate',
+  /** Core NATS request/reply: materialize one metric now (payload: JSON MaterializeRequest). */
+  metricsMaterialize: 'cmd.metrics.materialize',
   /** Core NATS: an ingestion key was regenerated (payload: tenant id). */
   ingestionKeyChanged: 'inv.ingestion-key',
   /** Core NATS: a customer of the tenant changed (payload: JSON {tenant_id, ids?}). */

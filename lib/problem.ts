@@ -6,47 +6,214 @@ export interface FieldError {
   message: string;
 }
 
+export interface ErrorEntry {
+  status: number;
+  title: string;
+  /** What the code means and what a client does about it. */
+  docs: string;
+}
+
 /**
  * Every problem+json error code of the bearer-authenticated surfaces (the core API and ingestion
- * surface B): status and title. The wire shape is made in one place (problemBody below).
+ * surface B), one entry per code: its status, its title and what it means (served at
+ * /errors/{code} and in the OpenAPI document's `x-error-codes`). The wire shape is made in one
+ * place (problemBody below).
  */
 export const ERRORS = {
-  validation_failed: [400, 'Validation failed'],
-  malformed_json: [400, 'Malformed JSON'],
-  invalid_cursor: [400, 'Invalid cursor'],
-  invalid_request: [400, 'Invalid request'],
-  invalid_grant: [400, 'Invalid grant'],
-  invalid_scope: [400, 'Invalid scope'],
-  unsupported_grant_type: [400, 'Unsupported grant type'],
-  unauthenticated: [401, 'Unauthenticated'],
-  invalid_client: [401, 'Invalid client'],
-  token_expired: [401, 'Token expired'],
-  token_revoked: [401, 'Token revoked'],
-  insufficient_scope: [403, 'Insufficient scope'],
-  insufficient_role: [403, 'Insufficient role'],
-  ip_not_allowed: [403, 'IP address not allowed'],
-  not_found: [404, 'Not found'],
-  method_not_allowed: [405, 'Method not allowed'],
-  conflict: [409, 'Conflict'],
-  last_admin: [409, 'Last admin'],
-  payload_too_large: [413, 'Payload too large'],
-  unsupported_media_type: [415, 'Unsupported media type'],
-  renewal_date_in_past: [422, 'Renewal date in the past'],
-  idempotency_key_reused: [422, 'Idempotency key reused with a different request'],
-  idempotency_key_in_use: [409, 'Idempotency key in use'],
-  unprocessable: [422, 'Unprocessable request'],
-  rate_limited: [429, 'Too many requests'],
-  daily_quota_exceeded: [429, 'Daily event quota exceeded'],
-  internal_error: [500, 'Internal server error'],
-  service_unavailable: [503, 'Service unavailable'],
-  scorer_unavailable: [503, 'Health scorer unavailable'],
-  unknown_event: [422, 'Unknown event'],
-  immutable_field: [422, 'Immutable field'],
-  slug_taken: [409, 'Slug taken'],
-  metric_in_use: [409, 'Metric in use'],
-  widget_limit_reached: [409, 'Widget limit reached'],
-  proposal_closed: [409, 'Proposal closed'],
-} as const satisfies Record<string, readonly [number, string]>;
+  validation_failed: {
+    status: 400,
+    title: 'Validation failed',
+    docs:
+      'The body, query or path failed validation; `errors[]` lists each field with a code and message, e.g. ' +
+      '`must_be_positive`, `invalid_unicode` (a NUL character or an unpaired surrogate, which cannot be stored), ' +
+      '`too_deep` (JSON bodies nest at most 32 levels of objects and arrays).',
+  },
+  malformed_json: {
+    status: 400,
+    title: 'Malformed JSON',
+    docs: 'The body is not valid JSON (or not UTF-8).',
+  },
+  invalid_cursor: {
+    status: 400,
+    title: 'Invalid cursor',
+    docs: 'The `cursor` query parameter was not produced by this API.',
+  },
+  invalid_request: {
+    status: 400,
+    title: 'Invalid request',
+    docs: 'The request is malformed in a way not tied to one field.',
+  },
+  invalid_grant: {
+    status: 400,
+    title: 'Invalid grant',
+    docs:
+      'OAuth token endpoint: the code or refresh token is unknown, used, expired, revoked, issued to another ' +
+      'client, or the PKCE verifier or redirect_uri does not match.',
+  },
+  invalid_scope: {
+    status: 400,
+    title: 'Invalid scope',
+    docs: 'OAuth token endpoint: the requested scope exceeds the grant.',
+  },
+  unsupported_grant_type: {
+    status: 400,
+    title: 'Unsupported grant type',
+    docs: 'OAuth token endpoint: grant_type must be authorization_code or refresh_token.',
+  },
+  unauthenticated: {
+    status: 401,
+    title: 'Unauthenticated',
+    docs: 'No bearer credential, or it is malformed or unknown.',
+  },
+  invalid_client: {
+    status: 401,
+    title: 'Invalid client',
+    docs: 'OAuth token endpoint: client authentication failed.',
+  },
+  token_expired: {
+    status: 401,
+    title: 'Token expired',
+    docs: 'The access token or API key has expired; refresh the token or use a new key.',
+  },
+  token_revoked: {
+    status: 401,
+    title: 'Token revoked',
+    docs: 'The API key or OAuth grant was revoked.',
+  },
+  insufficient_scope: {
+    status: 403,
+    title: 'Insufficient scope',
+    docs: 'The credential is valid but lacks the scope; `detail` names the required and the held scopes.',
+  },
+  insufficient_role: {
+    status: 403,
+    title: 'Insufficient role',
+    docs: 'The credential is valid but its role may not do this (admin-only endpoints).',
+  },
+  ip_not_allowed: {
+    status: 403,
+    title: 'IP address not allowed',
+    docs: "The API key has an IP allowlist and the caller's address is outside it.",
+  },
+  not_found: {
+    status: 404,
+    title: 'Not found',
+    docs: 'No such resource in this workspace (resources of other workspaces answer the same).',
+  },
+  method_not_allowed: {
+    status: 405,
+    title: 'Method not allowed',
+    docs: 'The path exists but not with this method; see the Allow header.',
+  },
+  conflict: {
+    status: 409,
+    title: 'Conflict',
+    docs: 'The request conflicts with the current state (duplicate external_id or e-mail).',
+  },
+  last_admin: {
+    status: 409,
+    title: 'Last admin',
+    docs: 'The change would leave the workspace without an admin.',
+  },
+  payload_too_large: {
+    status: 413,
+    title: 'Payload too large',
+    docs: 'The body exceeds the size limit of the endpoint.',
+  },
+  unsupported_media_type: {
+    status: 415,
+    title: 'Unsupported media type',
+    docs: 'The body must be `application/json` (the token endpoint: `application/x-www-form-urlencoded`).',
+  },
+  renewal_date_in_past: {
+    status: 422,
+    title: 'Renewal date in the past',
+    docs: 'renewal_date is before today (UTC).',
+  },
+  idempotency_key_reused: {
+    status: 422,
+    title: 'Idempotency key reused with a different request',
+    docs: 'The Idempotency-Key was used in the last 24 hours with a different request body.',
+  },
+  idempotency_key_in_use: {
+    status: 409,
+    title: 'Idempotency key in use',
+    docs: 'Another request with this Idempotency-Key is still being processed; retry shortly to get its response.',
+  },
+  unprocessable: {
+    status: 422,
+    title: 'Unprocessable request',
+    docs: 'The request is well-formed but semantically invalid (for example an expiry in the past).',
+  },
+  rate_limited: {
+    status: 429,
+    title: 'Too many requests',
+    docs: 'The workspace exceeded a rate limit; retry after `Retry-After` seconds.',
+  },
+  daily_quota_exceeded: {
+    status: 429,
+    title: 'Daily event quota exceeded',
+    docs:
+      'The workspace reached the daily event volume of its plan (both ingestion surfaces count); ' +
+      '`Retry-After` points at the next UTC day.',
+  },
+  internal_error: {
+    status: 500,
+    title: 'Internal server error',
+    docs: 'An unexpected error; quote trace_id to support.',
+  },
+  service_unavailable: {
+    status: 503,
+    title: 'Service unavailable',
+    docs: 'A dependency is unavailable; retry later.',
+  },
+  scorer_unavailable: {
+    status: 503,
+    title: 'Health scorer unavailable',
+    docs:
+      'POST /v1/customers/{id}/health/recalculate: no health scorer answered in time (10 s by default) or it ' +
+      'could not recalculate; the stored score is unchanged. Retry after `Retry-After` seconds.',
+  },
+  materializer_unavailable: {
+    status: 503,
+    title: 'Metric materializer unavailable',
+    docs:
+      'POST /v1/metrics/{id}/materialize: no materializer (processors) answered in time (30 s by default) or it ' +
+      'could not compute the metric; stored values are unchanged. Retry after `Retry-After` seconds.',
+  },
+  unknown_event: {
+    status: 422,
+    title: 'Unknown event',
+    docs:
+      "A metric's `source_event` is not in the workspace's event catalog (GET /v1/event-catalog); " +
+      '`errors[]` names it.',
+  },
+  immutable_field: {
+    status: 422,
+    title: 'Immutable field',
+    docs: 'PATCH /v1/metrics/{id} changes only name, description and unit; `errors[]` names each other field sent.',
+  },
+  slug_taken: {
+    status: 409,
+    title: 'Slug taken',
+    docs: 'Another metric of the workspace (deleted ones included) has this slug; choose another `slug`.',
+  },
+  metric_in_use: {
+    status: 409,
+    title: 'Metric in use',
+    docs: 'The metric is used by objectives, health drivers or playbook triggers (`consumers`); remove them first.',
+  },
+  widget_limit_reached: {
+    status: 409,
+    title: 'Widget limit reached',
+    docs: 'The workspace has 8 usage widgets, the most it can have; delete one first.',
+  },
+  proposal_closed: {
+    status: 409,
+    title: 'Proposal closed',
+    docs: 'The proposal was already accepted or rejected.',
+  },
+} as const satisfies Record<string, ErrorEntry>;
 
 export type ErrorCode = keyof typeof ERRORS;
 
@@ -61,7 +228,7 @@ export class ApiError extends Error {
     readonly extra?: Record<string, unknown>,
   ) {
     super(message);
-    this.status = ERRORS[code][0];
+    this.status = ERRORS[code].status;
   }
 }
 
@@ -218,7 +385,7 @@ export function problemBody(
 ): Record<string, unknown> {
   const body: Record<string, unknown> = {
     type: `${baseUrl}/errors/${err.code}`,
-    title: ERRORS[err.code][1],
+    title: ERRORS[err.code].title,
     status: err.status,
     detail: err.message,
     instance,
@@ -228,51 +395,3 @@ export function problemBody(
   if (err.extra) Object.assign(body, err.extra);
   return body;
 }
-
-export const ERROR_DOCS: Record<ErrorCode, string> = {
-  validation_failed:
-    'The body, query or path failed validation; `errors[]` lists each field with a code and message, e.g. `must_be_positive`, `invalid_unicode` (a NUL character or an unpaired surrogate, which cannot be stored), `too_deep` (JSON bodies nest at most 32 levels of objects and arrays).',
-  malformed_json: 'The body is not valid JSON (or not UTF-8).',
-  invalid_cursor: 'The `cursor` query parameter was not produced by this API.',
-  invalid_request: 'The request is malformed in a way not tied to one field.',
-  invalid_grant:
-    'OAuth token endpoint: the code or refresh token is unknown, used, expired, revoked, issued to another client, or the PKCE verifier or redirect_uri does not match.',
-  invalid_scope: 'OAuth token endpoint: the requested scope exceeds the grant.',
-  unsupported_grant_type: 'OAuth token endpoint: grant_type must be authorization_code or refresh_token.',
-  invalid_client: 'OAuth token endpoint: client authentication failed.',
-  unauthenticated: 'No bearer credential, or it is malformed or unknown.',
-  token_expired: 'The access token or API key has expired; refresh the token or use a new key.',
-  token_revoked: 'The API key or OAuth grant was revoked.',
-  insufficient_scope: 'The credential is valid but lacks the scope; `detail` names the required and the held scopes.',
-  insufficient_role: 'The credential is valid but its role may not do this (admin-only endpoints).',
-  ip_not_allowed: "The API key has an IP allowlist and the caller's address is outside it.",
-  not_found: 'No such resource in this workspace (resources of other workspaces answer the same).',
-  method_not_allowed: 'The path exists but not with this method; see the Allow header.',
-  conflict: 'The request conflicts with the current state (duplicate external_id or e-mail).',
-  last_admin: 'The change would leave the workspace without an admin.',
-  payload_too_large: 'The body exceeds the size limit of the endpoint.',
-  unsupported_media_type:
-    'The body must be `application/json` (the token endpoint: `application/x-www-form-urlencoded`).',
-  renewal_date_in_past: 'renewal_date is before today (UTC).',
-  idempotency_key_reused: 'The Idempotency-Key was used in the last 24 hours with a different request body.',
-  idempotency_key_in_use:
-    'Another request with this Idempotency-Key is still being processed; retry shortly to get its response.',
-  unprocessable: 'The request is well-formed but semantically invalid (for example an expiry in the past).',
-  rate_limited: 'The workspace exceeded a rate limit; retry after `Retry-After` seconds.',
-  daily_quota_exceeded:
-    'The workspace reached the daily event volume of its plan (both ingestion surfaces count); `Retry-After` points at the next UTC day.',
-  internal_error: 'An unexpected error; quote trace_id to support.',
-  service_unavailable: 'A dependency is unavailable; retry later.',
-  scorer_unavailable:
-    'POST /v1/customers/{id}/health/recalculate: no health scorer answered in time (10 s by default) or it ' +
-    'could not recalculate; the stored score is unchanged. Retry after `Retry-After` seconds.',
-  unknown_event:
-    "A metric's `source_event` is not in the workspace's event catalog (GET /v1/event-catalog); `errors[]` names it.",
-  immutable_field:
-    'PATCH /v1/metrics/{id} changes only name, description and unit; `errors[]` names each other field sent.',
-  slug_taken: 'Another metric of the workspace (deleted ones included) has this slug; choose another `slug`.',
-  metric_in_use:
-    'The metric is used by objectives, health drivers or playbook triggers (`consumers`); remove them first.',
-  widget_limit_reached: 'The workspace has 8 usage widgets, the most it can have; delete one first.',
-  proposal_closed: 'The proposal was already accepted or rejected.',
-};

@@ -1,4 +1,5 @@
 import type { JsMsg } from 'nats';
+import { isUuid } from '../lib/ids.js';
 import { tenantOfSubject } from '../lib/nats.js';
 import type { Sql } from '../lib/pg.js';
 
@@ -15,7 +16,7 @@ export function backfillJobHooks(sql: Sql) {
     const rows: number[] = [];
     for (const m of messages) {
       const id = m.headers?.get('Cs-Job-Id') ?? '';
-      if (!/^[0-9a-f-]{36}$/i.test(id)) continue;
+      if (!isUuid(id)) continue;
       ids.push(id);
       tenants.push(tenantOfSubject(m.subject) ?? '');
       rows.push(Number(m.headers?.get('Cs-Rows') ?? 0));

@@ -18,7 +18,10 @@ import type { ScoreTask } from './health/score-worker.js';
 import type { Scored } from './health/score.js';
 import { HealthScorer } from './health/scorer.js';
 import { HistoryBuffer } from './health/store.js';
+import { LeasedSchedule } from './lease.js';
 import { HealthMetrics, OutboxMetrics, WriterMetrics } from './metrics.js';
+import { Materializer } from './metrics/materializer.js';
+import { MaterializeResponder } from './metrics/responder.js';
 import { OutboxRelay } from './outbox/relay.js';
 import { ClickhouseWriter } from './writer/writer.js';
 
@@ -83,6 +86,20 @@ export const ProcessorsConfig = Type.Object({
   HEALTH_TENANTS: Type.String({
     default: '',
     description: 'Comma-separated workspace ids the scheduled runs are limited to (empty: all).',
+  }),
+  METRICS_MATERIALIZE_INTERVAL_MS: Type.Integer({
+    minimum: 1000,
+    default: 3_600_000,
+    description: "Every workspace's metrics in use are materialized when its last run is older than this.",
+  }),
+  METRICS_LEASE_TTL_MS: Type.Integer({
+    minimum: 1000,
+    default: 120_000,
+    description: "Lifetime of a workspace's materialization lease (renewed during a run).",
+  }),
+  METRICS_TENANTS: Type.String({
+    default: '',
+    description: 'Comma-separated workspace ids the scheduled materialization is limited to (empty: all).',
   }),
   OUTBOX_POLL_MS: Type.Integer({
     minimum: 10,
@@ -172,9 +189,28 @@ const scheduler = new HealthScheduler(sql, scorer, healthLog, healthMetrics, {
 });
 const responder = new RecalculateResponder(nc, scorer, history, healthLog, healthMetrics);
 const retention = new HistoryRetention(ch, healthLog);
+const metricsLog = log.child({ module: 'metrics' });
+const materializer = new Materializer({ sql, ch, log: metricsLog, instance });
+const materializeSchedule = new LeasedSchedule(
+  sql,
+  { run: (tenantId, stopping) => materializer.materializeWorkspace(tenantId, stopping) },
+  metricsLog,
+  {
+    job: 'metrics',
+    intervalMs: cfg.METRICS_MATERIALIZE_INTERVAL_MS,
+    leaseTtlMs: cfg.METRICS_LEASE_TTL_MS,
+    holder: instance,
+    tenants: cfg.METRICS_TENANTS.split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+  },
+);
+const materializeResponder = new MaterializeResponder(nc, sql, materializer, metricsLog);
 for (const w of writers) await w.start();
 for (const c of catalogs) await c.start();
 relay.start();
+materializeResponder.start();
+materializeSchedule.start();
 if (cfg.HEALTH_ENABLED) {
   responder.start();
   scheduler.start();
@@ -231,7 +267,13 @@ onShutdown(
     retention.stop();
     // An unfinished health run is abandoned (its lease freed for another instance); requests in
     // progress are answered; the outbox relay finishes its poll.
-    await Promise.all([scheduler.stop(), responder.stop(), relay.stop()]);
+    await Promise.all([
+      scheduler.stop(),
+      responder.stop(),
+      relay.stop(),
+      materializeSchedule.stop(),
+      materializeResponder.stop(),
+    ]);
     await history.flush();
     // Stop pulling, write and ack what is held, then drain the connection.
     await Promise.all([...writers.map((w) => w.stop()), ...catalogs.map((c) => c.stop())]);

@@ -26,11 +26,32 @@ export const DIMENSION_UNITS: Record<HealthDimension, string> = {
   payment_health: 'unresolved_billing_issues',
 };
 
+export const DRIVER_DIRECTIONS = ['higher_is_better', 'lower_is_better'] as const;
+export type DriverDirection = (typeof DRIVER_DIRECTIONS)[number];
+
+/**
+ * A metric of the metrics library scored as the health dimension `metric:<slug>` against `target`
+ * from its latest materialized value (curves in docs/health.md). slug and unit are copied from
+ * the metric when the model is PATCHed (a slug never changes).
+ */
+export interface HealthDriver {
+  metric_id: string;
+  slug: string;
+  unit: string | null;
+  weight: number;
+  target: number;
+  direction: DriverDirection;
+}
+
+/** A driver's dimension key. */
+export type DriverKey = `metric:${string}`;
+
 export interface HealthModel {
   weights: Record<HealthDimension, number>;
   thresholds: { healthy: number; at_risk: number };
   active_dimensions: HealthDimension[];
   key_events: { positive: string[]; negative: string[] };
+  drivers: HealthDriver[];
 }
 
 export const DEFAULT_HEALTH_MODEL: HealthModel = {
@@ -38,6 +59,7 @@ export const DEFAULT_HEALTH_MODEL: HealthModel = {
   thresholds: { healthy: 70, at_risk: 40 },
   active_dimensions: [...HEALTH_DIMENSIONS],
   key_events: { positive: [], negative: [] },
+  drivers: [],
 };
 
 /** The stored model merged over the defaults (a workspace without a row, or an older row). */
@@ -51,12 +73,13 @@ export function effectiveModel(stored: Partial<HealthModel> | null | undefined):
       positive: s.key_events?.positive ?? [],
       negative: s.key_events?.negative ?? [],
     },
+    drivers: s.drivers ?? [],
   };
 }
 
 /** A dimension as stored in customer_health.dimensions and shown by GET …/health. */
 export interface DimensionScore {
-  key: HealthDimension;
+  key: HealthDimension | DriverKey;
   active: boolean;
   weight: number;
   score: number | null;
@@ -65,7 +88,11 @@ export interface DimensionScore {
 }
 
 export const DimensionSchema = Type.Object({
-  key: Type.Unsafe<HealthDimension>({ type: 'string', enum: [...HEALTH_DIMENSIONS] }),
+  key: Type.Unsafe<HealthDimension | DriverKey>({
+    type: 'string',
+    pattern: `^(${HEALTH_DIMENSIONS.join('|')}|metric:[a-z][a-z0-9_]*)$`,
+    description: 'One of the five built-in dimensions, or `metric:<slug>` for a driver of the model.',
+  }),
   active: Type.Boolean({ description: 'Inactive dimensions are reported but excluded from the weighted score.' }),
   weight: Type.Number({ description: 'The model weight as configured (the score normalises over active ones).' }),
   score: Type.Union([Type.Integer({ minimum: 0, maximum: 100 }), Type.Null()]),

@@ -30,8 +30,8 @@ export interface OpenApiOptions {
   description: string;
   baseUrl: string;
   scopes: Record<string, string>;
-  /** code → [status, title, description] */
-  errorCodes: Record<string, readonly [number, string, string]>;
+  /** The error catalogue: code → status, title, docs. */
+  errorCodes: Record<string, { status: number; title: string; docs: string }>;
   problem: TSchema;
   tags: Array<{ name: string; description: string }>;
 }
@@ -163,7 +163,7 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
 
   const problemResponses: Record<string, unknown> = {};
   for (const [status, description] of Object.entries(STATUS_DESCRIPTIONS)) {
-    const code = Object.entries(o.errorCodes).find(([, v]) => String(v[0]) === status);
+    const code = Object.entries(o.errorCodes).find(([, v]) => String(v.status) === status);
     problemResponses[`Problem${status}`] = {
       description,
       headers:
@@ -176,9 +176,9 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
           example: code
             ? {
                 type: `${o.baseUrl}/errors/${code[0]}`,
-                title: code[1][1],
+                title: code[1].title,
                 status: Number(status),
-                detail: code[1][2],
+                detail: code[1].docs,
                 instance: '/v1/customers',
                 trace_id: '0192f0c4-8a55-7b3e-9d1c-2b7f3c4d5e6f',
                 ...(code[0] === 'validation_failed'
@@ -246,7 +246,7 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
     'x-error-codes': Object.fromEntries(
       Object.entries(o.errorCodes).map(([k, v]) => [
         k,
-        { status: v[0], title: v[1], description: v[2], type: `${o.baseUrl}/errors/${k}` },
+        { status: v.status, title: v.title, description: v.docs, type: `${o.baseUrl}/errors/${k}` },
       ]),
     ),
   };

@@ -11,7 +11,7 @@ import { parseCidr } from '../../lib/credentials/ip.js';
 import { allowedFor } from '../../lib/credentials/scopes.js';
 import { newApiKey, newIngestionKey, sha256 } from '../auth/secrets.js';
 import { json, noContent, type Ctx, type Reply } from '../http/context.js';
-import { ApiError, invalid, notFound, type FieldError } from '../http/errors.js';
+import { ApiError, invalid, notFound, type FieldError } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
 import type { Deps } from '../deps.js';
 

@@ -1,5 +1,5 @@
 import type { Sql } from '../../lib/pg.js';
-import type { Position } from '../http/cursor.js';
+import type { Position } from '../../lib/cursor.js';
 
 export interface CustomerRow {
   id: string;

@@ -13,8 +13,8 @@ import {
 } from '../../schemas/core/customers.js';
 import { holds } from '../../lib/credentials/scopes.js';
 import { json, noContent, type Ctx, type Reply } from '../http/context.js';
-import { decodeCursor, page } from '../http/cursor.js';
-import { ApiError, notFound } from '../http/errors.js';
+import { decodeCursor, page } from '../../lib/cursor.js';
+import { ApiError, notFound } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
 import { isUniqueViolation, todayUtc, type Deps } from '../deps.js';
 import {

@@ -1,12 +1,12 @@
 import type { HealthStatus } from '../../schemas/health.js';
 import { DEFAULT_HISTORY_DAYS, MAX_HISTORY_DAYS, type HistoryGranularity } from '../../schemas/core/health.js';
+import { isUuid } from '../../lib/ids.js';
 import type { ClickHouseReader } from '../clickhouse.js';
-import { invalid, type FieldError } from '../http/errors.js';
+import { invalid, type FieldError } from '../../lib/problem.js';
 
 const DAY_MS = 86_400_000;
 const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const DATE_TIME_RE = /^(\d{4}-\d{2}-\d{2})[Tt]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})?$/;
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 const isRealDate = (date: string): boolean => {
   const m = DATE_RE.exec(date);
@@ -84,7 +84,7 @@ export class HealthHistory {
     range: { from: string; to: string },
     granularity: HistoryGranularity,
   ): Promise<HistoryPoint[]> {
-    if (!UUID_RE.test(tenantId) || !UUID_RE.test(customerId) || !isRealDate(range.from) || !isRealDate(range.to))
+    if (!isUuid(tenantId) || !isUuid(customerId) || !isRealDate(range.from) || !isRealDate(range.to))
       throw new Error('unvalidated history filter value');
     const bucket = granularity === 'weekly' ? 'toMonday(day)' : 'day';
     // Aliases differ from column names: ClickHouse resolves aliases inside aggregates too.

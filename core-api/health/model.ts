@@ -2,10 +2,12 @@ import {
   DIMENSION_UNITS,
   HEALTH_DIMENSIONS,
   type DimensionScore,
+  type DriverDirection,
   type HealthDimension,
+  type HealthDriver,
   type HealthModel,
 } from '../../schemas/health.js';
-import type { FieldError } from '../http/errors.js';
+import type { FieldError } from '../../lib/problem.js';
 
 /** A PATCH body as validated by HealthModelPatch. */
 export interface ModelPatch {
@@ -13,10 +15,14 @@ export interface ModelPatch {
   thresholds?: { healthy?: number; at_risk?: number };
   active_dimensions?: HealthDimension[];
   key_events?: { positive?: string[]; negative?: string[] };
+  drivers?: Array<{ metric_id: string; weight: number; target: number; direction: DriverDirection }>;
 }
 
-/** One level deep: weights and thresholds key by key, active_dimensions and key_events replaced. */
-export function mergeModel(current: HealthModel, patch: ModelPatch): HealthModel {
+/**
+ * One level deep: weights and thresholds key by key, active_dimensions, key_events and drivers
+ * replaced (`drivers`: the patch's drivers resolved against the metrics, see repo.ts).
+ */
+export function mergeModel(current: HealthModel, patch: ModelPatch, drivers?: HealthDriver[]): HealthModel {
   return {
     weights: { ...current.weights, ...patch.weights },
     thresholds: { ...current.thresholds, ...patch.thresholds },
@@ -24,6 +30,7 @@ export function mergeModel(current: HealthModel, patch: ModelPatch): HealthModel
     key_events: patch.key_events
       ? { positive: patch.key_events.positive ?? [], negative: patch.key_events.negative ?? [] }
       : { positive: [...current.key_events.positive], negative: [...current.key_events.negative] },
+    drivers: drivers ?? current.drivers.map((d) => ({ ...d })),
   };
 }
 
@@ -79,12 +86,25 @@ export function modelErrors(m: HealthModel, patch: ModelPatch): FieldError[] {
 /** The breakdown of a customer not scored yet: every dimension as the model sets it, without scores. */
 export function unscoredDimensions(m: HealthModel): DimensionScore[] {
   const active = new Set(activeDimensions(m));
-  return HEALTH_DIMENSIONS.map((key) => ({
-    key,
-    active: active.has(key),
-    weight: m.weights[key],
-    score: null,
-    value: null,
-    unit: DIMENSION_UNITS[key],
-  }));
+  const builtIn = HEALTH_DIMENSIONS.map(
+    (key): DimensionScore => ({
+      key,
+      active: active.has(key),
+      weight: m.weights[key],
+      score: null,
+      value: null,
+      unit: DIMENSION_UNITS[key],
+    }),
+  );
+  const drivers = m.drivers.map(
+    (d): DimensionScore => ({
+      key: `metric:${d.slug}`,
+      active: false,
+      weight: d.weight,
+      score: null,
+      value: null,
+      unit: d.unit ?? 'value',
+    }),
+  );
+  return [...builtIn, ...drivers];
 }

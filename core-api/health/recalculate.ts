@@ -3,7 +3,7 @@ import type { Logger } from '../../lib/logger.js';
 import { subjects } from '../../lib/nats.js';
 import { RECALC_RETRY_AFTER_S } from '../../schemas/core/health.js';
 import type { RecalculateReply, RecalculateRequest } from '../../schemas/health.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../../lib/problem.js';
 
 /**
  * On-demand recalculation: the core API does not score, it asks a scorer (processors, queue group

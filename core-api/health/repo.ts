@@ -1,7 +1,13 @@
 import type { Sql } from '../../lib/pg.js';
-import { effectiveModel, type DimensionScore, type HealthModel, type HealthStatus } from '../../schemas/health.js';
+import {
+  effectiveModel,
+  type DimensionScore,
+  type HealthDriver,
+  type HealthModel,
+  type HealthStatus,
+} from '../../schemas/health.js';
 import { mergeModel, modelErrors, type ModelPatch } from './model.js';
-import { invalid } from '../http/errors.js';
+import { invalid, type FieldError } from '../../lib/problem.js';
 
 export interface StoredModel {
   model: HealthModel;
@@ -69,7 +75,8 @@ export async function patchModel(sql: Sql, tenantId: string, patch: ModelPatch):
       INSERT INTO health_models (tenant_id, model) VALUES (${tenantId}, '{}') ON CONFLICT (tenant_id) DO NOTHING`;
     const [row] = await tx<Array<{ model: Partial<HealthModel> }>>`
       SELECT model FROM health_models WHERE tenant_id = ${tenantId} FOR UPDATE`;
-    const merged = mergeModel(effectiveModel(row.model), patch);
+    const drivers = patch.drivers ? await resolveDrivers(tx as unknown as Sql, tenantId, patch.drivers) : undefined;
+    const merged = mergeModel(effectiveModel(row.model), patch, drivers);
     const errors = modelErrors(merged, patch);
     if (errors.length) throw invalid(errors, 'The health model would be invalid; see errors.');
     const [out] = await tx<Array<{ updated_at: Date }>>`
@@ -77,4 +84,43 @@ export async function patchModel(sql: Sql, tenantId: string, patch: ModelPatch):
       WHERE tenant_id = ${tenantId} RETURNING updated_at`;
     return { model: merged, updated_at: out.updated_at };
   }) as Promise<StoredModel>;
+}
+
+/**
+ * The drivers of a PATCH against the workspace's metrics: each an active customer-grain metric,
+ * at most once; otherwise 400 naming `drivers[i].metric_id`. The metrics' rows are share-locked
+ * until the model is written, so DELETE /v1/metrics/{id} (which counts consumers under an update
+ * lock) cannot delete one in between.
+ */
+async function resolveDrivers(
+  sql: Sql,
+  tenantId: string,
+  drivers: NonNullable<ModelPatch['drivers']>,
+): Promise<HealthDriver[]> {
+  const ids = drivers.map((d) => d.metric_id.toLowerCase());
+  const rows = ids.length
+    ? await sql<Array<{ id: string; slug: string; unit: string | null; status: string; grain: string }>>`
+        SELECT id::text, slug, unit, status, grain FROM metrics
+        WHERE tenant_id = ${tenantId} AND id = ANY(${ids}::uuid[]) FOR SHARE`
+    : [];
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  const errors: FieldError[] = [];
+  const seen = new Set<string>();
+  ids.forEach((id, i) => {
+    const field = `drivers[${i}].metric_id`;
+    const m = byId.get(id);
+    if (!m) errors.push({ field, code: 'not_found', message: `${field}: no metric ${id} in this workspace` });
+    else if (m.status !== 'active')
+      errors.push({ field, code: 'metric_deleted', message: `${field}: the metric is deleted` });
+    else if (m.grain !== 'customer')
+      errors.push({ field, code: 'invalid_grain', message: `${field}: a driver needs a customer-grain metric` });
+    else if (seen.has(id))
+      errors.push({ field, code: 'duplicate', message: `${field}: the metric is already a driver` });
+    seen.add(id);
+  });
+  if (errors.length) throw invalid(errors, 'The health model would be invalid; see errors.');
+  return drivers.map((d, i) => {
+    const m = byId.get(ids[i])!;
+    return { metric_id: m.id, slug: m.slug, unit: m.unit, weight: d.weight, target: d.target, direction: d.direction };
+  });
 }

@@ -14,7 +14,7 @@ import {
 import { DEFAULT_HEALTH_MODEL } from '../../schemas/health.js';
 import { todayUtc, type Deps } from '../deps.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
-import { notFound } from '../http/errors.js';
+import { notFound } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
 import { historyRange, type HealthHistory } from './history.js';
 import { unscoredDimensions, type ModelPatch } from './model.js';

@@ -1,6 +1,6 @@
 import type { Logger } from '../../lib/logger.js';
 import { uuidv7 } from '../../lib/ids.js';
-import { decodeJson, pathText } from '../../lib/json.js';
+import { decodeJson, isJsonContentType, pathText } from '../../lib/json.js';
 import {
   isUtf8,
   probeRoutes,
@@ -21,10 +21,9 @@ import type { Authenticator } from '../../lib/credentials/authenticate.js';
 import { clientIp, type Allowlist } from '../../lib/credentials/ip.js';
 import { requireRole, requireScope } from '../../lib/credentials/scopes.js';
 import type { Ctx, Principal, Reply } from './context.js';
-import { ApiError, ERRORS, fieldErrors, invalid, notFound, type ErrorCode } from './errors.js';
+import { ApiError, ERRORS, fieldErrors, invalid, notFound, problemBody, type ErrorCode } from '../../lib/problem.js';
 import { rateHeaders, type Limits } from './limits.js';
 import type { ApiMetrics } from './metrics.js';
-import { ERROR_DOCS, problemBody } from './problem.js';
 import type { Route, Router } from './router.js';
 
 export interface ServerDeps {
@@ -46,7 +45,6 @@ interface Compiled {
   body?: Validator<unknown>;
 }
 
-const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(?:;|$)/i;
 const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
 const BODY_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE']);
@@ -253,7 +251,7 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
       const code = req.getParameter(0) as ErrorCode;
       const known = Object.hasOwn(ERRORS, code);
       const body = known
-        ? { code, status: ERRORS[code][0], title: ERRORS[code][1], description: ERROR_DOCS[code] }
+        ? { code, status: ERRORS[code].status, title: ERRORS[code].title, description: ERRORS[code].docs }
         : { detail: 'Unknown error code' };
       res.cork(() =>
         res
@@ -292,7 +290,7 @@ function parseQuery(qs: string): Record<string, unknown> {
 
 function parseJson(head: RequestHead, body: Buffer): unknown {
   const ct = head.headers['content-type'];
-  if (ct === undefined || !JSON_TYPE.test(ct))
+  if (!isJsonContentType(ct))
     throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
   if (body.length === 0) throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object.');
   const d = decodeJson(body, { maxDepth: MAX_JSON_DEPTH, forbiddenKeys: FORBIDDEN_KEYS });

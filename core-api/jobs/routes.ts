@@ -2,7 +2,7 @@ import { uuidv7 } from '../../lib/ids.js';
 import { IdParams } from '../../schemas/core/common.js';
 import { BulkImport, BulkImportAccepted, Job } from '../../schemas/core/customers.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
-import { notFound } from '../http/errors.js';
+import { notFound } from '../../lib/problem.js';
 import { holds, requireScope } from '../../lib/credentials/scopes.js';
 import type { Route } from '../http/router.js';
 import type { Deps } from '../deps.js';

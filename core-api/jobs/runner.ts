@@ -2,7 +2,7 @@ import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
 import { CustomerCreate } from '../../schemas/core/customers.js';
 import { compileBody } from '../../schemas/core/validate.js';
-import { fieldErrors } from '../http/errors.js';
+import { fieldErrors } from '../../lib/problem.js';
 import { insertCustomer, updateCustomer, type CustomerInput } from '../customers/repo.js';
 import { externalConflict, renewalInPast } from '../customers/routes.js';
 import type { Notifier } from '../notify.js';

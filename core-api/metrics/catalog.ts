@@ -5,7 +5,7 @@ import { Page } from '../../schemas/core/common.js';
 import { CatalogEntry, CatalogQuery, MAX_PROPERTY_KEYS } from '../../schemas/core/metrics.js';
 import type { ClickHouseReader } from '../clickhouse.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
 
 /**

@@ -12,11 +12,12 @@ import { Page } from '../../schemas/core/common.js';
 import { compileBody } from '../../schemas/core/validate.js';
 import { isUniqueViolation } from '../deps.js';
 import { json, noContent, type Ctx, type Reply } from '../http/context.js';
-import { decodeCursor, page } from '../http/cursor.js';
-import { ApiError, fieldErrors, invalid, notFound, type FieldError } from '../http/errors.js';
+import { decodeCursor, page } from '../../lib/cursor.js';
+import { ApiError, fieldErrors, invalid, notFound, type FieldError } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
 import {
   catalogHas,
+  consumerList,
   consumers,
   getMetric,
   insertMetric,
@@ -174,21 +175,33 @@ export function definitionRoutes(sql: Sql): Route[] {
     return json(200, await withConsumers(sql, tenantId, row));
   }
 
+  /**
+   * The metric's row is locked while its consumers are counted, and a new objective or driver
+   * takes a share lock on it: a consumer added concurrently either commits first (and is counted)
+   * or sees the metric deleted.
+   */
   async function remove(c: Ctx): Promise<Reply> {
     const tenantId = c.principal.tenantId;
-    const row = await getMetric(sql, tenantId, c.params.id);
-    if (!row) throw notFound('Metric');
-    if (row.status === 'deleted') return noContent();
-    const used = (await consumers(sql, tenantId, [row.id])).get(row.id)!;
-    if (inUse(used))
+    const out = await sql.begin(async (tx) => {
+      const t = tx as unknown as Sql;
+      const [row] = await t<Array<{ status: string }>>`
+        SELECT status FROM metrics WHERE tenant_id = ${tenantId} AND id = ${c.params.id} FOR UPDATE`;
+      if (!row) return { missing: true as const };
+      if (row.status === 'deleted') return { deleted: true as const };
+      const used = (await consumers(t, tenantId, [c.params.id])).get(c.params.id)!;
+      if (inUse(used)) return { used, list: await consumerList(t, tenantId, c.params.id) };
+      await softDeleteMetric(t, tenantId, c.params.id);
+      return { deleted: true as const };
+    });
+    if ('missing' in out) throw notFound('Metric');
+    if ('used' in out)
       throw new ApiError(
         'metric_in_use',
         'The metric is in use; remove its objectives, health drivers and playbook triggers first.',
         undefined,
         [],
-        { consumers: used },
+        { consumers: out.used, used_by: out.list },
       );
-    await softDeleteMetric(sql, tenantId, row.id);
     return noContent();
   }
 
@@ -267,7 +280,8 @@ export function definitionRoutes(sql: Sql): Route[] {
       summary: 'Delete a metric (admin)',
       description:
         'Soft delete: status `deleted`, hidden from the default list, never materialized again, values kept. ' +
-        'While an objective, health driver or playbook trigger uses it: 409 `metric_in_use` with `consumers`. ' +
+        'While an objective, health driver or playbook trigger uses it: 409 `metric_in_use` with `consumers` ' +
+        '(counts) and `used_by` (`[{type, id, customer_id, name}]`: each objective, each driver as `metric:<slug>`). ' +
         'Deleting a deleted metric answers 204 again.',
       params: IdParams,
       handler: remove,

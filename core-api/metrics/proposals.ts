@@ -4,7 +4,7 @@ import { IdParams } from '../../schemas/core/common.js';
 import { Metric, Proposal, ProposalAccept, ProposalCreate, type MetricCreate } from '../../schemas/core/metrics.js';
 import type { ClickHouseReader } from '../clickhouse.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
-import { ApiError, invalid, notFound, type FieldError } from '../http/errors.js';
+import { ApiError, invalid, notFound, type FieldError } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
 import { seenInClickHouse } from './catalog.js';
 import { createBodyErrors, createMetric, withConsumers } from './definitions.js';

@@ -1,6 +1,6 @@
 import type { Sql } from '../../lib/pg.js';
 import type { MetricDefinition, MetricFilter, MetricWindow } from '../../schemas/core/metrics.js';
-import type { Position } from '../http/cursor.js';
+import type { Position } from '../../lib/cursor.js';
 
 /** SQL of the metrics library (PostgreSQL). Every query is scoped by tenant_id. */
 
@@ -93,11 +93,43 @@ export async function softDeleteMetric(sql: Sql, tenantId: string, id: string): 
 }
 
 /**
- * What uses each metric. Objectives, health drivers and metric_threshold playbook triggers do not
- * exist yet, so every count is 0 and deletion is always allowed; they will be counted here.
+ * What uses each metric: objectives of live customers, the workspace's health drivers, and
+ * metric_threshold triggers of enabled playbooks (playbooks do not exist yet: always 0).
  */
-export async function consumers(_sql: Sql, _tenantId: string, ids: string[]): Promise<Map<string, Consumers>> {
-  return new Map(ids.map((id) => [id, { objectives: 0, health_drivers: 0, playbook_triggers: 0 }]));
+export async function consumers(sql: Sql, tenantId: string, ids: string[]): Promise<Map<string, Consumers>> {
+  const out = new Map(ids.map((id) => [id, { objectives: 0, health_drivers: 0, playbook_triggers: 0 }]));
+  if (!ids.length) return out;
+  const rows = await sql<Array<{ id: string; objectives: number; health_drivers: number }>>`
+    SELECT m.id::text,
+      (SELECT count(*) FROM objectives o JOIN customers c ON c.id = o.customer_id AND c.deleted_at IS NULL
+       WHERE o.tenant_id = m.tenant_id AND o.metric_id = m.id)::int AS objectives,
+      (SELECT count(*) FROM health_models hm, jsonb_array_elements(hm.model->'drivers') d
+       WHERE hm.tenant_id = m.tenant_id AND jsonb_typeof(hm.model->'drivers') = 'array'
+         AND d->>'metric_id' = m.id::text)::int AS health_drivers
+    FROM metrics m WHERE m.tenant_id = ${tenantId} AND m.id = ANY(${ids}::uuid[])`;
+  for (const r of rows)
+    out.set(r.id, { objectives: r.objectives, health_drivers: r.health_drivers, playbook_triggers: 0 });
+  return out;
+}
+
+export interface ConsumerRef {
+  type: 'objective' | 'health_driver' | 'playbook_trigger';
+  id: string | null;
+  customer_id: string | null;
+  name: string;
+}
+
+/** The consumers of one metric by name, for 409 metric_in_use (at most 100). */
+export async function consumerList(sql: Sql, tenantId: string, metricId: string): Promise<ConsumerRef[]> {
+  return sql<ConsumerRef[]>`
+    (SELECT 'objective' AS type, o.id::text AS id, o.customer_id::text AS customer_id, o.name
+     FROM objectives o JOIN customers c ON c.id = o.customer_id AND c.deleted_at IS NULL
+     WHERE o.tenant_id = ${tenantId} AND o.metric_id = ${metricId} ORDER BY o.created_at LIMIT 100)
+    UNION ALL
+    (SELECT 'health_driver', NULL, NULL, 'metric:' || (d->>'slug')
+     FROM health_models hm, jsonb_array_elements(hm.model->'drivers') d
+     WHERE hm.tenant_id = ${tenantId} AND jsonb_typeof(hm.model->'drivers') = 'array'
+       AND d->>'metric_id' = ${metricId}::text)`;
 }
 
 export const inUse = (c: Consumers): boolean => c.objectives + c.health_drivers + c.playbook_triggers > 0;

@@ -7,7 +7,7 @@ import { MetricCreate, TestQueryBody, TestQueryResult, type MetricDefinition } f
 import { compileBody } from '../../schemas/core/validate.js';
 import type { ClickHouseReader } from '../clickhouse.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
-import { fieldErrors, invalid } from '../http/errors.js';
+import { fieldErrors, invalid } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
 import { checkDefinition, definitionOf } from './definitions.js';
 import { liveCustomers } from './repo.js';

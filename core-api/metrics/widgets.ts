@@ -13,7 +13,7 @@ import Type from 'typebox';
 import type { ClickHouseReader } from '../clickhouse.js';
 import { json, noContent, type Ctx, type Reply } from '../http/context.js';
 import { isUuid } from '../../lib/ids.js';
-import { ApiError, invalid, notFound } from '../http/errors.js';
+import { ApiError, invalid, notFound } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
 import { unknownEvent } from './definitions.js';
 import { catalogHas, liveCustomers } from './repo.js';

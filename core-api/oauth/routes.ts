@@ -14,7 +14,7 @@ import { allowedFor } from '../../lib/credentials/scopes.js';
 import { hashPassword, sha256, verifyPassword } from '../auth/secrets.js';
 import type { AccessTokens } from '../auth/tokens.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
-import { ApiError, invalid, type ErrorCode, type FieldError } from '../http/errors.js';
+import { ApiError, invalid, type ErrorCode, type FieldError } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
 import { formDecode } from '../http/server.js';
 import type { SharedRateLimiter } from '../../lib/rate-limit.js';

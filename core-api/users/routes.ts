@@ -12,8 +12,8 @@ import {
 import { IdParams } from '../../schemas/core/common.js';
 import { hashPassword, sha256 } from '../auth/secrets.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
-import { decodeCursor, page } from '../http/cursor.js';
-import { ApiError, invalid, notFound } from '../http/errors.js';
+import { decodeCursor, page } from '../../lib/cursor.js';
+import { ApiError, invalid, notFound } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
 import { isUniqueViolation, type Deps } from '../deps.js';
 

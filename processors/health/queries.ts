@@ -98,7 +98,7 @@ export function queriesFor(s: Scope, model: HealthModel): { usage?: string; keyE
  * customers not in `ids` (deleted meanwhile) are ignored.
  */
 export async function aggregate(ch: ClickHouse, s: Scope, model: HealthModel, ids: string[]): Promise<Aggregates> {
-  const a = emptyAggregates(ids.length);
+  const a = emptyAggregates(ids.length, model.drivers.length);
   const index = new Map<string, number>();
   for (let i = 0; i < ids.length; i++) index.set(ids[i], i);
   const q = queriesFor(s, model);
@@ -123,6 +123,38 @@ export async function aggregate(ch: ClickHouse, s: Scope, model: HealthModel, id
     fill(q.usage, [a.activeDays, a.userDays, a.mau, a.names]),
     fill(q.keyEvents, [a.positive, a.negative]),
     fill(q.billing, [a.billing, undefined, a.negatives, a.penalty]),
+    fillDrivers(ch, s, model, index, a),
   ]);
   return a;
+}
+
+/**
+ * customer_id, metric_id and the latest materialized value of each driver's metric (one query for
+ * all drivers): argMax over computed_at, NULL carried as nan (argMax would skip a NULL).
+ */
+export function driversSql(s: Scope, model: HealthModel): string {
+  const customer = s.customerIds ? ` AND customer_id IN (${list(s.customerIds)})` : '';
+  const metrics = list(model.drivers.map((d) => d.metric_id));
+  return `SELECT toString(customer_id), toString(metric_id), argMax(ifNull(value, nan), (computed_at, period_start))
+FROM csp.metric_values
+WHERE tenant_id = ${literal(s.tenantId)} AND metric_id IN (${metrics})${customer}
+GROUP BY customer_id, metric_id`;
+}
+
+async function fillDrivers(
+  ch: ClickHouse,
+  s: Scope,
+  model: HealthModel,
+  index: Map<string, number>,
+  a: Aggregates,
+): Promise<void> {
+  if (!model.drivers.length) return;
+  const column = new Map(model.drivers.map((d, k) => [d.metric_id, a.drivers[k]]));
+  const text = await ch.text(driversSql(s, model));
+  for (const line of text.split('\n')) {
+    const [customer, metric, value] = line.split('\t');
+    const i = index.get(customer);
+    const col = column.get(metric);
+    if (i !== undefined && col) col[i] = Number(value);
+  }
 }

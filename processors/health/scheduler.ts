@@ -1,142 +1,25 @@
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
+import { LeasedSchedule, type LeasedScheduleOptions } from '../lease.js';
 import type { HealthMetrics } from '../metrics.js';
 import type { HealthScorer } from './scorer.js';
 
-export interface SchedulerOptions {
-  /** A workspace is recalculated when its last run finished longer ago than this. */
-  intervalMs: number;
-  /** Lease lifetime; renewed every third of it while a run lasts. */
-  leaseTtlMs: number;
-  /** This process, as the lease's holder. */
-  holder: string;
-  /** Only these workspaces (empty: all). */
-  tenants: string[];
-}
-
-const JOB = 'health';
+export type SchedulerOptions = Omit<LeasedScheduleOptions, 'job'>;
 
 /**
- * Recalculates every workspace every `intervalMs`, with any number of processors instances:
- * - every tick (about a quarter of the interval, at most 30 s) an instance lists the workspaces that
- *   are due (last run finished longer than an interval ago, no live lease), in a random order so
- *   that instances start on different ones, and works through them one at a time;
- * - before a run it takes the workspace's lease in job_leases with one conditional upsert that
- *   succeeds only while the lease is free and the workspace still due: two instances never score
- *   the same workspace at once, and a workspace just finished by another is not run again;
- * - the lease is renewed while the run lasts and released at its end with last_finished_at; a
- *   killed holder's lease runs out after `leaseTtlMs` and another instance takes the workspace;
- * - a failed run frees the lease with a short back-off instead of marking the workspace done.
+ * Recalculates every workspace every `intervalMs` behind a lease per workspace in job_leases
+ * (job 'health'); ../lease.ts keeps the lease rules shared by every scheduled job.
  */
-export class HealthScheduler {
-  private timer?: NodeJS.Timeout;
-  private ticking?: Promise<void>;
-  private stopping = false;
-
-  constructor(
-    private readonly sql: Sql,
-    private readonly scorer: HealthScorer,
-    private readonly log: Logger,
-    private readonly metrics: HealthMetrics,
-    private readonly o: SchedulerOptions,
-  ) {}
-
-  start(): void {
-    this.schedule(0);
-  }
-
-  /**
-   * Ticks a quarter of the interval apart (at most 30 s), jittered: whichever instance ticks first
-   * after a workspace falls due takes it, so random tick times share the workspaces out evenly.
-   */
-  private schedule(delayMs: number): void {
-    if (this.stopping) return;
-    this.timer = setTimeout(() => {
-      this.ticking = this.tick()
-        .catch((err: unknown) => this.log.warn({ err: String(err) }, 'health schedule tick failed'))
-        .finally(() => {
-          this.ticking = undefined;
-          const every = Math.max(250, Math.min(Math.floor(this.o.intervalMs / 4), 30_000));
-          this.schedule(every * (0.5 + Math.random()));
-        });
-    }, delayMs);
-  }
-
-  /** Due workspaces, in random order so that instances ticking together start on different ones. */
-  async due(): Promise<string[]> {
-    const only = this.o.tenants;
-    const rows = await this.sql<Array<{ id: string }>>`
-      SELECT t.id::text AS id FROM tenants t
-      LEFT JOIN job_leases l ON l.job = ${JOB} AND l.tenant_id = t.id
-      WHERE (l.tenant_id IS NULL OR (l.expires_at < now() AND (l.last_finished_at IS NULL
-             OR l.last_finished_at < now() - (${this.o.intervalMs}::float8 * interval '1 ms'))))
-        ${only.length ? this.sql`AND t.id = ANY(${only}::uuid[])` : this.sql``}
-      ORDER BY random()
-      LIMIT 1000`;
-    return rows.map((r) => r.id);
-  }
-
-  private async tick(): Promise<void> {
-    for (const tenantId of await this.due()) {
-      if (this.stopping) return;
-      if (!(await this.acquire(tenantId))) continue;
-      await this.runLeased(tenantId);
-    }
-  }
-
-  /** Takes the lease if it is free and the workspace is still due. */
-  async acquire(tenantId: string): Promise<boolean> {
-    const rows = await this.sql`
-      INSERT INTO job_leases AS l (job, tenant_id, holder, expires_at, last_started_at)
-      VALUES (${JOB}, ${tenantId}, ${this.o.holder}, now() + (${this.o.leaseTtlMs}::float8 * interval '1 ms'), now())
-      ON CONFLICT (job, tenant_id) DO UPDATE
-        SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at, last_started_at = now()
-        WHERE l.expires_at < now()
-          AND (l.last_finished_at IS NULL
-               OR l.last_finished_at < now() - (${this.o.intervalMs}::float8 * interval '1 ms'))
-      RETURNING 1`;
-    return rows.length === 1;
-  }
-
-  private async runLeased(tenantId: string): Promise<void> {
-    const renew = setInterval(
-      () =>
-        void this.sql`
-          UPDATE job_leases SET expires_at = now() + (${this.o.leaseTtlMs}::float8 * interval '1 ms')
-          WHERE job = ${JOB} AND tenant_id = ${tenantId} AND holder = ${this.o.holder}`.then(
-          (r) => {
-            if (r.count === 0) this.log.warn({ tenantId }, 'health lease lost during a run');
-          },
-          (err: unknown) => this.log.warn({ err: String(err), tenantId }, 'health lease renewal failed'),
-        ),
-      Math.max(500, Math.floor(this.o.leaseTtlMs / 3)),
+export class HealthScheduler extends LeasedSchedule {
+  constructor(sql: Sql, scorer: HealthScorer, log: Logger, metrics: HealthMetrics, o: SchedulerOptions) {
+    super(
+      sql,
+      {
+        run: (tenantId, stopping) => scorer.scoreWorkspace(tenantId, stopping),
+        finished: (outcome, ms) => metrics.run(outcome, ms),
+      },
+      log,
+      { ...o, job: 'health' },
     );
-    const t0 = performance.now();
-    try {
-      const r = await this.scorer.scoreWorkspace(tenantId, () => this.stopping);
-      clearInterval(renew);
-      await this.sql`
-        UPDATE job_leases SET holder = NULL, expires_at = '-infinity', last_finished_at = now()
-        WHERE job = ${JOB} AND tenant_id = ${tenantId} AND holder = ${this.o.holder}`;
-      this.metrics.run('ok', performance.now() - t0);
-      this.log.info({ tenantId, ...r }, 'health run finished');
-    } catch (err) {
-      clearInterval(renew);
-      const aborted = this.stopping;
-      this.metrics.run(aborted ? 'aborted' : 'failed', performance.now() - t0);
-      if (aborted) this.log.info({ tenantId }, 'health run stopped by shutdown; another instance will redo it');
-      else this.log.error({ err, tenantId }, 'health run failed');
-      // Stopped: free at once for another instance. Failed: retry after a pause, not in a hot loop.
-      const backoffMs = aborted ? 0 : Math.min(this.o.intervalMs, 60_000);
-      await this.sql`
-        UPDATE job_leases SET holder = NULL, expires_at = now() + (${backoffMs}::float8 * interval '1 ms')
-        WHERE job = ${JOB} AND tenant_id = ${tenantId} AND holder = ${this.o.holder}`.catch(() => {});
-    }
-  }
-
-  async stop(): Promise<void> {
-    this.stopping = true;
-    clearTimeout(this.timer);
-    await this.ticking;
   }
 }

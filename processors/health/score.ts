@@ -2,6 +2,7 @@ import {
   DIMENSION_UNITS,
   HEALTH_DIMENSIONS,
   type DimensionScore,
+  type DriverDirection,
   type HealthDimension,
   type HealthModel,
   type HealthStatus,
@@ -20,6 +21,8 @@ import {
  *   flags no event.
  * - payment_health: 100 minus the penalties of unresolved negatives of 90 days that came after the
  *   latest payment_succeeded (half penalty past 30 days); no billing events = 100.
+ * - metric:<slug> (a driver of the model): the metric's latest materialized value against the
+ *   driver's target (driverScore); inactive while the metric has no value for the customer.
  */
 
 /** Penalty per unresolved billing event; one older than 30 days costs half. */
@@ -48,6 +51,8 @@ export interface Aggregates {
   /** Unresolved negative billing events after the latest payment_succeeded, and their penalty. */
   negatives: Float64Array;
   penalty: Float64Array;
+  /** One array per driver of the model, in its order: the latest materialized value, NaN for none. */
+  drivers: Float64Array[];
 }
 
 export const AGGREGATE_KEYS = [
@@ -62,9 +67,10 @@ export const AGGREGATE_KEYS = [
   'penalty',
 ] as const satisfies ReadonlyArray<keyof Aggregates>;
 
-export function emptyAggregates(n: number): Aggregates {
+export function emptyAggregates(n: number, drivers = 0): Aggregates {
   const a = {} as Aggregates;
   for (const k of AGGREGATE_KEYS) a[k] = new Float64Array(n);
+  a.drivers = Array.from({ length: drivers }, () => new Float64Array(n).fill(Number.NaN));
   return a;
 }
 
@@ -72,6 +78,7 @@ export function emptyAggregates(n: number): Aggregates {
 export function sliceAggregates(a: Aggregates, from: number, to: number): Aggregates {
   const out = {} as Aggregates;
   for (const k of AGGREGATE_KEYS) out[k] = a[k].slice(from, to);
+  out.drivers = (a.drivers ?? []).map((d) => d.slice(from, to));
   return out;
 }
 
@@ -104,8 +111,33 @@ export function statusOf(score: number, model: HealthModel): HealthStatus {
   return 'neutral';
 }
 
-/** The five dimensions of customer `i`, in HEALTH_DIMENSIONS order. */
+/**
+ * A driver's score, 0–100: higher_is_better min(100, round(value / target × 100)) (0 below 0);
+ * lower_is_better 100 up to the target, then max(0, round(100 − (value − target) / target × 100)).
+ */
+export function driverScore(value: number, target: number, direction: DriverDirection): number {
+  if (direction === 'higher_is_better') return cap((value / target) * 100);
+  return value <= target ? 100 : cap(100 - ((value - target) / target) * 100);
+}
+
+/** The five dimensions of customer `i`, in HEALTH_DIMENSIONS order, then the model's drivers. */
 export function dimensionsOf(model: HealthModel, a: Aggregates, i: number): DimensionScore[] {
+  const drivers = (model.drivers ?? []).map((dr, k): DimensionScore => {
+    const v = a.drivers?.[k]?.[i];
+    const known = v !== undefined && !Number.isNaN(v);
+    return {
+      key: `metric:${dr.slug}`,
+      active: known,
+      weight: dr.weight,
+      score: known ? driverScore(v, dr.target, dr.direction) : null,
+      value: known ? v : null,
+      unit: dr.unit ?? 'value',
+    };
+  });
+  return [...builtInDimensions(model, a, i), ...drivers];
+}
+
+function builtInDimensions(model: HealthModel, a: Aggregates, i: number): DimensionScore[] {
   const active = new Set<HealthDimension>(model.active_dimensions);
   const keyActive = keyEventsActive(model);
   return HEALTH_DIMENSIONS.map((key): DimensionScore => {

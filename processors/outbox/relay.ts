@@ -102,11 +102,8 @@ export class OutboxRelay {
       });
       if (done.length) {
         await tx`UPDATE event_outbox SET published_at = now() WHERE id = ANY(${done}::uuid[])`;
-        await this.catalog(
-          tx,
-          rows.filter((_, i) => results[i].status === 'fulfilled'),
-          fresh,
-        );
+        const published = rows.filter((_, i) => results[i].status === 'fulfilled');
+        await this.catalog(tx, published, fresh);
       }
       this.metrics.relayed(done.length);
       const failed = rows.length - done.length;
@@ -139,6 +136,7 @@ export class OutboxRelay {
       INSERT INTO event_catalog (tenant_id, event_name)
       SELECT u.tenant_id, u.event_name FROM unnest(${tenants}::uuid[], ${names}::text[]) AS u (tenant_id, event_name)
       JOIN tenants t ON t.id = u.tenant_id
+      ORDER BY u.tenant_id, u.event_name
       ON CONFLICT DO NOTHING`;
   }
 

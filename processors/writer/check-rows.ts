@@ -1,3 +1,5 @@
+import { isUuid } from '../../lib/ids.js';
+
 /**
  * piscina worker: finds which messages of a batch ClickHouse cannot take, and why, by parsing
  * every row against the table's columns. Runs only after an insert failed with a data error, so
@@ -10,12 +12,10 @@ export interface CheckInput {
 
 export type ColumnKind = 'uuid' | 'string' | 'uint' | 'int' | 'float' | 'nullable_float' | 'strings';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 function checkValue(kind: ColumnKind, v: unknown): string | undefined {
   switch (kind) {
     case 'uuid':
-      return typeof v === 'string' && UUID.test(v) ? undefined : 'not a UUID';
+      return typeof v === 'string' && isUuid(v) ? undefined : 'not a UUID';
     case 'string':
       return typeof v === 'string' && v.isWellFormed() ? undefined : 'not a well-formed string';
     case 'uint':

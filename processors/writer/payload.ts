@@ -1,4 +1,5 @@
 import type { JsMsg } from 'nats';
+import { isUuid } from '../../lib/ids.js';
 
 /**
  * What the writer reads of a JetStream message. The ingest tier (and the outbox relay) write each
@@ -10,7 +11,6 @@ import type { JsMsg } from 'nats';
  */
 
 const NIL_UUID = '00000000-0000-0000-0000-000000000000';
-const BATCH_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const COMMA = Buffer.from(',');
 
 export function rowsOf(m: JsMsg): number {
@@ -20,7 +20,7 @@ export function rowsOf(m: JsMsg): number {
 export function batchIdOf(m: JsMsg): string {
   const id = m.headers?.get('Nats-Msg-Id') ?? '';
   // batch ids are UUIDs set by our publishers; anything else can only be a foreign message.
-  return BATCH_ID.test(id) ? id.toLowerCase() : NIL_UUID;
+  return isUuid(id) ? id.toLowerCase() : NIL_UUID;
 }
 
 /** May this message already be stored, in part or whole, by an earlier delivery or copy? */

@@ -1,6 +1,7 @@
 import Type from 'typebox';
 import {
   DEFAULT_HEALTH_MODEL,
+  DRIVER_DIRECTIONS,
   DimensionSchema,
   HEALTH_DIMENSIONS,
   HEALTH_STATUS_VALUES,
@@ -22,6 +23,7 @@ export const MAX_HISTORY_DAYS = 731;
 export const DEFAULT_HISTORY_DAYS = 90;
 export const MAX_KEY_EVENTS = 100;
 export const MAX_WEIGHT = 1000;
+export const MAX_DRIVERS = 20;
 /** Seconds a client should wait after `scorer_unavailable`. */
 export const RECALC_RETRY_AFTER_S = 10;
 
@@ -180,6 +182,16 @@ const keyEventsDoc = doc(
   'generates never count.',
 );
 
+const driversDoc = doc(
+  `Metrics of the metrics library scored as health dimensions \`metric:<slug>\` (at most ${MAX_DRIVERS}):`,
+  'each an active, customer-grain metric of the workspace (otherwise 400 naming `drivers[i].metric_id`),',
+  'weighted like the built-in dimensions and scored against `target` (> 0) from its latest materialized value.',
+  '`higher_is_better`: min(100, round(value ÷ target × 100)), below 0 → 0.',
+  '`lower_is_better`: value ≤ target → 100,',
+  'else max(0, round(100 − (value − target) ÷ target × 100)). No value yet: the dimension is inactive.',
+  'A driver keeps its metric in use (it cannot be deleted) and has it materialized hourly for every customer.',
+);
+
 export const HealthModel = Type.Object(
   {
     weights: Type.Object(
@@ -201,6 +213,17 @@ export const HealthModel = Type.Object(
       { positive: Type.Array(Type.String()), negative: Type.Array(Type.String()) },
       { description: keyEventsDoc },
     ),
+    drivers: Type.Array(
+      Type.Object({
+        metric_id: Uuid,
+        slug: Type.String(),
+        unit: Type.Union([Type.String(), Type.Null()]),
+        weight: Type.Number(),
+        target: Type.Number(),
+        direction: StringEnum(DRIVER_DIRECTIONS),
+      }),
+      { description: driversDoc },
+    ),
     updated_at: Type.Union([Timestamp, Type.Null()], {
       description: 'Time of the last PATCH; null while the workspace uses the defaults.',
     }),
@@ -214,6 +237,20 @@ const keyEventList = Type.Array(eventName, { maxItems: MAX_KEY_EVENTS, uniqueIte
 
 export const HealthModelPatch = Type.Object(
   {
+    drivers: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            metric_id: Uuid,
+            weight,
+            target: Type.Number({ exclusiveMinimum: 0 }),
+            direction: StringEnum(DRIVER_DIRECTIONS),
+          },
+          { additionalProperties: false },
+        ),
+        { maxItems: MAX_DRIVERS, description: `Replaced as sent. ${driversDoc}` },
+      ),
+    ),
     weights: Type.Optional(
       Type.Object(
         {
@@ -253,8 +290,8 @@ export const HealthModelPatch = Type.Object(
     additionalProperties: false,
     minProperties: 1,
     description: doc(
-      'Merges one level deep: `weights` and `thresholds` key by key, `active_dimensions` and `key_events`',
-      'replaced as sent. The result is validated as a whole; the next calculation uses it.',
+      'Merges one level deep: `weights` and `thresholds` key by key, `active_dimensions`, `key_events` and',
+      '`drivers` replaced as sent. The result is validated as a whole; the next calculation uses it.',
     ),
   },
 );

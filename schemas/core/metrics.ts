@@ -1,5 +1,5 @@
 import Type, { type Static } from 'typebox';
-import { Nullable, StringEnum, Timestamp, Uuid } from './common.js';
+import { DateOnly, Nullable, StringEnum, Timestamp, Uuid } from './common.js';
 
 /**
  * The metrics library: definitions, the event catalog, test queries, proposals and usage widgets.
@@ -268,3 +268,61 @@ export const Proposal = Type.Object({
   metric_id: Nullable(Uuid),
   created_at: Timestamp,
 });
+
+export const MAX_VALUES = 10_000;
+
+export const MetricValuesQuery = Type.Object(
+  {
+    customer_id: Type.Optional(Uuid),
+    from: Type.Optional(Timestamp),
+    to: Type.Optional(Timestamp),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_VALUES, default: 1000 })),
+  },
+  { additionalProperties: false },
+);
+
+export const MetricValue = Type.Object({
+  customer_id: Nullable(Uuid),
+  value: Nullable(Type.Number()),
+  period_start: Timestamp,
+  period_end: Timestamp,
+  computed_at: Timestamp,
+});
+
+export const MetricValues = Type.Object({ data: Type.Array(MetricValue) });
+
+export const MaterializeResult = Type.Object({
+  metric_id: Uuid,
+  customers: Type.Integer({ description: 'Customers a value was stored for (1 for a portfolio metric).' }),
+  period_start: Timestamp,
+  period_end: Timestamp,
+  computed_at: Timestamp,
+});
+
+export const ObjectiveCreate = Type.Object(
+  {
+    name: Name,
+    metric_id: Uuid,
+    target_value: Type.Number(),
+    due_date: Type.Optional(DateOnly),
+  },
+  { additionalProperties: false },
+);
+export type ObjectiveCreate = Static<typeof ObjectiveCreate>;
+
+export const Objective = Type.Object({
+  id: Uuid,
+  customer_id: Uuid,
+  metric_id: Uuid,
+  name: Type.String(),
+  target_value: Type.Number(),
+  due_date: Nullable(DateOnly),
+  created_at: Timestamp,
+  current_value: Nullable(
+    Type.Number({ description: 'The latest materialized value of the metric for the customer.' }),
+  ),
+  value_computed_at: Nullable(Timestamp),
+  progress: Nullable(Type.Number({ description: 'current_value / target_value; null without a value or a 0 target.' })),
+});
+
+export const ObjectiveList = Type.Object({ data: Type.Array(Objective) });

@@ -23,8 +23,8 @@ export const SCOPES = [
 export type Scope = (typeof SCOPES)[number];
 
 export const SCOPE_DESCRIPTIONS: Record<Scope, string> = {
-  'customers:read': 'GET customers and contacts',
-  'customers:write': 'POST/PATCH customers and contacts',
+  'customers:read': 'GET customers, contacts and objectives',
+  'customers:write': 'POST/PATCH customers and contacts, POST/DELETE objectives',
   'customers:delete': 'DELETE customers (soft-delete)',
   'health:read': 'GET health scores',
   'health:write': 'POST recalculate, PATCH health model',
@@ -39,8 +39,8 @@ export const SCOPE_DESCRIPTIONS: Record<Scope, string> = {
   'users:read': 'GET users',
   'users:write': 'POST invite, PATCH role (restricted)',
   'analytics:read': 'GET analytics endpoints',
-  'metrics:read': 'GET metrics, the metric test query, usage widget values',
-  'metrics:write': 'POST/PATCH/DELETE metrics, proposals and usage widgets (admin role only)',
+  'metrics:read': 'GET metrics and their materialized values, the metric test query, usage widget values',
+  'metrics:write': 'POST/PATCH/DELETE metrics, materialize now, proposals and usage widgets (admin role only)',
   'admin:*': 'Full admin access; only an OAuth grant with the admin role or a key created by an admin',
 };
 

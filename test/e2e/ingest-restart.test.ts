@@ -16,10 +16,10 @@ t.test('restarting the ingest tier under load loses no acknowledged event', asyn
   let answered = 0;
   const restarter = (async () => {
     while (loading) {
-      // Deliberate pacing: a restart once 200 more requests of the load have completed since the
+      // Deliberate pacing: a restart once 300 more requests of the load have completed since the
       // previous one, so each lands on a tier that has been serving, however slow the machine.
       const mark = answered;
-      await waitFor('the load to go on', () => !loading || answered >= mark + 200, 120_000, 50);
+      await waitFor('the load to go on', () => !loading || answered >= mark + 300, 120_000, 50);
       if (!loading) break;
       if (restarts % 2 === 0) {
         // Graceful: SIGTERM to the tier; in-flight requests get their answer, then it stops.

@@ -38,7 +38,12 @@ async function fixtures(): Promise<Record<string, string>> {
     grain: 'customer',
   });
   const widget = await mine.post('/v1/usage-widgets', { name: 'Isolated', aggregation: 'count', period: '7d' });
-  for (const [what, r] of Object.entries({ customer, key, user, job, metric, widget }))
+  const objective = await mine.post(`/v1/customers/${customer.body.id}/objectives`, {
+    name: 'Isolated objective',
+    metric_id: metric.body.id,
+    target_value: 10,
+  });
+  for (const [what, r] of Object.entries({ customer, key, user, job, metric, widget, objective }))
     if (r.status >= 300) throw new Error(`fixture ${what}: ${r.status} ${r.text}`);
   return {
     customers: customer.body.id,
@@ -48,6 +53,7 @@ async function fixtures(): Promise<Record<string, string>> {
     // Also the id tried on /v1/metrics/proposals/{id}: another kind's id answers 404 there too.
     metrics: metric.body.id,
     'usage-widgets': widget.body.id,
+    objectives: objective.body.id,
   };
 }
 
@@ -58,6 +64,8 @@ async function snapshot(ids: Record<string, string>) {
   const users = await mine.get('/v1/users');
   const metric = await mine.get(`/v1/metrics/${ids.metrics}`);
   const widgets = await mine.get('/v1/usage-widgets');
+  const objectives = await mine.get(`/v1/customers/${ids.customers}/objectives`);
+  const values = await mine.get(`/v1/metrics/${ids.metrics}/values`);
   const strip = (v: unknown) => JSON.parse(JSON.stringify(v, (k, x) => (k === 'last_used_at' ? undefined : x)));
   return {
     customer: strip(customer.body),
@@ -65,6 +73,8 @@ async function snapshot(ids: Record<string, string>) {
     users: strip(users.body),
     metric: metric.body,
     widgets: widgets.body,
+    objectives: objectives.body,
+    values: values.body,
   };
 }
 

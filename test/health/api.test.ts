@@ -17,6 +17,7 @@ const DEFAULT_MODEL = {
   thresholds: { healthy: 70, at_risk: 40 },
   active_dimensions: ['usage_frequency', 'breadth', 'active_users', 'key_events', 'payment_health'],
   key_events: { positive: [], negative: [] },
+  drivers: [],
 };
 const UNITS = ['days_per_week', 'distinct_events', 'dau_mau_ratio', 'net_key_events', 'unresolved_billing_issues'];
 

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { decodeCursor, encodeCursor, page } from '../../core-api/http/cursor.js';
-import { ApiError } from '../../core-api/http/errors.js';
+import { decodeCursor, decodeEventCursor, encodeCursor, encodeEventCursor, page } from '../../lib/cursor.js';
+import { ApiError } from '../../lib/problem.js';
 
 // Keyset pagination: next_cursor takes a client to the next page; anything else is a 400, never a 500.
 
@@ -53,4 +53,35 @@ t.test('page: limit+1 rows mean a next page, whose cursor is the last row shown'
     page([], 2, (r) => r),
     { data: [], next_cursor: null, has_more: false },
   );
+});
+
+t.test('an event cursor (GET /v1/events) decodes to its position; anything else is 400 invalid_cursor', async (t) => {
+  const p = { ts: 1_777_000_000, ms: 999, id: ID };
+  t.same(decodeEventCursor(encodeEventCursor(p)), p);
+  t.same(decodeEventCursor(encodeEventCursor({ ts: 0, ms: 0, id: ID })), { ts: 0, ms: 0, id: ID });
+  const bad = [
+    '',
+    'abc',
+    raw([p.ts, p.ms]),
+    raw([p.ts, p.ms, ID, 1]),
+    raw([-1, 0, ID]),
+    raw([2 ** 32, 0, ID]),
+    raw([1.5, 0, ID]),
+    raw([p.ts, 1000, ID]),
+    raw([p.ts, -1, ID]),
+    raw([String(p.ts), 0, ID]),
+    raw([p.ts, 0, '0190A000-0000-7000-8000-00000000000A']),
+    raw([p.ts, 0, "x' OR 1=1 --"]),
+    encodeCursor({ t: '2026-05-01 12:00:00+00', id: ID }),
+  ];
+  for (const cursor of bad) {
+    let caught: unknown;
+    try {
+      decodeEventCursor(cursor);
+    } catch (err) {
+      caught = err;
+    }
+    t.ok(caught instanceof ApiError, JSON.stringify(cursor));
+    t.match(caught, { status: 400, code: 'invalid_cursor', errors: [{ field: 'cursor', code: 'invalid_cursor' }] });
+  }
 });

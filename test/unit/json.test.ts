@@ -1,5 +1,5 @@
 import t from 'tap';
-import { decodeJson, pathText, unstorable } from '../../lib/json.js';
+import { decodeJson, isJsonContentType, pathText, unstorable } from '../../lib/json.js';
 
 // The decoding step of every JSON body: what the surfaces answer instead of a 500 from a store.
 
@@ -73,4 +73,24 @@ t.test('pathText writes paths as errors[].field names them', async (t) => {
   t.equal(pathText(['events', 3, 'properties', 'tier']), 'events[3].properties.tier');
   t.equal(pathText([0, 'a']), '[0].a');
   t.equal(pathText([]), '');
+});
+
+t.test('JSON content types: application/json and +json types, with parameters, any case', async (t) => {
+  for (const ok of [
+    'application/json',
+    'application/json; charset=utf-8',
+    'APPLICATION/JSON;charset=UTF-8',
+    'application/merge-patch+json',
+    'application/vnd.api+json ; x=1',
+  ])
+    t.ok(isJsonContentType(ok), ok);
+  for (const bad of [
+    undefined,
+    '',
+    'text/json',
+    'application/jsonp',
+    'application/x-www-form-urlencoded',
+    ' application/json',
+  ])
+    t.notOk(isJsonContentType(bad), JSON.stringify(bad));
 });

@@ -107,7 +107,7 @@ t.test('an error becomes one problem+json document', async (t) => {
   t.equal(err.status, 400);
   t.same(problemBody('https://api.example.com', err, '/v1/customers', 'trace-1'), {
     type: 'https://api.example.com/errors/validation_failed',
-    title: ERRORS.validation_failed[1],
+    title: ERRORS.validation_failed.title,
     status: 400,
     detail: 'The request is invalid; see errors.',
     instance: '/v1/customers',

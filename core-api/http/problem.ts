@@ -1,1 +1,0 @@
-export { ERROR_DOCS, problemBody } from '../../lib/problem.js';
