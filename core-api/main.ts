@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import Type from 'typebox';
 import { configOrExit, loadConfig, ConfigError } from '../lib/config.js';
 import { createLogger } from '../lib/logger.js';
@@ -18,6 +19,8 @@ import { Router } from './http/router.js';
 import { mount } from './http/server.js';
 import { ClickHouseReader } from './clickhouse.js';
 import { HealthHistory } from './health/history.js';
+import { HOUSEKEEPING_JOBS } from './housekeeping/jobs.js';
+import { Housekeeping } from './housekeeping/schedule.js';
 import { Recalculator } from './health/recalculate.js';
 import { MaterializeClient } from './metrics/materialize.js';
 import { JobRunner } from './jobs/runner.js';
@@ -82,6 +85,13 @@ export const CoreApiConfig = Type.Object({
     default: 30_000,
     description:
       'How long POST /v1/metrics/{id}/materialize waits for the processors before 503 materializer_unavailable.',
+  }),
+  HOUSEKEEPING_INTERVAL_MS: Type.Integer({
+    minimum: 1000,
+    default: 3_600_000,
+    description:
+      'How often the purges run (customers deleted 30 days ago, idempotency keys, OAuth codes), ' +
+      'each by one process at a time.',
   }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
@@ -173,15 +183,10 @@ async function serve(): Promise<void> {
     );
   }, 2000);
   probe.unref();
-  // Soft-deleted customers are recoverable for 30 days, then purged.
-  const purge = setInterval(() => {
-    sql`DELETE FROM customers WHERE deleted_at < now() - interval '30 days'`.catch((err: unknown) =>
-      log.warn({ err }, 'purge failed'),
-    );
-    sql`DELETE FROM idempotency_keys WHERE created_at < now() - interval '24 hours'`.catch(() => {});
-    sql`DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 day'`.catch(() => {});
-  }, 3600_000);
-  purge.unref();
+  const housekeeping = new Housekeeping(sql, HOUSEKEEPING_JOBS, log.child({ mod: 'housekeeping' }), {
+    intervalMs: cfg.HOUSEKEEPING_INTERVAL_MS,
+    holder: `core-api-${hostname()}-${process.pid}`,
+  });
 
   const inflight = { n: 0 };
   const app = mount(
@@ -210,6 +215,7 @@ async function serve(): Promise<void> {
     process.exit(1);
   });
   runner.start();
+  housekeeping.start();
   log.info({ host: cfg.API_HOST, port: cfg.API_PORT }, 'core-api listening');
 
   onShutdown(log, async () => {
@@ -217,6 +223,7 @@ async function serve(): Promise<void> {
     const deadline = Date.now() + 10_000;
     while (inflight.n > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     await runner.stop();
+    await housekeeping.stop();
     await audit.close();
     await nc.drain();
     await sql.end({ timeout: 5 });

@@ -72,7 +72,7 @@ function detailList(body: Record<string, unknown>): string | undefined {
   return undefined;
 }
 
-/** The body of a surface-A answer (README "Ingestion surface A" table). */
+/** The body of a surface-A answer (docs/ingestion.md, "Ingestion surface A" table). */
 function ingestA(a: Answered): string | undefined {
   if (!/^application\/json/i.test(header(a, 'content-type') ?? '')) return 'Content-Type is not application/json';
   const b = a.json;
