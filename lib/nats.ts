@@ -37,6 +37,8 @@ export const subjects = {
   healthRecalculate: 'cmd.health.recalculate',
   /** Core NATS request/reply: materialize one metric now (payload: JSON MaterializeRequest). */
   metricsMaterialize: 'cmd.metrics.materialize',
+  /** Core NATS request/reply: evaluate one playbook now (payload: JSON PlaybookRunRequest). */
+  playbookRun: 'cmd.playbooks.run',
   /** Core NATS: an ingestion key was regenerated (payload: tenant id). */
   ingestionKeyChanged: 'inv.ingestion-key',
   /** Core NATS: a customer of the tenant changed (payload: JSON {tenant_id, ids?}). */
