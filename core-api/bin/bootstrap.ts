@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { connectPg } from '../../lib/pg.js';
+import { SCOPES } from '../../schemas/core/scopes.js';
 import { stackProfile, stackUrls } from '../../lib/stack.js';
 import { hashPassword, newApiKey, newIngestionKey, newPassword, sha256 } from '../auth/secrets.js';
 
@@ -8,28 +9,6 @@ import { hashPassword, newApiKey, newIngestionKey, newPassword, sha256 } from '.
  * Creates a new, independent workspace with its ingestion key, an admin user and an admin API key,
  * and prints the credentials once (they are stored only hashed).
  */
-export const ALL_SCOPES = [
-  'customers:read',
-  'customers:write',
-  'customers:delete',
-  'health:read',
-  'health:write',
-  'playbooks:read',
-  'playbooks:write',
-  'tasks:read',
-  'tasks:write',
-  'events:write',
-  'events:read',
-  'webhooks:read',
-  'webhooks:write',
-  'users:read',
-  'users:write',
-  'analytics:read',
-  'metrics:read',
-  'metrics:write',
-  'admin:*',
-];
-
 const { values } = parseArgs({
   options: {
     json: { type: 'boolean', default: false },
@@ -60,7 +39,7 @@ try {
       INSERT INTO users (tenant_id, email, password_hash, role) VALUES (${t.id}, ${email}, ${passwordHash}, 'admin') RETURNING id::text`;
     await tx`
       INSERT INTO api_keys (tenant_id, name, key_hash, prefix, last4, scopes, role, created_by)
-      VALUES (${t.id}, 'bootstrap admin key', ${sha256(apiKey)}, 'svc_sk_test_', ${apiKey.slice(-4)}, ${ALL_SCOPES}, 'admin', ${u.id})`;
+      VALUES (${t.id}, 'bootstrap admin key', ${sha256(apiKey)}, 'svc_sk_test_', ${apiKey.slice(-4)}, ${[...SCOPES]}, 'admin', ${u.id})`;
     return {
       tenant_id: t.id,
       ingest_url: ingestUrl,
