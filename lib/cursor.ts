@@ -106,3 +106,19 @@ export function decodeEventCursor(cursor: string): EventPosition {
   }
   throw invalidCursor();
 }
+
+// ---- Lists ordered by a name (the event catalog) ----
+
+/** Longest name a name cursor carries: longer than any stored name, short enough for any query. */
+const MAX_NAME_CURSOR = 1024;
+
+export const encodeNameCursor = (name: string): string => encodeTuple([name]);
+
+/** The name after which the next page starts (null: the first page), or 400 invalid_cursor. */
+export function decodeNameCursor(cursor: string | undefined): string | null {
+  if (cursor === undefined) return null;
+  const v = decodeTuple(cursor, 1);
+  // A NUL cannot reach PostgreSQL text: refused here instead of failing the query.
+  if (v && typeof v[0] === 'string' && v[0].length <= MAX_NAME_CURSOR && !v[0].includes('\0')) return v[0];
+  throw invalidCursor();
+}

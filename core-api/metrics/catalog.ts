@@ -1,4 +1,5 @@
 import { holds } from '../../lib/credentials/scopes.js';
+import { decodeNameCursor, encodeNameCursor } from '../../lib/cursor.js';
 import { str, uuid } from '../../lib/metrics/literal.js';
 import type { Sql } from '../../lib/pg.js';
 import { Page } from '../../schemas/core/common.js';
@@ -14,21 +15,6 @@ import type { Route } from '../http/router.js';
  * property keys of the page's names from ClickHouse (csp.event_names, csp.event_property_keys)
  * in one query per page.
  */
-
-const encodeCursor = (name: string) => Buffer.from(JSON.stringify([name])).toString('base64url');
-
-function decodeCursor(cursor: string | undefined): string | null {
-  if (cursor === undefined) return null;
-  try {
-    const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(v) && v.length === 1 && typeof v[0] === 'string') return v[0];
-  } catch {
-    /* falls through */
-  }
-  throw new ApiError('invalid_cursor', 'The cursor is not valid; pass next_cursor from a previous page unchanged.', [
-    { field: 'cursor', code: 'invalid_cursor', message: 'cursor was not produced by this API' },
-  ]);
-}
 
 interface Seen {
   last: number | null;
@@ -75,7 +61,7 @@ export function catalogRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
       );
     }
     const limit: number = c.query.limit ?? 50;
-    const after = decodeCursor(c.query.cursor);
+    const after = decodeNameCursor(c.query.cursor);
     const rows = await sql<Array<{ event_name: string; first_seen_at: Date }>>`
       SELECT event_name, first_seen_at FROM event_catalog
       WHERE tenant_id = ${p.tenantId} ${after !== null ? sql`AND event_name COLLATE "C" > ${after}` : sql``}
@@ -98,7 +84,7 @@ export function catalogRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
     });
     return json(200, {
       data,
-      next_cursor: has_more ? encodeCursor(shown[shown.length - 1].event_name) : null,
+      next_cursor: has_more ? encodeNameCursor(shown[shown.length - 1].event_name) : null,
       has_more,
     });
   }

@@ -1,5 +1,13 @@
 import t from 'tap';
-import { decodeCursor, decodeEventCursor, encodeCursor, encodeEventCursor, page } from '../../lib/cursor.js';
+import {
+  decodeCursor,
+  decodeEventCursor,
+  decodeNameCursor,
+  encodeCursor,
+  encodeEventCursor,
+  encodeNameCursor,
+  page,
+} from '../../lib/cursor.js';
 import { ApiError } from '../../lib/problem.js';
 
 // Keyset pagination: next_cursor takes a client to the next page; anything else is a 400, never a 500.
@@ -84,4 +92,12 @@ t.test('an event cursor (GET /v1/events) decodes to its position; anything else 
     t.ok(caught instanceof ApiError, JSON.stringify(cursor));
     t.match(caught, { status: 400, code: 'invalid_cursor', errors: [{ field: 'cursor', code: 'invalid_cursor' }] });
   }
+});
+
+t.test('a name cursor (the event catalog) round-trips any stored name and refuses the rest', async (t) => {
+  for (const name of ['signup', 'ünïcode événement', 'a'.repeat(1024), ''])
+    t.equal(decodeNameCursor(encodeNameCursor(name)), name, JSON.stringify(name.slice(0, 20)));
+  t.equal(decodeNameCursor(undefined), null, 'no cursor: the first page');
+  for (const cursor of ['', 'not-base64!', raw([42]), raw(['a', 'b']), raw(['nul\u0000byte']), raw(['a'.repeat(1025)])])
+    t.throws(() => decodeNameCursor(cursor), { code: 'invalid_cursor' }, cursor.slice(0, 20));
 });
