@@ -4,7 +4,8 @@ import { queriesFor } from '../processors/health/queries.js';
 import { sampler, type BenchContext } from './context.js';
 import { Histogram, type LatencySummary } from './histogram.js';
 import type { Usage } from './proc-stats.js';
-import { BenchError, say, sleep, startTier, type Tier } from './tiers.js';
+import { NOBODY, cpuS, processorsEnv, scheduledRun, startUnlimitedCoreApi } from './scheduled-job.js';
+import { say, startTier, type Tier } from './tiers.js';
 import { generateWorkspace } from './workspace-data.js';
 
 export interface HealthResult {
@@ -28,8 +29,6 @@ export interface HealthResult {
   recalc?: LatencySummary & { callers: number; requests: number; errors: number; statusCounts: Record<string, number> };
   recalcSkipped?: string;
 }
-
-const cpuS = (u: Usage, group: string) => Math.round((u.groups[group]?.cpuPct ?? 0) * u.seconds) / 100;
 
 /**
  * A fresh workspace of `healthCustomers` customers and `healthEvents` usage events over 30 days
@@ -56,7 +55,7 @@ export async function healthScenario(ctx: BenchContext): Promise<HealthResult> {
       FROM numbers(${billing})`);
     const generateS = ws.generateS + Math.round(performance.now() - t0) / 1000;
 
-    const full = await scheduledRun(ctx, sql, tenant);
+    const full = await fullRun(ctx, sql, tenant);
     say(`health: full recalculation in ${full.seconds} s`);
     const ceiling = await ceilingRun(ctx, tenant);
     say(`health: bare ClickHouse aggregation in ${ceiling.seconds} s`);
@@ -77,68 +76,23 @@ export async function healthScenario(ctx: BenchContext): Promise<HealthResult> {
   }
 }
 
-function processorsEnv(ctx: BenchContext, extra: Record<string, string>): Record<string, string> {
-  return {
-    NATS_URL: ctx.urls.NATS_URL,
-    CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL,
-    DATABASE_URL: ctx.urls.DATABASE_URL,
-    STACK_PROFILE: ctx.profile.name,
-    PROCESSORS_THREADS: '2',
-    // Only the health scorer is measured here: no metric materialization of any workspace.
-    METRICS_TENANTS: '00000000-0000-0000-0000-000000000000',
-    ...extra,
-  };
-}
+/** Only the health scorer is measured here: no metric materialization or playbook evaluation of any workspace. */
+const quiet = { METRICS_TENANTS: NOBODY, PLAYBOOKS_TENANTS: NOBODY };
 
-/**
- * The workspace's lease row is set "just finished" before processors starts (no processors
- * instance runs it), then, once processors is ready and sampled, moved back past the 20 s
- * interval this instance uses but not the hour of any other instance: this one runs it next tick.
- */
-async function scheduledRun(
+async function fullRun(
   ctx: BenchContext,
   sql: ReturnType<typeof connectPg>,
   tenant: string,
 ): Promise<HealthResult['run']> {
-  await sql`
-    INSERT INTO job_leases (job, tenant_id, last_finished_at) VALUES ('health', ${tenant}, now() + interval '1 day')`;
-  const tier = await startTier(
-    'processors',
-    'PROCESSORS_PORT',
-    processorsEnv(ctx, { HEALTH_TENANTS: tenant, HEALTH_RECALC_INTERVAL_MS: '20000', LOG_LEVEL: 'info' }),
-  );
-  const s = sampler(ctx, { processors: () => [tier.pid] });
-  try {
-    await sql`UPDATE job_leases SET last_finished_at = now() - interval '30 seconds'
-      WHERE job = 'health' AND tenant_id = ${tenant}`;
-    const deadline = Date.now() + 30 * 60_000;
-    for (;;) {
-      const [l] = await sql<Array<{ started: Date | null; finished: Date | null }>>`
-        SELECT last_started_at AS started, last_finished_at AS finished FROM job_leases
-        WHERE job = 'health' AND tenant_id = ${tenant}`;
-      if (l.started && l.finished && l.finished > l.started) {
-        const usage = s.stop();
-        await sleep(200);
-        const line = tier
-          .output()
-          .split('\n')
-          .find((x) => x.includes('health run finished'));
-        return {
-          seconds: (l.finished.getTime() - l.started.getTime()) / 1000,
-          usage,
-          processorsCpuS: cpuS(usage, 'processors'),
-          clickhouseCpuS: cpuS(usage, 'clickhouse'),
-          phases: line ? (JSON.parse(line) as { phases?: Record<string, number> }).phases : undefined,
-        };
-      }
-      if (Date.now() > deadline || tier.proc.exitCode !== null)
-        throw new BenchError(`health: the recalculation did not finish:\n${tier.output().trim().slice(-1500)}`);
-      await sleep(100);
-    }
-  } finally {
-    s.stop();
-    await tier.stop();
-  }
+  const r = await scheduledRun(ctx, sql, {
+    job: 'health',
+    tenant,
+    env: { ...quiet, HEALTH_TENANTS: tenant },
+    intervalVar: 'HEALTH_RECALC_INTERVAL_MS',
+    finishedLog: 'health run finished',
+  });
+  const { finished, ...run } = r;
+  return { ...run, phases: finished?.phases as Record<string, number> | undefined };
 }
 
 /** The scorer's own queries for the workspace, at once as the scorer sends them, results read whole. */
@@ -159,28 +113,13 @@ async function ceilingRun(ctx: BenchContext, tenant: string): Promise<HealthResu
 
 async function recalcLatency(ctx: BenchContext, apiKey: string, run: string): Promise<HealthResult['recalc'] | string> {
   const o = ctx.opts;
-  const limits = JSON.stringify({
-    enterprise: { reads_per_min: 10_000_000, writes_per_min: 10_000_000, bulk_imports_per_hour: 1000 },
-  });
   const tiers: Tier[] = [];
   try {
     // No scheduled run in this phase: only the on-demand path is measured.
     tiers.push(
-      await startTier(
-        'processors',
-        'PROCESSORS_PORT',
-        processorsEnv(ctx, { HEALTH_TENANTS: '00000000-0000-0000-0000-000000000000' }),
-      ),
+      await startTier('processors', 'PROCESSORS_PORT', processorsEnv(ctx, { ...quiet, HEALTH_TENANTS: NOBODY })),
     );
-    const api = await startTier('core-api', 'API_PORT', {
-      NATS_URL: ctx.urls.NATS_URL,
-      DATABASE_URL: ctx.urls.DATABASE_URL,
-      CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL,
-      STACK_PROFILE: ctx.profile.name,
-      API_WRITES_PER_MIN: '10000000',
-      API_READS_PER_MIN: '10000000',
-      API_PLAN_LIMITS: limits,
-    });
+    const api = await startUnlimitedCoreApi(ctx);
     tiers.push(api);
     const customer = (i: number) =>
       `${run}-0000-4000-8000-${(1 + (i % o.healthCustomers)).toString(16).padStart(12, '0')}`;

@@ -1,10 +1,13 @@
 import { compileMetric } from '../lib/metrics/compile.js';
+import { compileMetricGroup } from '../lib/metrics/group.js';
+import { plan } from '../processors/metrics/materializer.js';
 import { connectPg } from '../lib/pg.js';
 import type { MetricDefinition } from '../schemas/core/metrics.js';
 import { sampler, type BenchContext } from './context.js';
 import { Histogram, type LatencySummary } from './histogram.js';
 import type { Usage } from './proc-stats.js';
-import { BenchError, say, sleep, startTier } from './tiers.js';
+import { NOBODY, cpuS, scheduledRun, startUnlimitedCoreApi } from './scheduled-job.js';
+import { BenchError, say } from './tiers.js';
 import { generateWorkspace } from './workspace-data.js';
 
 export interface MetricsResult {
@@ -17,12 +20,13 @@ export interface MetricsResult {
   /** One scheduled materialization of the workspace by processors, as its lease row records it. */
   run: { seconds: number; rows?: number; usage: Usage; processorsCpuS: number; clickhouseCpuS: number };
   /** The same compiled queries straight against ClickHouse, one after another as the materializer runs them. */
-  ceiling: { seconds: number; usage: Usage; clickhouseCpuS: number };
+  ceiling: { seconds: number; usage: Usage; clickhouseCpuS: number; queries: number };
+  /** One compiled query per metric (no grouping by source event), one after another. */
+  perMetric: { seconds: number; usage: Usage; clickhouseCpuS: number; queries: number };
   /** POST /v1/metrics/test (sampled customers), `callers` concurrent callers. */
   testQuery: LatencySummary & { callers: number; errors: number; statusCounts: Record<string, number> };
 }
 
-const cpuS = (u: Usage, group: string) => Math.round((u.groups[group]?.cpuPct ?? 0) * u.seconds) / 100;
 const CALCULATIONS = ['count', 'sum', 'avg', 'max', 'distinct_count', 'last_value', 'exists'] as const;
 const WINDOWS: MetricDefinition['window'][] = [
   { type: 'rolling', days: 30 },
@@ -98,10 +102,11 @@ export async function metricsScenario(ctx: BenchContext): Promise<MetricsResult>
       INSERT INTO health_models (tenant_id, model) VALUES (${tenant}, ${JSON.stringify({ drivers })}::text::jsonb)
       ON CONFLICT (tenant_id) DO UPDATE SET model = EXCLUDED.model`;
 
-    const run = await scheduledRun(ctx, sql, tenant);
+    const run = await materializeRun(ctx, sql, tenant);
     say(`metrics: ${defs.length} metrics materialized for ${o.metricsCustomers} customers in ${run.seconds} s`);
-    const ceiling = await ceilingRun(ctx, tenant, defs);
-    say(`metrics: bare ClickHouse time of the same queries ${ceiling.seconds} s`);
+    const { ceiling, perMetric } = await ceilingRuns(ctx, tenant, defs);
+    say(`metrics: bare ClickHouse time of the same ${ceiling.queries} queries ${ceiling.seconds} s`);
+    say(`metrics: one query per metric instead: ${perMetric.seconds} s`);
     const testQuery = await testQueryLatency(ctx, ws.apiKey, defs);
     say(`metrics: test query p99 ${testQuery.p99Ms} ms, ${testQuery.errors} errors`);
     const calculations: Record<string, number> = {};
@@ -114,6 +119,7 @@ export async function metricsScenario(ctx: BenchContext): Promise<MetricsResult>
       generateS: ws.generateS,
       run,
       ceiling,
+      perMetric,
       testQuery,
     };
   } finally {
@@ -121,78 +127,57 @@ export async function metricsScenario(ctx: BenchContext): Promise<MetricsResult>
   }
 }
 
-function processorsEnv(ctx: BenchContext, extra: Record<string, string>): Record<string, string> {
-  return {
-    NATS_URL: ctx.urls.NATS_URL,
-    CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL,
-    DATABASE_URL: ctx.urls.DATABASE_URL,
-    STACK_PROFILE: ctx.profile.name,
-    PROCESSORS_THREADS: '2',
-    HEALTH_ENABLED: 'false',
-    ...extra,
-  };
-}
-
-/** As the health scenario does: the lease row "just finished", then moved back past this instance's interval. */
-async function scheduledRun(
+/** One scheduled materialization; health scoring and playbooks off, so only the materializer runs. */
+async function materializeRun(
   ctx: BenchContext,
   sql: ReturnType<typeof connectPg>,
   tenant: string,
 ): Promise<MetricsResult['run']> {
-  await sql`
-    INSERT INTO job_leases (job, tenant_id, last_finished_at) VALUES ('metrics', ${tenant}, now() + interval '1 day')`;
-  const tier = await startTier(
-    'processors',
-    'PROCESSORS_PORT',
-    processorsEnv(ctx, { METRICS_TENANTS: tenant, METRICS_MATERIALIZE_INTERVAL_MS: '20000', LOG_LEVEL: 'info' }),
-  );
-  const s = sampler(ctx, { processors: () => [tier.pid] });
-  try {
-    await sql`UPDATE job_leases SET last_finished_at = now() - interval '30 seconds'
-      WHERE job = 'metrics' AND tenant_id = ${tenant}`;
-    const deadline = Date.now() + 30 * 60_000;
-    for (;;) {
-      const [l] = await sql<Array<{ started: Date | null; finished: Date | null }>>`
-        SELECT last_started_at AS started, last_finished_at AS finished FROM job_leases
-        WHERE job = 'metrics' AND tenant_id = ${tenant}`;
-      if (l.started && l.finished && l.finished > l.started) {
-        const usage = s.stop();
-        await sleep(200);
-        const line = tier
-          .output()
-          .split('\n')
-          .find((x) => x.includes('metrics run finished'));
-        return {
-          seconds: (l.finished.getTime() - l.started.getTime()) / 1000,
-          rows: line ? (JSON.parse(line) as { rows?: number }).rows : undefined,
-          usage,
-          processorsCpuS: cpuS(usage, 'processors'),
-          clickhouseCpuS: cpuS(usage, 'clickhouse'),
-        };
-      }
-      if (Date.now() > deadline || tier.proc.exitCode !== null)
-        throw new BenchError(`metrics: the materialization did not finish:\n${tier.output().trim().slice(-1500)}`);
-      await sleep(100);
-    }
-  } finally {
-    s.stop();
-    await tier.stop();
-  }
+  const { finished, ...run } = await scheduledRun(ctx, sql, {
+    job: 'metrics',
+    tenant,
+    env: { HEALTH_ENABLED: 'false', PLAYBOOKS_TENANTS: NOBODY, METRICS_TENANTS: tenant },
+    intervalVar: 'METRICS_MATERIALIZE_INTERVAL_MS',
+    finishedLog: 'metrics run finished',
+  });
+  return { ...run, rows: finished?.rows as number | undefined };
 }
 
-async function ceilingRun(
-  ctx: BenchContext,
-  tenant: string,
-  defs: MetricDefinition[],
-): Promise<MetricsResult['ceiling']> {
-  const now = new Date();
-  const queries = defs.map((d) => compileMetric(d, { tenantId: tenant, now, customerIds: 'all' }).sql);
+/** The given queries straight against ClickHouse, one after another as the materializer runs them. */
+async function bareRun(ctx: BenchContext, queries: string[]): Promise<MetricsResult['ceiling']> {
   const s = sampler(ctx, {});
   const t0 = performance.now();
   for (const q of queries) await ctx.ch.query(`${q} FORMAT TabSeparated`);
   const seconds = Math.round(performance.now() - t0) / 1000;
   const usage = s.stop();
-  return { seconds, usage, clickhouseCpuS: cpuS(usage, 'clickhouse') };
+  return { seconds, usage, clickhouseCpuS: cpuS(usage, 'clickhouse'), queries: queries.length };
+}
+
+/**
+ * The ceiling: the materializer's own queries (its plan: one per source event for the metrics
+ * grouped by lib/metrics/group.ts, one per metric otherwise); beside it, one query per metric.
+ */
+async function ceilingRuns(
+  ctx: BenchContext,
+  tenant: string,
+  defs: MetricDefinition[],
+): Promise<Pick<MetricsResult, 'ceiling' | 'perMetric'>> {
+  const now = new Date();
+  const metrics = defs.map((definition, i) => ({ id: String(i), definition, customers: 'all' as const }));
+  const planned = plan(metrics, now).map((unit) =>
+    unit.length === 1
+      ? compileMetric(unit[0].definition, { tenantId: tenant, now, customerIds: 'all' }).sql
+      : compileMetricGroup(
+          unit.map((m) => m.definition),
+          { tenantId: tenant, now },
+        ).sql,
+  );
+  const ceiling = await bareRun(ctx, planned);
+  const perMetric = await bareRun(
+    ctx,
+    defs.map((d) => compileMetric(d, { tenantId: tenant, now, customerIds: 'all' }).sql),
+  );
+  return { ceiling, perMetric };
 }
 
 async function testQueryLatency(
@@ -201,18 +186,7 @@ async function testQueryLatency(
   defs: MetricDefinition[],
 ): Promise<MetricsResult['testQuery']> {
   const o = ctx.opts;
-  const limits = JSON.stringify({
-    enterprise: { reads_per_min: 10_000_000, writes_per_min: 10_000_000, bulk_imports_per_hour: 1000 },
-  });
-  const api = await startTier('core-api', 'API_PORT', {
-    NATS_URL: ctx.urls.NATS_URL,
-    DATABASE_URL: ctx.urls.DATABASE_URL,
-    CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL,
-    STACK_PROFILE: ctx.profile.name,
-    API_WRITES_PER_MIN: '10000000',
-    API_READS_PER_MIN: '10000000',
-    API_PLAN_LIMITS: limits,
-  });
+  const api = await startUnlimitedCoreApi(ctx);
   try {
     const post = async (i: number) => {
       const t0 = performance.now();

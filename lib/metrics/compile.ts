@@ -45,7 +45,7 @@ const EVENT_COLUMNS: Record<string, string> = {
   external_source: 'toString(external_source)',
 };
 
-const EMPTY: Record<Calculation, number | null> = {
+export const EMPTY: Record<Calculation, number | null> = {
   count: 0,
   sum: 0,
   distinct_count: 0,
@@ -55,10 +55,10 @@ const EMPTY: Record<Calculation, number | null> = {
   last_value: null,
 };
 
-const prop = (name: string) => `prop_values[indexOf(prop_keys, ${str(name)})]`;
-const numeric = (expr: string) => `toFloat64OrNull(${expr})`;
+export const prop = (name: string) => `prop_values[indexOf(prop_keys, ${str(name)})]`;
+export const numeric = (expr: string) => `toFloat64OrNull(${expr})`;
 /** Event order: seconds and milliseconds in one sortable number. */
-const ORDER = '(toUInt64(ts) * 1000 + ts_ms)';
+export const ORDER = '(toUInt64(ts) * 1000 + ts_ms)';
 const AND = '\n  AND ';
 
 export class CompileError extends Error {
@@ -73,7 +73,7 @@ function fieldExpr(field: string): string {
   return col;
 }
 
-function filterSql(f: MetricFilter): string {
+export function filterSql(f: MetricFilter): string {
   const e = fieldExpr(f.field);
   const v = f.value;
   const text = (x: unknown) => str(String(x));
@@ -100,7 +100,7 @@ function filterSql(f: MetricFilter): string {
   }
 }
 
-function valueExpr(def: MetricDefinition): string {
+export function valueExpr(def: MetricDefinition): string {
   const target = def.target_property ?? undefined;
   const needTarget = () => {
     if (!target) throw new CompileError(`${def.calculation} needs target_property`);
@@ -131,6 +131,16 @@ function valueExpr(def: MetricDefinition): string {
   }
 }
 
+/** True when the metric is read from the daily rollup rather than csp.events (see the decisions above). */
+export function readsRollup(def: MetricDefinition, period: Period): boolean {
+  return (
+    (def.calculation === 'count' || def.calculation === 'exists') &&
+    (def.filter ?? []).length === 0 &&
+    !RESERVED_EVENT_NAMES.has(def.source_event) &&
+    startsAtMidnight(period)
+  );
+}
+
 export function compileMetric(def: MetricDefinition, o: CompileOptions): CompiledMetric {
   const db = o.database ?? 'csp';
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(db)) throw new CompileError('invalid database name');
@@ -145,12 +155,7 @@ export function compileMetric(def: MetricDefinition, o: CompileOptions): Compile
   const groupBy = portfolio ? '' : '\nGROUP BY customer_id';
   const empty = EMPTY[def.calculation];
 
-  const rollup =
-    (def.calculation === 'count' || def.calculation === 'exists') &&
-    filters.length === 0 &&
-    !generated &&
-    startsAtMidnight(period);
-  if (rollup) {
+  if (readsRollup(def, period)) {
     const value = def.calculation === 'count' ? 'toFloat64(sum(events))' : 'toFloat64(sum(events) > 0)';
     const where = [
       `tenant_id = ${uuid(o.tenantId)}`,

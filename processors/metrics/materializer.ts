@@ -1,4 +1,5 @@
 import { compileMetric } from '../../lib/metrics/compile.js';
+import { compileMetricGroup, groupable } from '../../lib/metrics/group.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
 import { type MaterializeSummary, PORTFOLIO_CUSTOMER } from '../../schemas/materialize.js';
@@ -36,7 +37,9 @@ export class MaterializeError extends Error {
 
 /**
  * Materialization of a workspace's metrics: per metric ONE ClickHouse query compiled by
- * lib/metrics/compile.ts (GROUP BY customer_id) for the customers its consumers need; customers
+ * lib/metrics/compile.ts (GROUP BY customer_id) for the customers its consumers need, or, for
+ * metrics needed for every customer, one query per source event for all of them
+ * (lib/metrics/group.ts: the events are read once, not once per metric); customers
  * without a matching event get the calculation's empty value (0 for count, sum, distinct_count,
  * exists; null for avg, max, last_value); values go to csp.metric_values in inserts of up to
  * 100,000 rows. The window ends at the run's time (to the second), the same for every metric of
@@ -56,13 +59,14 @@ export class Materializer {
     const now = runTime();
     const batch = new ValueBatch(this.d.ch, this.d.log, `metrics-${this.d.instance}-${++this.runs}`);
     const failed: string[] = [];
-    for (const m of metrics) {
+    for (const unit of plan(metrics, now)) {
       if (stopping()) throw new MaterializeError('aborted', 'stopped by shutdown');
       try {
-        await this.runMetric(tenantId, m, all, now, batch);
+        if (unit.length === 1) await this.runMetric(tenantId, unit[0], all, now, batch);
+        else await this.runGroup(tenantId, unit, all, now, batch);
       } catch (err) {
-        failed.push(m.id);
-        this.d.log.error({ err, tenantId, metricId: m.id }, 'metric materialization failed');
+        failed.push(...unit.map((m) => m.id));
+        this.d.log.error({ err, tenantId, metricIds: unit.map((m) => m.id) }, 'metric materialization failed');
       }
     }
     await batch.flush();
@@ -118,6 +122,42 @@ export class Materializer {
     await batch.add(head, wanted, values);
     return period;
   }
+
+  /** Metrics of one source event for every customer: one query, values split per metric. */
+  private async runGroup(tenantId: string, ms: MetricToRun[], all: string[], now: Date, batch: ValueBatch) {
+    const compiled = compileMetricGroup(
+      ms.map((m) => m.definition),
+      { tenantId, now, database: this.d.ch.database },
+    );
+    const rows = await this.d.ch.rows<Record<string, string | number | null>>(compiled.sql);
+    const byCustomer = new Map(rows.map((r) => [r.customer_id as string, r]));
+    for (const [i, m] of ms.entries()) {
+      const period = { from: trim(compiled.periods[i].from), to: trim(compiled.periods[i].to) };
+      const wanted = m.customers === 'all' ? all : m.customers;
+      const values = wanted.map((id) => {
+        const r = byCustomer.get(id);
+        const v = r === undefined ? compiled.empty[i] : r[`v${i}`];
+        return v === null || v === undefined ? null : Number(v);
+      });
+      await batch.add({ tenantId, metricId: m.id, ...period, computedAt: now }, wanted, values);
+    }
+  }
+}
+
+/**
+ * The queries of a run: metrics read for a customer list short enough to send run alone (their
+ * query reads only those customers); the others that lib/metrics/group.ts can combine share one
+ * query per source event; the rest (rollup reads, portfolio grain) run alone.
+ */
+export function plan(metrics: MetricToRun[], now: Date): MetricToRun[][] {
+  const alone: MetricToRun[][] = [];
+  const bySource = new Map<string, MetricToRun[]>();
+  for (const m of metrics) {
+    const listed = m.customers !== 'all' && m.customers.length <= MAX_LISTED;
+    if (listed || !groupable(m.definition, now)) alone.push([m]);
+    else bySource.set(m.definition.source_event, [...(bySource.get(m.definition.source_event) ?? []), m]);
+  }
+  return [...alone, ...bySource.values()];
 }
 
 /** Seconds only: csp.metric_values holds DateTime, and the API then shows what is stored. */
