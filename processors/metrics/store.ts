@@ -15,6 +15,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class ValueBatch {
   private parts: string[] = [];
   private seq = 0;
+  private inFlight: Promise<void> = Promise.resolve();
   rows = 0;
 
   constructor(
@@ -36,21 +37,40 @@ export class ValueBatch {
     for (let i = 0; i < customerIds.length; i++) {
       const v = values[i];
       this.parts.push(`${prefix}${customerIds[i]}${suffix}${v === null || !Number.isFinite(v) ? 'null' : v}}\n`);
-      if (this.parts.length >= INSERT_ROWS) await this.flush();
+      if (this.parts.length >= INSERT_ROWS) await this.send();
     }
   }
 
-  /** One insert of what is held, retried a few times before the run fails. */
+  /** Every value added so far stored (the run's end): what is held is inserted and every insert awaited. */
   async flush(): Promise<void> {
+    await this.send();
+    await this.inFlight;
+  }
+
+  /**
+   * Starts the insert of what is held once the previous one has finished: one insert in flight
+   * while the run goes on to its next query, so ClickHouse computes and stores side by side
+   * instead of in turns. A failed insert fails the next send or flush, hence the run.
+   */
+  private async send(): Promise<void> {
+    await this.inFlight;
     if (!this.parts.length) return;
     const body = Buffer.from(this.parts.join(''));
     const n = this.parts.length;
     this.parts = [];
     const id = `${this.queryId}-${++this.seq}`;
+    const insert = this.insertWithRetries(body, id).then(() => {
+      this.rows += n;
+    });
+    // Marked handled here; the failure is rethrown by whoever awaits inFlight next.
+    insert.catch(() => {});
+    this.inFlight = insert;
+  }
+
+  private async insertWithRetries(body: Buffer, id: string): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
         await this.ch.insert('metric_values', body, `${id}-${attempt}`);
-        this.rows += n;
         return;
       } catch (err) {
         if (attempt >= 3) throw err;
