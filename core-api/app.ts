@@ -1,6 +1,7 @@
 import { Problem } from '../schemas/core/common.js';
 import { SCOPE_DESCRIPTIONS } from '../schemas/core/scopes.js';
 import { buildOpenApi } from '../schemas/openapi.js';
+import { analyticsRoutes } from './analytics/routes.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import type { AccessTokens } from './auth/tokens.js';
 import { customerRoutes } from './customers/routes.js';
@@ -32,6 +33,7 @@ export interface AppDeps extends Deps {
   clickhouse: ClickHouseReader;
   metricsQueryTimeoutMs: number;
   materializeClient: MaterializeClient;
+  analyticsCacheTtlMs: number;
 }
 
 const TAGS = [
@@ -49,6 +51,12 @@ const TAGS = [
       'The metrics library: the workspace event catalog, metric definitions (admin writes, everyone with ' +
       'metrics:read reads), the test query, proposals from a plain-English description, and the usage widgets. ' +
       'Window semantics, the compiler and the parser vocabulary: docs/metrics.md.',
+  },
+  {
+    name: 'Analytics',
+    description:
+      'Portfolio analytics over the whole workspace: ARR and health, the renewal pipeline, retention cohorts. ' +
+      'SQL aggregates, cached per workspace and query for at most 30 s. Definitions: docs/analytics.md.',
   },
   { name: 'Users', description: 'Users, roles and invites.' },
   { name: 'API keys', description: 'Server-to-server credentials (admin).' },
@@ -68,6 +76,7 @@ export function buildRoutes(d: AppDeps): Route[] {
     ...customerRoutes(d),
     ...healthRoutes(d),
     ...metricsRoutes(d),
+    ...analyticsRoutes(d),
     ...jobRoutes(d),
     ...userRoutes(d),
     ...apiKeyRoutes(d),

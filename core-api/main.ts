@@ -8,6 +8,7 @@ import { SharedRateLimiter } from '../lib/rate-limit.js';
 import { onShutdown, supervise } from '../lib/lifecycle.js';
 import { loadUws, type ListenSocket } from '../lib/uws.js';
 import { buildRoutes } from './app.js';
+import { MAX_CACHE_TTL_MS } from '../schemas/core/analytics.js';
 import { ApiKeyStore } from '../lib/credentials/api-keys.js';
 import { AuditLog } from '../lib/credentials/audit.js';
 import { Authenticator, RevokedFamilies } from '../lib/credentials/authenticate.js';
@@ -93,6 +94,12 @@ export const CoreApiConfig = Type.Object({
       'How often the purges run (customers deleted 30 days ago, idempotency keys, OAuth codes), ' +
       'each by one process at a time.',
   }),
+  ANALYTICS_CACHE_TTL_MS: Type.Integer({
+    minimum: 0,
+    maximum: MAX_CACHE_TTL_MS,
+    default: MAX_CACHE_TTL_MS,
+    description: 'How long an analytics answer is reused per workspace and query (at most 30 s; 0: never).',
+  }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
 
@@ -169,6 +176,7 @@ async function serve(): Promise<void> {
     clickhouse,
     metricsQueryTimeoutMs: cfg.METRICS_QUERY_TIMEOUT_MS,
     materializeClient: new MaterializeClient(nc, cfg.METRICS_MATERIALIZE_TIMEOUT_MS, log.child({ mod: 'metrics' })),
+    analyticsCacheTtlMs: cfg.ANALYTICS_CACHE_TTL_MS,
   });
 
   let dbOk = true;
