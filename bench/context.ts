@@ -7,7 +7,7 @@ import type { BenchTenant, WorkloadOptions } from './workload.js';
 
 export interface BenchOptions {
   profile: 'dev' | 'test';
-  only: Set<'ceilings' | 'ingest' | 'events-b' | 'e2e' | 'outage' | 'health' | 'metrics'>;
+  only: Set<'ceilings' | 'ingest' | 'events-b' | 'e2e' | 'outage' | 'health' | 'metrics' | 'playbooks' | 'analytics'>;
   /** Seconds per scenario (ceilings, ingest at full load, ingest at half load). */
   durationS: number;
   /** Seconds of the sustained end-to-end scenario. */
@@ -42,6 +42,15 @@ export interface BenchOptions {
   /** POST /v1/metrics/test requests in all, and concurrent callers. */
   metricsTestRequests: number;
   metricsTestCallers: number;
+  /** Customers, generated events and enabled playbooks of the playbooks scenario, and the trigger types used. */
+  playbooksCustomers: number;
+  playbooksEvents: number;
+  playbooksCount: number;
+  playbooksKinds: string[];
+  /** Customers of the analytics scenario's workspace; requests per endpoint and concurrent callers. */
+  analyticsCustomers: number;
+  analyticsRequests: number;
+  analyticsCallers: number;
 }
 
 export interface BenchContext {

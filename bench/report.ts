@@ -1,11 +1,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { analyticsRows, type AnalyticsResult } from './analytics.js';
 import type { CeilingsResult } from './ceilings.js';
 import type { E2eResult } from './e2e.js';
 import type { HealthResult } from './health.js';
 import type { IngestResult } from './ingest-scenario.js';
 import type { MetricsResult } from './metrics.js';
+import type { PlaybooksResult } from './playbooks.js';
 import type { OutageResult } from './outage.js';
 import type { Usage } from './proc-stats.js';
 import type { ScenarioBResult } from './scenario-b.js';
@@ -26,6 +28,8 @@ export interface Stored {
   outage?: Section<OutageResult>;
   health?: Section<HealthResult>;
   metrics?: Section<MetricsResult>;
+  playbooks?: Section<PlaybooksResult>;
+  analytics?: Section<AnalyticsResult>;
 }
 
 export interface Machine {
@@ -189,7 +193,43 @@ export function rows(s: Stored): Row[] {
   if (h) out.push(...healthRows(h));
   const mt = s.metrics?.data;
   if (mt) out.push(...metricsRows(mt));
+  const pb = s.playbooks?.data;
+  if (pb) out.push(...playbooksRows(pb));
+  const an = s.analytics?.data;
+  if (an) out.push(...analyticsRows(an, (u) => boundBy(u)));
   return out;
+}
+
+function playbooksRows(p: PlaybooksResult): Row[] {
+  const c = p.ceiling;
+  const kinds = Object.entries(p.kinds)
+    .map(([kind, n]) => `${n} ${kind}`)
+    .join(', ');
+  const cpu = (r: PlaybooksResult['steady']) =>
+    `CPU: processors ${r.processorsCpuS} s, ClickHouse ${r.clickhouseCpuS} s`;
+  return [
+    {
+      figure: `Playbooks: first scheduled evaluation of ${p.playbooks} enabled playbooks (${kinds}) over ${k(p.customers)} customers, ${k(p.events)} events`,
+      measured: `${p.first.seconds} s${p.first.tasks !== undefined ? `, ${k(p.first.tasks)} tasks created` : ''}; ${cpu(p.first)}`,
+      target: '≤ 10 s',
+      ratio: `${(p.first.seconds / c.seconds).toFixed(2)} × the bare trigger work; ${(p.first.seconds / 10).toFixed(2)} of target`,
+      bound: boundBy(p.first.usage, ['processors']),
+    },
+    {
+      figure: 'Playbooks: the next evaluation (same matches, nothing fires)',
+      measured: `${p.steady.seconds} s; ${cpu(p.steady)}`,
+      target: '≤ 10 s',
+      ratio: `${(p.steady.seconds / c.seconds).toFixed(2)} × the bare trigger work; ${(p.steady.seconds / 10).toFixed(2)} of target`,
+      bound: boundBy(p.steady.usage, ['processors']),
+    },
+    {
+      figure: 'Playbooks ceiling: each trigger alone (its ClickHouse read, one count over its compiled predicate)',
+      measured: `${c.seconds} s (ClickHouse reads ${c.readS} s, SQL ${c.sqlS} s), ${k(c.matched)} matches; ClickHouse CPU ${c.clickhouseCpuS} s`,
+      target: '—',
+      ratio: '1.00 (reference)',
+      bound: boundBy(c.usage),
+    },
+  ];
 }
 
 function metricsRows(m: MetricsResult): Row[] {
@@ -334,7 +374,7 @@ export function writeResults(dir: string, s: Stored): void {
   const file = path.join(dir, 'RESULTS.md');
   const old = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
   const notes = NOTES.exec(old)?.[0] ?? '<!-- notes -->\n<!-- /notes -->';
-  const sections = (['ceilings', 'ingest', 'eventsB', 'e2e', 'outage', 'health'] as const)
+  const sections = (['ceilings', 'ingest', 'eventsB', 'e2e', 'outage', 'health', 'playbooks'] as const)
     .filter((x) => s[x])
     .map((x) => {
       const sec = s[x]!;

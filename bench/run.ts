@@ -8,8 +8,10 @@ import { ROOT, stackProfile, stackUrls } from '../lib/stack.js';
 import { ceilings } from './ceilings.js';
 import type { BenchContext, BenchOptions } from './context.js';
 import { e2eScenario } from './e2e.js';
+import { analyticsScenario } from './analytics.js';
 import { healthScenario } from './health.js';
 import { metricsScenario } from './metrics.js';
+import { playbooksScenario } from './playbooks.js';
 import { ingestScenario } from './ingest-scenario.js';
 import { outageScenario } from './outage.js';
 import { machine, rows, table, writeResults, type Section, type Stored } from './report.js';
@@ -32,9 +34,21 @@ import type { BenchTenant } from './workload.js';
  * npm run bench [-- --only ceilings,ingest,events-b,e2e,outage] [--duration S] [--e2e-duration S] [--e2e-rate N]
  *   [--outage-events N] [--connections N] [--profile dev|test] [--health-customers N] [--health-events N]
  *   [--metrics-customers N] [--metrics-events N] [--metrics-count N] [--metrics-test-requests N]
+ *   [--playbooks-customers N] [--playbooks-events N] [--playbooks-count N] [--playbooks-kinds condition,…]
+ *   [--analytics-customers N] [--analytics-requests N] [--analytics-callers N]
  * Every option also reads from BENCH_<NAME> (e.g. BENCH_DURATION=30, BENCH_PROFILE=test).
  */
-const SCENARIOS = ['ceilings', 'ingest', 'events-b', 'e2e', 'outage', 'health', 'metrics'] as const;
+const SCENARIOS = [
+  'ceilings',
+  'ingest',
+  'events-b',
+  'e2e',
+  'outage',
+  'health',
+  'metrics',
+  'playbooks',
+  'analytics',
+] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 function options(): BenchOptions {
@@ -63,6 +77,13 @@ function options(): BenchOptions {
       'metrics-count': { type: 'string' },
       'metrics-test-requests': { type: 'string' },
       'metrics-test-callers': { type: 'string' },
+      'playbooks-customers': { type: 'string' },
+      'playbooks-events': { type: 'string' },
+      'playbooks-count': { type: 'string' },
+      'playbooks-kinds': { type: 'string' },
+      'analytics-customers': { type: 'string' },
+      'analytics-requests': { type: 'string' },
+      'analytics-callers': { type: 'string' },
     },
   });
   const get = (name: keyof typeof values) =>
@@ -109,7 +130,23 @@ function options(): BenchOptions {
     metricsCount: num('metrics-count', 50),
     metricsTestRequests: num('metrics-test-requests', 200),
     metricsTestCallers: num('metrics-test-callers', 4),
+    playbooksCustomers: num('playbooks-customers', 100_000),
+    playbooksEvents: num('playbooks-events', 5_000_000),
+    playbooksCount: num('playbooks-count', 20),
+    playbooksKinds: playbookKinds(get('playbooks-kinds')),
+    analyticsCustomers: num('analytics-customers', 100_000),
+    analyticsRequests: num('analytics-requests', 200),
+    analyticsCallers: num('analytics-callers', 4),
   };
+}
+
+function playbookKinds(v: string | undefined): string[] {
+  const all = ['condition', 'metric_threshold', 'event'];
+  const kinds = (v ?? all.join(',')).split(',').map((s) => s.trim());
+  for (const k of kinds)
+    if (!all.includes(k))
+      throw new BenchError(`--playbooks-kinds takes ${all.join('|')} (comma-separated), got "${k}"`);
+  return kinds;
 }
 
 function command(): string {
@@ -179,8 +216,8 @@ async function main(): Promise<void> {
   say(`profile ${profile.name}; scenarios ${[...o.only].join(', ')}`);
   await stackUp(profile);
   snapshotDist();
-  // The health and metrics scenarios make their own workspaces; the others share these.
-  const tenants = [...o.only].some((s) => s !== 'health' && s !== 'metrics')
+  // The health, metrics and playbooks scenarios make their own workspaces; the others share these.
+  const tenants = [...o.only].some((s) => s !== 'health' && s !== 'metrics' && s !== 'playbooks' && s !== 'analytics')
     ? await workspaces(o, env, urls.DATABASE_URL)
     : [];
   if (tenants.length) say(`${tenants.length} workspaces with ${o.customers} customers each`);
@@ -242,6 +279,8 @@ async function main(): Promise<void> {
     await attempt('outage', async () => void (stored.outage = section(await outageScenario(ctx))));
     await attempt('health', async () => void (stored.health = section(await healthScenario(ctx))));
     await attempt('metrics', async () => void (stored.metrics = section(await metricsScenario(ctx))));
+    await attempt('playbooks', async () => void (stored.playbooks = section(await playbooksScenario(ctx))));
+    await attempt('analytics', async () => void (stored.analytics = section(await analyticsScenario(ctx))));
   } finally {
     await nc.close();
   }

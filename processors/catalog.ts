@@ -4,6 +4,13 @@ import type { Logger } from '../lib/logger.js';
 import { STREAM_EVENTS, tenantOfSubject } from '../lib/nats.js';
 import type { Sql } from '../lib/pg.js';
 
+/** Told the event names of every message before it is acked (playbooks/event-marks.ts). */
+export interface NamesObserver {
+  seen(tenantId: string, names: string): void;
+  /** Resolves once what was seen is durable; the batch is acked only then. */
+  flush(): Promise<void>;
+}
+
 /**
  * The workspace event catalog: every event name appears in PostgreSQL on its first ingestion.
  * Reads only message headers (Cs-Names, set by the ingest tier; the consumer is headers-only),
@@ -23,6 +30,7 @@ export class EventCatalog {
     private readonly sql: Sql,
     private readonly consumer: string,
     private readonly log: Logger,
+    private readonly observer?: NamesObserver,
   ) {}
 
   async start(): Promise<void> {
@@ -53,7 +61,9 @@ export class EventCatalog {
     for (const m of batch) {
       const tenant = tenantOfSubject(m.subject) ?? '';
       if (!isUuid(tenant)) continue;
-      for (const name of (m.headers?.get('Cs-Names') ?? '').split(',')) {
+      const header = m.headers?.get('Cs-Names') ?? '';
+      this.observer?.seen(tenant, header);
+      for (const name of header.split(',')) {
         const k = `${tenant}|${name}`;
         if (!name || this.known.has(k)) continue;
         this.known.add(k);
@@ -71,6 +81,7 @@ export class EventCatalog {
             JOIN tenants t ON t.id = u.tenant_id
             ON CONFLICT DO NOTHING`;
         }
+        await this.observer?.flush();
         break;
       } catch (err) {
         if (this.stopping) return; // un-acked: redelivered to the next process

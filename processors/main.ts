@@ -23,6 +23,10 @@ import { HealthMetrics, OutboxMetrics, WriterMetrics } from './metrics.js';
 import { Materializer } from './metrics/materializer.js';
 import { MaterializeResponder } from './metrics/responder.js';
 import { OutboxRelay } from './outbox/relay.js';
+import { Evaluator } from './playbooks/evaluate.js';
+import { EventLoop, EventMarks } from './playbooks/event-marks.js';
+import { PlaybookRunResponder } from './playbooks/responder.js';
+import { AfterRuns, PlaybookRunner } from './playbooks/runner.js';
 import { ClickhouseWriter } from './writer/writer.js';
 
 export const ProcessorsConfig = Type.Object({
@@ -101,6 +105,32 @@ export const ProcessorsConfig = Type.Object({
     default: '',
     description: 'Comma-separated workspace ids the scheduled materialization is limited to (empty: all).',
   }),
+  PLAYBOOKS_INTERVAL_MS: Type.Integer({
+    minimum: 1000,
+    default: 3_600_000,
+    description: "Every workspace's enabled playbooks are evaluated when their last scheduled run is older than this.",
+  }),
+  PLAYBOOKS_LEASE_TTL_MS: Type.Integer({
+    minimum: 1000,
+    default: 120_000,
+    description: "Lifetime of a workspace's scheduled playbook lease (renewed during a run).",
+  }),
+  PLAYBOOKS_TENANTS: Type.String({
+    default: '',
+    description:
+      'Comma-separated workspace ids the scheduled and event-driven playbook evaluations are limited to (empty: all).',
+  }),
+  PLAYBOOKS_EVENT_POLL_MS: Type.Integer({
+    minimum: 100,
+    maximum: 20_000,
+    default: 10_000,
+    description: 'Pause between evaluations of the event playbooks of workspaces that just received their events.',
+  }),
+  PLAYBOOKS_EVENT_SETTLE_MS: Type.Integer({
+    minimum: 1000,
+    default: 60_000,
+    description: 'How long after its last matching event a workspace keeps being re-evaluated (late writes).',
+  }),
   OUTBOX_POLL_MS: Type.Integer({
     minimum: 10,
     default: 250,
@@ -158,8 +188,33 @@ const writers = [
     deps,
   ),
 ];
+const playbooksLog = log.child({ module: 'playbooks' });
+const evaluator = new Evaluator({ sql, ch, log: playbooksLog });
+const playbookRunner = new PlaybookRunner(sql, evaluator, playbooksLog);
+const afterRuns = new AfterRuns(playbookRunner, playbooksLog);
+const playbookTenants = cfg.PLAYBOOKS_TENANTS.split(',')
+  .map((x) => x.trim())
+  .filter(Boolean);
+const playbookSchedule = new LeasedSchedule(
+  sql,
+  { run: (tenantId, stopping) => playbookRunner.runWorkspace(tenantId, 'schedule', undefined, stopping) },
+  playbooksLog,
+  {
+    job: 'playbooks',
+    intervalMs: cfg.PLAYBOOKS_INTERVAL_MS,
+    leaseTtlMs: cfg.PLAYBOOKS_LEASE_TTL_MS,
+    holder: instance,
+    tenants: playbookTenants,
+  },
+);
+const eventLoop = new EventLoop(sql, playbookRunner, playbooksLog, {
+  pollMs: cfg.PLAYBOOKS_EVENT_POLL_MS,
+  settleMs: cfg.PLAYBOOKS_EVENT_SETTLE_MS,
+  tenants: playbookTenants,
+});
+const playbookResponder = new PlaybookRunResponder(nc, evaluator, playbooksLog);
 const catalogs = [
-  new EventCatalog(js, sql, consumers.catalog, log),
+  new EventCatalog(js, sql, consumers.catalog, log, new EventMarks(sql, playbooksLog)),
   new EventCatalog(js, sql, consumers.catalogBackfill, log),
 ];
 const relay = new OutboxRelay(sql, js, log.child({ module: 'outbox' }), new OutboxMetrics(metrics.registry), {
@@ -179,21 +234,34 @@ const scorer = new HealthScorer({
   instance,
 });
 const history = new HistoryBuffer(ch, healthLog, instance);
-const scheduler = new HealthScheduler(sql, scorer, healthLog, healthMetrics, {
-  intervalMs: cfg.HEALTH_RECALC_INTERVAL_MS,
-  leaseTtlMs: cfg.HEALTH_LEASE_TTL_MS,
-  holder: instance,
-  tenants: cfg.HEALTH_TENANTS.split(',')
-    .map((x) => x.trim())
-    .filter(Boolean),
-});
+const scheduler = new HealthScheduler(
+  sql,
+  scorer,
+  healthLog,
+  healthMetrics,
+  {
+    intervalMs: cfg.HEALTH_RECALC_INTERVAL_MS,
+    leaseTtlMs: cfg.HEALTH_LEASE_TTL_MS,
+    holder: instance,
+    tenants: cfg.HEALTH_TENANTS.split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+  },
+  (tenantId) => afterRuns.request(tenantId, 'health'),
+);
 const responder = new RecalculateResponder(nc, scorer, history, healthLog, healthMetrics);
 const retention = new HistoryRetention(ch, healthLog);
 const metricsLog = log.child({ module: 'metrics' });
 const materializer = new Materializer({ sql, ch, log: metricsLog, instance });
 const materializeSchedule = new LeasedSchedule(
   sql,
-  { run: (tenantId, stopping) => materializer.materializeWorkspace(tenantId, stopping) },
+  {
+    run: async (tenantId, stopping) => {
+      const r = await materializer.materializeWorkspace(tenantId, stopping);
+      if (r.metrics) afterRuns.request(tenantId, 'metrics');
+      return r;
+    },
+  },
   metricsLog,
   {
     job: 'metrics',
@@ -211,6 +279,9 @@ for (const c of catalogs) await c.start();
 relay.start();
 materializeResponder.start();
 materializeSchedule.start();
+playbookResponder.start();
+playbookSchedule.start();
+eventLoop.start();
 if (cfg.HEALTH_ENABLED) {
   responder.start();
   scheduler.start();
@@ -273,6 +344,10 @@ onShutdown(
       relay.stop(),
       materializeSchedule.stop(),
       materializeResponder.stop(),
+      playbookResponder.stop(),
+      playbookSchedule.stop(),
+      eventLoop.stop(),
+      afterRuns.stop(),
     ]);
     await history.flush();
     // Stop pulling, write and ack what is held, then drain the connection.

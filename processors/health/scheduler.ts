@@ -11,11 +11,23 @@ export type SchedulerOptions = Omit<LeasedScheduleOptions, 'job'>;
  * (job 'health'); ../lease.ts keeps the lease rules shared by every scheduled job.
  */
 export class HealthScheduler extends LeasedSchedule {
-  constructor(sql: Sql, scorer: HealthScorer, log: Logger, metrics: HealthMetrics, o: SchedulerOptions) {
+  constructor(
+    sql: Sql,
+    scorer: HealthScorer,
+    log: Logger,
+    metrics: HealthMetrics,
+    o: SchedulerOptions,
+    /** Called after each completed run (the playbooks of the workspace are evaluated then). */
+    afterRun?: (tenantId: string) => void,
+  ) {
     super(
       sql,
       {
-        run: (tenantId, stopping) => scorer.scoreWorkspace(tenantId, stopping),
+        run: async (tenantId, stopping) => {
+          const r = await scorer.scoreWorkspace(tenantId, stopping);
+          afterRun?.(tenantId);
+          return r;
+        },
         finished: (outcome, ms) => metrics.run(outcome, ms),
       },
       log,

@@ -29,12 +29,15 @@ interface Row {
 }
 
 /**
- * Metrics used by metric_threshold triggers of the workspace's enabled playbooks. Playbooks do
- * not exist yet: none. When they do, this returns their metric ids and those metrics are
- * materialized for every customer, like health drivers.
+ * Metrics the workspace's enabled playbooks read: metric_threshold triggers and `metric.<slug>`
+ * references of conditions, resolved into playbooks.metric_ids when the playbook is saved. They
+ * are materialized for every customer, like health drivers.
  */
-export async function playbookTriggerMetrics(_sql: Sql, _tenantId: string): Promise<Set<string>> {
-  return new Set();
+export async function playbookTriggerMetrics(sql: Sql, tenantId: string): Promise<Set<string>> {
+  const rows = await sql<Array<{ id: string }>>`
+    SELECT DISTINCT m.id::text AS id FROM playbooks p, unnest(p.metric_ids) AS m (id)
+    WHERE p.tenant_id = ${tenantId} AND p.enabled`;
+  return new Set(rows.map((r) => r.id));
 }
 
 const toDefinition = (r: Row): MetricDefinition => ({

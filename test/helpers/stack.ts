@@ -84,13 +84,14 @@ export interface Tier {
  */
 /**
  * What a tier does on its own that would reach into other tests' workspaces: a processors tier
- * scores or materializes no workspace on schedule unless the test names them (HEALTH_TENANTS,
- * METRICS_TENANTS).
+ * scores, materializes or evaluates playbooks of no workspace on schedule unless the test names them
+ * (HEALTH_TENANTS, METRICS_TENANTS, PLAYBOOKS_TENANTS).
  */
 const quiet: Record<string, Record<string, string>> = {
   processors: {
     HEALTH_TENANTS: '00000000-0000-0000-0000-000000000000',
     METRICS_TENANTS: '00000000-0000-0000-0000-000000000000',
+    PLAYBOOKS_TENANTS: '00000000-0000-0000-0000-000000000000',
   },
 };
 
