@@ -21,11 +21,11 @@ import { HistoryBuffer } from './health/store.js';
 import { LeasedSchedule } from './lease.js';
 import { HealthMetrics, OutboxMetrics, WriterMetrics } from './metrics.js';
 import { Materializer } from './metrics/materializer.js';
-import { MaterializeResponder } from './metrics/responder.js';
+import { materializeNowResponder } from './metrics/responder.js';
 import { OutboxRelay } from './outbox/relay.js';
 import { Evaluator } from './playbooks/evaluate.js';
 import { EventLoop, EventMarks } from './playbooks/event-marks.js';
-import { PlaybookRunResponder } from './playbooks/responder.js';
+import { playbookRunResponder } from './playbooks/responder.js';
 import { AfterRuns, PlaybookRunner } from './playbooks/runner.js';
 import { ClickhouseWriter } from './writer/writer.js';
 
@@ -212,7 +212,7 @@ const eventLoop = new EventLoop(sql, playbookRunner, playbooksLog, {
   settleMs: cfg.PLAYBOOKS_EVENT_SETTLE_MS,
   tenants: playbookTenants,
 });
-const playbookResponder = new PlaybookRunResponder(nc, evaluator, playbooksLog);
+const playbookResponder = playbookRunResponder(nc, evaluator, playbooksLog);
 const catalogs = [
   new EventCatalog(js, sql, consumers.catalog, log, new EventMarks(sql, playbooksLog)),
   new EventCatalog(js, sql, consumers.catalogBackfill, log),
@@ -273,7 +273,7 @@ const materializeSchedule = new LeasedSchedule(
       .filter(Boolean),
   },
 );
-const materializeResponder = new MaterializeResponder(nc, sql, materializer, metricsLog);
+const materializeResponder = materializeNowResponder(nc, sql, materializer, metricsLog);
 for (const w of writers) await w.start();
 for (const c of catalogs) await c.start();
 relay.start();
