@@ -1,5 +1,6 @@
 import type { Logger } from '../lib/logger.js';
 import type { Sql } from '../lib/pg.js';
+import { Ticker } from '../lib/ticker.js';
 
 export interface LeasedScheduleOptions {
   /** The job's name in job_leases ('health', 'metrics', …). */
@@ -36,38 +37,27 @@ export interface LeasedJob {
  * - a failed run frees the lease with a short back-off instead of marking the workspace done.
  */
 export class LeasedSchedule {
-  private timer?: NodeJS.Timeout;
-  private ticking?: Promise<void>;
-  private stopping = false;
+  private readonly ticker: Ticker;
 
   constructor(
     private readonly sql: Sql,
     private readonly work: LeasedJob,
     private readonly log: Logger,
     private readonly o: LeasedScheduleOptions,
-  ) {}
-
-  start(): void {
-    this.schedule(0);
+  ) {
+    this.ticker = new Ticker(
+      o.intervalMs,
+      () => this.tick(),
+      (err) => log.warn({ err: String(err), job: o.job }, `${o.job} schedule tick failed`),
+    );
   }
 
-  /**
-   * Ticks a quarter of the interval apart (at most 30 s), jittered: whichever instance ticks first
-   * after a workspace falls due takes it, so random tick times share the workspaces out evenly.
-   */
-  private schedule(delayMs: number): void {
-    if (this.stopping) return;
-    this.timer = setTimeout(() => {
-      this.ticking = this.tick()
-        .catch((err: unknown) =>
-          this.log.warn({ err: String(err), job: this.o.job }, `${this.o.job} schedule tick failed`),
-        )
-        .finally(() => {
-          this.ticking = undefined;
-          const every = Math.max(250, Math.min(Math.floor(this.o.intervalMs / 4), 30_000));
-          this.schedule(every * (0.5 + Math.random()));
-        });
-    }, delayMs);
+  private get stopping(): boolean {
+    return this.ticker.stopping;
+  }
+
+  start(): void {
+    this.ticker.start(0);
   }
 
   /** Due workspaces, in random order so that instances ticking together start on different ones. */
@@ -144,9 +134,7 @@ export class LeasedSchedule {
     }
   }
 
-  async stop(): Promise<void> {
-    this.stopping = true;
-    clearTimeout(this.timer);
-    await this.ticking;
+  stop(): Promise<void> {
+    return this.ticker.stop();
   }
 }

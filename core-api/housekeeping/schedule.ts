@@ -1,5 +1,6 @@
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
+import { Ticker } from '../../lib/ticker.js';
 import type { HousekeepingJob } from './jobs.js';
 
 /** Global jobs hold the lease row of no workspace. */
@@ -27,9 +28,7 @@ export interface HousekeepingOptions {
  * Each process decides "due" by its own interval, so processes configured differently coexist.
  */
 export class Housekeeping {
-  private timer?: NodeJS.Timeout;
-  private ticking?: Promise<void>;
-  private stopping = false;
+  private readonly ticker: Ticker;
   private readonly leaseTtlMs: number;
 
   constructor(
@@ -39,24 +38,15 @@ export class Housekeeping {
     private readonly o: HousekeepingOptions,
   ) {
     this.leaseTtlMs = o.leaseTtlMs ?? 15 * 60_000;
+    this.ticker = new Ticker(
+      o.intervalMs,
+      () => this.tick(),
+      (err) => log.warn({ err }, 'housekeeping tick failed'),
+    );
   }
 
   start(): void {
-    this.schedule(Math.random() * 1000);
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopping) return;
-    this.timer = setTimeout(() => {
-      this.ticking = this.tick()
-        .catch((err: unknown) => this.log.warn({ err }, 'housekeeping tick failed'))
-        .finally(() => {
-          this.ticking = undefined;
-          const every = Math.max(250, Math.min(Math.floor(this.o.intervalMs / 4), 30_000));
-          this.schedule(every * (0.5 + Math.random()));
-        });
-    }, delayMs);
-    this.timer.unref();
+    this.ticker.start(Math.random() * 1000);
   }
 
   /** The due jobs this process now holds, with the time each was claimed (ms since epoch). */
@@ -97,9 +87,7 @@ export class Housekeeping {
     }
   }
 
-  async stop(): Promise<void> {
-    this.stopping = true;
-    clearTimeout(this.timer);
-    await this.ticking;
+  stop(): Promise<void> {
+    return this.ticker.stop();
   }
 }
