@@ -374,7 +374,9 @@ export function writeResults(dir: string, s: Stored): void {
   const file = path.join(dir, 'RESULTS.md');
   const old = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
   const notes = NOTES.exec(old)?.[0] ?? '<!-- notes -->\n<!-- /notes -->';
-  const sections = (['ceilings', 'ingest', 'eventsB', 'e2e', 'outage', 'health', 'metrics', 'playbooks', 'analytics'] as const)
+  const sections = (
+    ['ceilings', 'ingest', 'eventsB', 'e2e', 'outage', 'health', 'metrics', 'playbooks', 'analytics'] as const
+  )
     .filter((x) => s[x])
     .map((x) => {
       const sec = s[x]!;

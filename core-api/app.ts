@@ -19,6 +19,8 @@ import type { MaterializeClient } from './metrics/materialize.js';
 import { metricsRoutes } from './metrics/routes.js';
 import type { JobRunner } from './jobs/runner.js';
 import { oauthRoutes } from './oauth/routes.js';
+import type { PlaybookRunClient } from './playbooks/run-client.js';
+import { playbookRoutes } from './playbooks/routes.js';
 import { INGEST_ROUTES } from '../schemas/ingest-openapi.js';
 import type { SharedRateLimiter } from '../lib/rate-limit.js';
 import { userRoutes } from './users/routes.js';
@@ -34,6 +36,7 @@ export interface AppDeps extends Deps {
   metricsQueryTimeoutMs: number;
   materializeClient: MaterializeClient;
   analyticsCacheTtlMs: number;
+  playbookRunClient: PlaybookRunClient;
 }
 
 const TAGS = [
@@ -51,6 +54,14 @@ const TAGS = [
       'The metrics library: the workspace event catalog, metric definitions (admin writes, everyone with ' +
       'metrics:read reads), the test query, proposals from a plain-English description, and the usage widgets. ' +
       'Window semantics, the compiler and the parser vocabulary: docs/metrics.md.',
+  },
+  {
+    name: 'Playbooks',
+    description:
+      'Playbooks: a trigger (a condition over health, segments, account fields and metrics; a metric crossing a ' +
+      'threshold; events) plus actions (create a task, notify a channel), evaluated by the processors after ' +
+      'health runs, materializations and events, and on request. Each fires once per customer when it starts ' +
+      'matching and re-arms when it stops; every evaluation is recorded as a run. docs/playbooks.md.',
   },
   {
     name: 'Analytics',
@@ -76,6 +87,7 @@ export function buildRoutes(d: AppDeps): Route[] {
     ...customerRoutes(d),
     ...healthRoutes(d),
     ...metricsRoutes(d),
+    ...playbookRoutes(d),
     ...analyticsRoutes(d),
     ...jobRoutes(d),
     ...userRoutes(d),

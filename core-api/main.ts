@@ -24,6 +24,7 @@ import { HOUSEKEEPING_JOBS } from './housekeeping/jobs.js';
 import { Housekeeping } from './housekeeping/schedule.js';
 import { Recalculator } from './health/recalculate.js';
 import { MaterializeClient } from './metrics/materialize.js';
+import { PlaybookRunClient } from './playbooks/run-client.js';
 import { JobRunner } from './jobs/runner.js';
 import { coreSubjects, Notifier } from './notify.js';
 
@@ -86,6 +87,11 @@ export const CoreApiConfig = Type.Object({
     default: 30_000,
     description:
       'How long POST /v1/metrics/{id}/materialize waits for the processors before 503 materializer_unavailable.',
+  }),
+  PLAYBOOK_RUN_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    default: 30_000,
+    description: 'How long POST /v1/playbooks/{id}/run waits for the processors before 503 runner_unavailable.',
   }),
   HOUSEKEEPING_INTERVAL_MS: Type.Integer({
     minimum: 1000,
@@ -177,6 +183,7 @@ async function serve(): Promise<void> {
     metricsQueryTimeoutMs: cfg.METRICS_QUERY_TIMEOUT_MS,
     materializeClient: new MaterializeClient(nc, cfg.METRICS_MATERIALIZE_TIMEOUT_MS, log.child({ mod: 'metrics' })),
     analyticsCacheTtlMs: cfg.ANALYTICS_CACHE_TTL_MS,
+    playbookRunClient: new PlaybookRunClient(nc, cfg.PLAYBOOK_RUN_TIMEOUT_MS, log.child({ mod: 'playbooks' })),
   });
 
   let dbOk = true;

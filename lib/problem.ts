@@ -213,6 +213,37 @@ export const ERRORS = {
     title: 'Proposal closed',
     docs: 'The proposal was already accepted or rejected.',
   },
+  invalid_expression: {
+    status: 400,
+    title: 'Invalid expression',
+    docs:
+      'A playbook condition does not parse or compares a variable with a value of the wrong kind; `detail` and ' +
+      '`errors[]` (field `trigger.expression`) say what was expected at which 1-based `position`.',
+  },
+  unknown_variable: {
+    status: 400,
+    title: 'Unknown variable',
+    docs:
+      'A playbook condition names a variable the language does not have, a segment or a metric (`metric.<slug>`) ' +
+      'the workspace does not have (or a deleted metric); `position` points at it.',
+  },
+  unknown_metric: {
+    status: 422,
+    title: 'Unknown metric',
+    docs: 'A metric_threshold trigger names a metric that is not in the workspace or is deleted.',
+  },
+  playbook_disabled: {
+    status: 409,
+    title: 'Playbook disabled',
+    docs: 'POST /v1/playbooks/{id}/run on a disabled playbook: only `{"dry_run": true}` is allowed; enable it first.',
+  },
+  runner_unavailable: {
+    status: 503,
+    title: 'Playbook runner unavailable',
+    docs:
+      'POST /v1/playbooks/{id}/run: no playbook runner (processors) answered in time (30 s by default) or it could ' +
+      'not evaluate the playbook; nothing was fired. Retry after `Retry-After` seconds.',
+  },
 } as const satisfies Record<string, ErrorEntry>;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -346,6 +377,8 @@ export function fieldErrors(errors: ErrorObject[] | null | undefined, prefix = '
         break;
       case 'anyOf':
       case 'oneOf':
+      // if/then: the `then` branch's own errors name the fields.
+      case 'if':
         continue;
       default:
         code = 'invalid_value';

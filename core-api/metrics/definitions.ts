@@ -281,7 +281,8 @@ export function definitionRoutes(sql: Sql): Route[] {
       description:
         'Soft delete: status `deleted`, hidden from the default list, never materialized again, values kept. ' +
         'While an objective, health driver or playbook trigger uses it: 409 `metric_in_use` with `consumers` ' +
-        '(counts) and `used_by` (`[{type, id, customer_id, name}]`: each objective, each driver as `metric:<slug>`). ' +
+        '(counts) and `used_by` (`[{type, id, customer_id, name}]`: each objective, each driver as `metric:<slug>`, ' +
+        'each enabled playbook by its name). ' +
         'Deleting a deleted metric answers 204 again.',
       params: IdParams,
       handler: remove,

@@ -94,21 +94,28 @@ export async function softDeleteMetric(sql: Sql, tenantId: string, id: string): 
 
 /**
  * What uses each metric: objectives of live customers, the workspace's health drivers, and
- * metric_threshold triggers of enabled playbooks (playbooks do not exist yet: always 0).
+ * enabled playbooks whose trigger reads it (a metric_threshold trigger or `metric.<slug>` in a
+ * condition: playbooks.metric_ids, resolved when the playbook is saved).
  */
 export async function consumers(sql: Sql, tenantId: string, ids: string[]): Promise<Map<string, Consumers>> {
   const out = new Map(ids.map((id) => [id, { objectives: 0, health_drivers: 0, playbook_triggers: 0 }]));
   if (!ids.length) return out;
-  const rows = await sql<Array<{ id: string; objectives: number; health_drivers: number }>>`
+  const rows = await sql<Array<{ id: string; objectives: number; health_drivers: number; playbook_triggers: number }>>`
     SELECT m.id::text,
       (SELECT count(*) FROM objectives o JOIN customers c ON c.id = o.customer_id AND c.deleted_at IS NULL
        WHERE o.tenant_id = m.tenant_id AND o.metric_id = m.id)::int AS objectives,
       (SELECT count(*) FROM health_models hm, jsonb_array_elements(hm.model->'drivers') d
        WHERE hm.tenant_id = m.tenant_id AND jsonb_typeof(hm.model->'drivers') = 'array'
-         AND d->>'metric_id' = m.id::text)::int AS health_drivers
+         AND d->>'metric_id' = m.id::text)::int AS health_drivers,
+      (SELECT count(*) FROM playbooks p
+       WHERE p.tenant_id = m.tenant_id AND p.enabled AND m.id = ANY(p.metric_ids))::int AS playbook_triggers
     FROM metrics m WHERE m.tenant_id = ${tenantId} AND m.id = ANY(${ids}::uuid[])`;
   for (const r of rows)
-    out.set(r.id, { objectives: r.objectives, health_drivers: r.health_drivers, playbook_triggers: 0 });
+    out.set(r.id, {
+      objectives: r.objectives,
+      health_drivers: r.health_drivers,
+      playbook_triggers: r.playbook_triggers,
+    });
   return out;
 }
 
@@ -129,7 +136,11 @@ export async function consumerList(sql: Sql, tenantId: string, metricId: string)
     (SELECT 'health_driver', NULL, NULL, 'metric:' || (d->>'slug')
      FROM health_models hm, jsonb_array_elements(hm.model->'drivers') d
      WHERE hm.tenant_id = ${tenantId} AND jsonb_typeof(hm.model->'drivers') = 'array'
-       AND d->>'metric_id' = ${metricId}::text)`;
+       AND d->>'metric_id' = ${metricId}::text)
+    UNION ALL
+    (SELECT 'playbook_trigger', p.id::text, NULL, p.name FROM playbooks p
+     WHERE p.tenant_id = ${tenantId} AND p.enabled AND ${metricId}::uuid = ANY(p.metric_ids)
+     ORDER BY p.created_at LIMIT 100)`;
 }
 
 export const inUse = (c: Consumers): boolean => c.objectives + c.health_drivers + c.playbook_triggers > 0;
