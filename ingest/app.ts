@@ -7,7 +7,6 @@ import {
   framingProblem,
   methodOf,
   probeRoutes,
-  readBody,
   reply,
   STATUS_TEXT,
   type HttpResponse,
@@ -15,6 +14,7 @@ import {
   type RequestHead,
   type TemplatedApp,
 } from '../lib/uws.js';
+import { afterBody, readBody, refuseUnread } from '../lib/uws-body.js';
 import { compile } from '../schemas/ajv.js';
 import { BillingBatch, UsageBatchA, type BillingEvent, type UsageEventA } from '../schemas/ingest.js';
 import { prepareBilling } from './billing.js';
@@ -44,6 +44,8 @@ export interface IngestDeps {
   log: Logger;
   ready: () => boolean;
   opts: IngestOptions;
+  /** Answers an unknown path another surface on this port owns, in its shape; false when it is none of its. */
+  unknownPath?: (res: HttpResponse, req: HttpRequest) => boolean;
 }
 
 const usageBatch = compile(UsageBatchA);
@@ -57,6 +59,8 @@ interface Ctx {
   traceId: string;
   started: number;
   kind: Kind;
+  /** Close the connection after the answer (a refused body not read to its end). */
+  close?: boolean;
 }
 
 /**
@@ -99,7 +103,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
       ['X-Trace-Id', c.traceId],
       ...extra,
     ];
-    reply(c.res, c.state, STATUS_TEXT[status], headers, JSON.stringify(body), close || traffic.draining);
+    reply(c.res, c.state, STATUS_TEXT[status], headers, JSON.stringify(body), close || c.close || traffic.draining);
     metrics.observe(c.kind, status, performance.now() - c.started);
   };
 
@@ -229,11 +233,14 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
     });
     const head = readHeadFast(req);
     if (head.framing) {
-      respond(c, answer('invalid_framing', head.framing), true);
+      const framing = head.framing;
+      // The answer closes the connection: the body is read first, or the close would reset it.
+      afterBody(res, () => respond(c, answer('invalid_framing', framing), true));
       return;
     }
     traffic.inflight++;
     readBody(res, head, opts.maxBodyBytes, c.state, (err, body) => {
+      c.close = err?.close;
       const release = err ? undefined : admitBody(traffic, body.length);
       const run = err
         ? Promise.reject(
@@ -261,6 +268,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
   };
 
   const notAllowed = (res: HttpResponse, req: HttpRequest) => {
+    if (deps.unknownPath?.(res, req)) return;
     const traceId = uuidv7();
     const url = req.getUrl();
     const found = url === '/v1/ingest/events' || url === '/v1/ingest/billing-events';
@@ -271,14 +279,7 @@ export function routes(app: TemplatedApp, deps: IngestDeps, traffic: Traffic): T
       ...a.headers,
     ];
     if (found) headers.push(['Allow', 'POST']);
-    reply(
-      res,
-      { aborted: false, head: methodOf(req) === 'HEAD' },
-      STATUS_TEXT[a.status],
-      headers,
-      JSON.stringify(a.body),
-      true,
-    );
+    refuseUnread(res, req, methodOf(req) === 'HEAD', STATUS_TEXT[a.status], headers, JSON.stringify(a.body));
   };
 
   return probeRoutes(

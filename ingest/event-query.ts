@@ -1,5 +1,6 @@
 import { decodeEventCursor, encodeEventCursor, MAX_DATETIME_S } from '../lib/cursor.js';
 import { isUuid } from '../lib/ids.js';
+import { ApiError } from '../lib/problem.js';
 
 export interface EventFilter {
   tenantId: string;
@@ -27,6 +28,15 @@ interface Row {
   user_external_id: string;
   properties: string;
 }
+
+/** ClickHouse errors that pass: overload, memory, timeouts, cancelled queries. */
+const TRANSIENT_CH_CODES = new Set([159, 160, 202, 209, 210, 241, 394]);
+
+/** The event store does not answer (down, unreachable, overloaded, too slow): 503 with Retry-After. */
+const unavailable = () =>
+  new ApiError('service_unavailable', 'The event store is unavailable; nothing was read. Retry shortly.', undefined, [
+    ['Retry-After', '5'],
+  ]);
 
 /** Stored ids are lower case: an upper-case one would compare wrongly in the keyset condition. */
 const isStoredUuid = (s: string) => isUuid(s) && s === s.toLowerCase();
@@ -76,11 +86,21 @@ export class EventQuery {
         toUInt32(received_at) AS r, surface, external_id, user_id, user_email, user_external_id, properties
       FROM ${this.database}.events WHERE ${where.join(' AND ')}
       ORDER BY ts DESC, ts_ms DESC, eid DESC LIMIT ${f.limit + 1} FORMAT JSONEachRow`;
-    const res = await fetch(`${this.url}/?query=${encodeURIComponent(query)}`, {
-      signal: AbortSignal.timeout(this.timeoutMs),
-    });
-    const text = await res.text();
-    if (!res.ok) throw new Error(`ClickHouse answered ${res.status}: ${text.slice(0, 300)}`);
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetch(`${this.url}/?query=${encodeURIComponent(query)}`, {
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+      text = await res.text();
+    } catch {
+      throw unavailable();
+    }
+    if (!res.ok) {
+      // Overload and timeouts pass; anything else is a fault of the query, not of the store.
+      if (res.status === 503 || TRANSIENT_CH_CODES.has(Number(/Code: (\d+)/.exec(text)?.[1]))) throw unavailable();
+      throw new Error(`ClickHouse answered ${res.status}: ${text.slice(0, 300)}`);
+    }
     const rows = text
       .split('\n')
       .filter(Boolean)

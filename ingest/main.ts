@@ -15,6 +15,7 @@ import { Resolver } from './resolver.js';
 import { DailyQuota, parseQuotas, type DailyQuotas } from './quota.js';
 import { EventQuery } from './event-query.js';
 import { SurfaceBStore } from './store-b.js';
+import { unknownPathB } from './not-found-b.js';
 import { surfaceB } from './surface-b.js';
 import { ApiKeyStore } from '../lib/credentials/api-keys.js';
 import { AuditLog } from '../lib/credentials/audit.js';
@@ -272,6 +273,7 @@ async function serve(): Promise<void> {
       metrics,
       log,
       ready: () => !nc.isClosed(),
+      unknownPath: unknownPathB(cfg.PUBLIC_BASE_URL.replace(/\/+$/, '')),
       opts: {
         maxBodyBytes: cfg.INGEST_MAX_BODY_BYTES,
         requestsPerMinute: cfg.INGEST_RATE_LIMIT_PER_MIN,

@@ -39,12 +39,22 @@ export interface StoreOptions {
 
 const pgCode = (err: unknown) => (err as { code?: string })?.code;
 
+/** A request checked and charged, its rows ready to publish. */
+interface Ready {
+  r: StoreRequest;
+  bytes: Buffer;
+  names: string[];
+  result: StoreResult;
+}
+
 /**
  * Stores one surface-B request atomically: the Idempotency-Key claim, the deduplication keys, the
  * daily quota, the backfill job row and the JetStream publish. The PostgreSQL transaction stays
  * open until the PubAck and is rolled back when the publish fails, so a failed request records
- * nothing and its retry is not mistaken for a duplicate. Two requests carrying the same key wait
- * on each other's row lock: the second sees the first's outcome.
+ * nothing and its retry is not mistaken for a duplicate. The publish is the last step: whatever
+ * can fail in PostgreSQL (recording the answer too) has run before it, so an error answer never
+ * follows stored events. Two requests carrying the same key wait on each other's row lock: the
+ * second sees the first's outcome.
  */
 export class SurfaceBStore {
   constructor(
@@ -55,7 +65,7 @@ export class SurfaceBStore {
   ) {}
 
   async store(r: StoreRequest): Promise<StoreResult> {
-    if (!r.idempotency && !r.job && r.prepared.keyCustomers.length === 0) return this.publish(r, null);
+    if (!r.idempotency && !r.job && r.prepared.keyCustomers.length === 0) return this.send(await this.charge(r, null));
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.sql.begin((tx) => this.inTransaction(tx as unknown as Sql, r));
@@ -68,15 +78,19 @@ export class SurfaceBStore {
   }
 
   private async inTransaction(tx: Sql, r: StoreRequest): Promise<StoreResult> {
-    if (!r.idempotency) return this.dedupeAndPublish(tx, r);
-    const out = await onceWithKey(tx, r.tenantId, r.idempotency, this.o.idempotencyWaitMs, () =>
-      this.dedupeAndPublish(tx, r),
-    );
-    return out.replayed ? { ...out.answer, replayed: true, stored: 0 } : out.answer;
+    if (!r.idempotency) return this.send(await this.dedupe(tx, r));
+    const run: { ready?: Ready } = {};
+    const out = await onceWithKey(tx, r.tenantId, r.idempotency, this.o.idempotencyWaitMs, async () => {
+      run.ready = await this.dedupe(tx, r);
+      return run.ready.result;
+    });
+    if (out.replayed || !run.ready) return { ...out.answer, replayed: true, stored: 0 };
+    // The answer is recorded by now; the transaction commits after the PubAck.
+    return this.send(run.ready);
   }
 
-  /** Records the request's deduplication keys (one statement) and publishes what is new. */
-  private async dedupeAndPublish(tx: Sql, r: StoreRequest): Promise<StoreResult> {
+  /** Records the request's deduplication keys (one statement); what is new goes on. */
+  private async dedupe(tx: Sql, r: StoreRequest): Promise<Ready> {
     const p = r.prepared;
     let fresh: Uint8Array | null = null;
     if (p.keyCustomers.length) {
@@ -90,11 +104,11 @@ export class SurfaceBStore {
       if (inserted.length === p.keyCustomers.length) fresh.fill(1);
       else for (const row of inserted) fresh[p.keyIndex!.get(`${row.c} ${row.e}`)!] = 1;
     }
-    return this.publish(r, fresh, tx);
+    return this.charge(r, fresh, tx);
   }
 
-  /** Quota, job row, publish: what every request does, inside the transaction when there is one. */
-  private async publish(r: StoreRequest, fresh: Uint8Array | null, tx?: Sql): Promise<StoreResult> {
+  /** Size, quota, job row: what every request does before its publish, inside the transaction when there is one. */
+  private async charge(r: StoreRequest, fresh: Uint8Array | null, tx?: Sql): Promise<Ready> {
     const { payload, stored, names } = payloadOf(r.prepared, fresh);
     const bytes = Buffer.from(payload);
     if (bytes.length > this.o.maxPayloadBytes) {
@@ -127,11 +141,15 @@ export class SurfaceBStore {
         VALUES (${r.job.id}, ${r.tenantId}, 'events.backfill', ${stored > 0 ? 'queued' : 'succeeded'}, '{}', '[]', ${stored}, ${JSON.stringify(counts)}::text::jsonb,
           ${stored > 0 ? null : new Date()})`;
     }
-    if (stored > 0) {
-      const meta: Record<string, string> = { 'Cs-Rows': String(stored), 'Cs-Names': names.join(',') };
+    return { r, bytes, names, result: { ...r.answer, replayed: false, stored } };
+  }
+
+  private async send({ r, bytes, names, result }: Ready): Promise<StoreResult> {
+    if (result.stored > 0) {
+      const meta: Record<string, string> = { 'Cs-Rows': String(result.stored), 'Cs-Names': names.join(',') };
       if (r.job) meta['Cs-Job-Id'] = r.job.id;
       await this.publisher.publish(r.subject, bytes, r.msgId, meta);
     }
-    return { ...r.answer, replayed: false, stored };
+    return result;
   }
 }

@@ -11,7 +11,6 @@ import { ApiError, fieldErrors, invalid, problemBody } from '../lib/problem.js';
 import type { Decision, SharedRateLimiter } from '../lib/rate-limit.js';
 import {
   methodOf,
-  readBody,
   readHead,
   reply,
   STATUS_TEXT,
@@ -21,6 +20,7 @@ import {
   type RequestHead,
   type TemplatedApp,
 } from '../lib/uws.js';
+import { afterBody, readBody, refuseUnread } from '../lib/uws-body.js';
 import { compile } from '../schemas/ajv.js';
 import { compileQuery } from '../schemas/core/validate.js';
 import { BatchShapeB, EventsQuery, MAX_BACKFILL_AGE_MS } from '../schemas/events.js';
@@ -65,7 +65,7 @@ interface Ctx {
   res: HttpResponse;
   state: ReplyState;
   head: RequestHead;
-  /** Close the connection after the answer (a request whose framing is in doubt). */
+  /** Close the connection after the answer (framing in doubt, or a refused body not read to its end). */
   close?: boolean;
   traceId: string;
   started: number;
@@ -136,6 +136,7 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
       );
     }
     if (e.status < 500) log.debug({ trace_id: c.traceId, code: e.code }, 'request refused');
+    else if (e.status === 503) log.warn({ trace_id: c.traceId, code: e.code, detail: e.message }, 'unavailable');
     send(c, e.status, JSON.stringify(problemBody(deps.baseUrl, e, c.head.url, c.traceId)), [
       ['Content-Type', 'application/problem+json'],
       ...e.headers,
@@ -328,7 +329,9 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
     };
     if (head.framing) {
       c.close = true;
-      fail(c, new ApiError('invalid_request', head.framing));
+      const framing = head.framing;
+      // The answer closes the connection: the body is read first, or the close would reset it.
+      afterBody(res, () => fail(c, new ApiError('invalid_request', framing)));
       return;
     }
     traffic.inflight++;
@@ -342,6 +345,7 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
       return;
     }
     readBody(res, head, opts.maxBodyBytes, state, (err, body) => {
+      if (err?.close) c.close = true;
       const release = err ? undefined : admitBody(traffic, body.length);
       const run = err
         ? Promise.reject(
@@ -383,7 +387,7 @@ export function surfaceB(app: TemplatedApp, deps: SurfaceBDeps, traffic: Traffic
       ['X-Trace-Id', traceId],
       ['Allow', allow],
     ];
-    reply(res, { aborted: false, head: method === 'HEAD' }, STATUS_TEXT[405], headers, body, true);
+    refuseUnread(res, req, method === 'HEAD', STATUS_TEXT[405], headers, body);
   };
 
   return app

@@ -144,9 +144,22 @@ export function inspect(
   return undefined;
 }
 
-/** A path as the problem+json `errors[].field` names it: `custom_fields.tier`, `events[3].properties`. */
+/** NUL and unpaired surrogates written as the JSON escape that produced them (`\ud800` as six characters). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is one of the characters it escapes
+const UNSTORABLE_CHARS = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const escapeUnstorable = (s: string): string =>
+  unstorable(s) ? s.replace(UNSTORABLE_CHARS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`) : s;
+
+/**
+ * A path as the problem+json `errors[].field` names it: `custom_fields.tier`, `events[3].properties`.
+ * A key that is itself unstorable text is written escaped, so an answer naming it can be stored
+ * (an Idempotency-Key's recorded answer, the audit log) like any other.
+ */
 export function pathText(path: JsonPath): string {
   let out = '';
-  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out === '' ? p : `.${p}`;
+  for (const p of path) {
+    const step = typeof p === 'number' ? p : escapeUnstorable(p);
+    out += typeof step === 'number' ? `[${step}]` : out === '' ? step : `.${step}`;
+  }
   return out;
 }

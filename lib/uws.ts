@@ -1,6 +1,5 @@
 import { createRequire } from 'node:module';
 import { isUtf8 } from 'node:buffer';
-import zlib from 'node:zlib';
 import type * as UWS from 'uWebSockets.js';
 
 export type HttpResponse = UWS.HttpResponse;
@@ -35,15 +34,6 @@ export function loadUws(env: { UWS_USE_FALLBACK?: string }): typeof UWS {
     );
   }
   return uws;
-}
-
-export class BodyError extends Error {
-  constructor(
-    readonly kind: 'too_large' | 'bad_encoding' | 'aborted',
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /** What a handler copies from the request before its first await (uWS frees it after). */
@@ -107,55 +97,6 @@ export function readHead(req: HttpRequest, res: HttpResponse): RequestHead {
 export interface ReplyState {
   aborted: boolean;
   head?: boolean;
-}
-
-/**
- * Reads the whole request body with a hard cap (before and after gunzip). Calls back exactly once
- * unless the client aborted. The response must have had onAborted registered by the caller,
- * which also calls `state.aborted = true`.
- */
-export function readBody(
-  res: HttpResponse,
-  head: RequestHead,
-  maxBytes: number,
-  state: { aborted: boolean },
-  cb: (err: BodyError | null, body: Buffer) => void,
-): void {
-  const declared = Number(head.headers['content-length']);
-  if (declared > maxBytes) {
-    cb(new BodyError('too_large', `request body exceeds ${maxBytes} bytes`), Buffer.alloc(0));
-    return;
-  }
-  const encoding = (head.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
-  if (encoding !== 'identity' && encoding !== 'gzip') {
-    cb(new BodyError('bad_encoding', `unsupported Content-Encoding "${encoding}" (identity or gzip)`), Buffer.alloc(0));
-    return;
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let done = false;
-  res.onData((ab, isLast) => {
-    if (done) return;
-    size += ab.byteLength;
-    if (size > maxBytes) {
-      done = true;
-      cb(new BodyError('too_large', `request body exceeds ${maxBytes} bytes`), Buffer.alloc(0));
-      return;
-    }
-    // The ArrayBuffer is only valid during this callback: copy it.
-    chunks.push(Buffer.from(Buffer.from(ab)));
-    if (!isLast) return;
-    done = true;
-    const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
-    if (encoding === 'identity') return cb(null, raw);
-    zlib.gunzip(raw, { maxOutputLength: maxBytes }, (err, out) => {
-      if (state.aborted) return;
-      if (!err) return cb(null, out);
-      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || err instanceof RangeError)
-        cb(new BodyError('too_large', `decompressed body exceeds ${maxBytes} bytes`), Buffer.alloc(0));
-      else cb(new BodyError('bad_encoding', 'body is not valid gzip'), Buffer.alloc(0));
-    });
-  });
 }
 
 export { isUtf8 };

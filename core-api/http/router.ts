@@ -1,5 +1,6 @@
 import type { TSchema } from 'typebox';
 import type { Role, Scope } from '../../schemas/core/scopes.js';
+import type { ApiError } from '../../lib/problem.js';
 import type { Ctx, Reply } from './context.js';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -37,6 +38,11 @@ export interface Route {
   /** Error statuses this route can answer besides the common ones (400, 401, 403, 429, 500). */
   errors?: number[];
   handler: (ctx: Ctx) => Promise<Reply>;
+  /**
+   * Every error answer of the route in its own dialect too, from the reading of the request on
+   * (framing, body size, encoding): the token endpoint adds RFC 6749's `error` members.
+   */
+  shapeError?: (e: ApiError) => ApiError;
 }
 
 interface Compiled {

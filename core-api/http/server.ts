@@ -4,7 +4,6 @@ import { decodeJson, isJsonContentType, pathText } from '../../lib/json.js';
 import {
   isUtf8,
   probeRoutes,
-  readBody,
   readHead,
   reply,
   STATUS_TEXT,
@@ -14,6 +13,7 @@ import {
   type RequestHead,
   type TemplatedApp,
 } from '../../lib/uws.js';
+import { afterBody, readBody } from '../../lib/uws-body.js';
 import type { Decision } from '../../lib/rate-limit.js';
 import { compileBody, compileQuery, type Validator } from '../../schemas/core/validate.js';
 import type { AuditLog } from '../../lib/credentials/audit.js';
@@ -77,6 +77,7 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     routeName: string,
     out: Reply,
     extra: Array<[string, string]>,
+    closeAfter = false,
   ) => {
     const headers: Array<[string, string]> = [['X-Trace-Id', traceId], ...extra, ...(out.headers ?? [])];
     let body = '';
@@ -90,12 +91,13 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
       }
     }
     if (!headers.some(([k]) => k === 'Cache-Control')) headers.push(['Cache-Control', 'no-store']);
-    const close = out.status === 413 || head.framing !== undefined;
+    // A refused body was read and dropped first (lib/uws-body.ts): the connection stays unless it was not whole.
+    const close = closeAfter || head.framing !== undefined;
     reply(res, state, STATUS_TEXT[out.status] ?? `${out.status} Unknown`, headers, body, close);
     metrics.observe(head.method, routeName, out.status, performance.now() - started);
   };
 
-  const problem = (err: unknown, path: string, traceId: string, method: string): Reply => {
+  const problem = (err: unknown, path: string, traceId: string, method: string, route?: Route): Reply => {
     if (!(err instanceof ApiError)) {
       log.error({ err, trace_id: traceId, method, path }, 'request failed');
       err = new ApiError('internal_error', 'An unexpected error occurred. Quote the trace_id when contacting support.');
@@ -104,7 +106,7 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     } else {
       log.debug({ trace_id: traceId, code: (err as ApiError).code, method, path }, 'request refused');
     }
-    const e = err as ApiError;
+    const e = route?.shapeError ? route.shapeError(err as ApiError) : (err as ApiError);
     return {
       status: e.status,
       json: problemBody(deps.baseUrl, e, path, traceId),
@@ -183,12 +185,15 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     // HEAD is GET without the content: same route, same checks, same header fields.
     state.head = head.method === 'HEAD';
     const traceId = uuidv7();
+    const m = router.match(state.head ? 'GET' : head.method, head.url);
     if (head.framing) {
       const err = new ApiError('invalid_request', head.framing);
-      send(res, state, head, traceId, started, 'unmatched', problem(err, head.url, traceId, head.method), []);
+      const route = m && 'route' in m ? m.route : undefined;
+      const out = problem(err, head.url, traceId, head.method, route);
+      // The answer closes the connection: the body is read first, or the close would reset it.
+      afterBody(res, () => send(res, state, head, traceId, started, 'unmatched', out, []));
       return;
     }
-    const m = router.match(state.head ? 'GET' : head.method, head.url);
     if (!m || !('route' in m)) {
       const err = m
         ? new ApiError(
@@ -203,13 +208,13 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     }
     const { route, params } = m;
     inflight.n++;
-    const go = (body: Buffer | null, bodyErr: ApiError | null) => {
+    const go = (body: Buffer | null, bodyErr: ApiError | null, closeAfter = false) => {
       const rl: { d?: Decision } = {};
       const who: { p?: Principal; ip?: string } = {};
       run(head, route, params, body, bodyErr, traceId, rl, who)
-        .catch((err: unknown) => problem(err, head.url, traceId, head.method))
+        .catch((err: unknown) => problem(err, head.url, traceId, head.method, route))
         .then((out) => {
-          send(res, state, head, traceId, started, route.path, out, rl.d ? rateHeaders(rl.d) : []);
+          send(res, state, head, traceId, started, route.path, out, rl.d ? rateHeaders(rl.d) : [], closeAfter);
           if (who.p)
             deps.audit.record({
               tenant_id: who.p.tenantId,
@@ -242,6 +247,7 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
         err.kind === 'too_large'
           ? new ApiError('payload_too_large', `The request body exceeds ${max} bytes.`)
           : new ApiError('unsupported_media_type', err.message),
+        err.close,
       );
     });
   };

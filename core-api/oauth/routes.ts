@@ -83,6 +83,28 @@ const oauthError = (code: ErrorCode, error: string, description: string) =>
     { error, error_description: description },
   );
 
+/**
+ * RFC 6749 §5.2: every error of the token endpoint carries `error` and `error_description`, also
+ * those raised before the form is read (framing, body size, Content-Encoding). 5xx take the codes
+ * §4.1.2.1 defines for servers.
+ */
+export function tokenError(e: ApiError): ApiError {
+  if (typeof e.extra?.error === 'string') return e;
+  const error =
+    e.status === 401
+      ? 'invalid_client'
+      : e.status === 503
+        ? 'temporarily_unavailable'
+        : e.status >= 500
+          ? 'server_error'
+          : 'invalid_request';
+  return new ApiError(e.code, e.message, e.errors, e.headers, {
+    ...e.extra,
+    error,
+    error_description: e.message.replace(/\.$/, ''),
+  });
+}
+
 export interface OAuthDeps extends Deps {
   tokens: AccessTokens;
   /** Counts sign-in attempts per account across every core-api process. */
@@ -521,6 +543,7 @@ export function oauthRoutes(d: OAuthDeps): Route[] {
       bodyType: 'form',
       body: TokenRequest,
       handler: token,
+      shapeError: tokenError,
       bucket: 'write',
       maxBodyBytes: 16 * 1024,
       description:

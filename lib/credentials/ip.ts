@@ -1,10 +1,14 @@
 import net from 'node:net';
 import { ConfigError } from '../config.js';
 
-/** Parses `a.b.c.d/len`, `x::y/len` or a bare address; host bits are cleared. Returns null when invalid. */
+/**
+ * Parses `a.b.c.d/len`, `x::y/len` or a bare address; host bits are cleared. Returns null when invalid.
+ * An IPv6 zone (`fe80::1%eth0`) is refused: it names an interface of the sending host, means nothing in an
+ * allowlist checked elsewhere, and PostgreSQL's inet does not take it.
+ */
 export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
   const [addr, len, extra] = text.trim().split('/');
-  if (extra !== undefined) return null;
+  if (extra !== undefined || addr.includes('%')) return null;
   const v = net.isIP(addr);
   if (v === 0) return null;
   const max = v === 4 ? 32 : 128;

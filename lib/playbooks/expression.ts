@@ -256,8 +256,14 @@ export function namesIn(e: Expr): { segments: Map<string, number>; metrics: Map<
   const segments = new Map<string, number>();
   const metrics = new Map<string, number>();
   const walk = (x: Expr): void => {
-    if (x.kind === 'and' || x.kind === 'or') return x.items.forEach(walk);
-    if (x.kind === 'not') return walk(x.item);
+    if (x.kind === 'and' || x.kind === 'or') {
+      x.items.forEach(walk);
+      return;
+    }
+    if (x.kind === 'not') {
+      walk(x.item);
+      return;
+    }
     const v = x.variable;
     if (v.name === 'metric' && !metrics.has(v.slug)) metrics.set(v.slug, x.pos);
     if (v.name !== 'segment') return;

@@ -104,20 +104,18 @@ t.test('a request head of 8 KiB sent in 1 KiB pieces is answered (431)', async (
 });
 
 t.test('surface B with an Idempotency-Key: an unpaired surrogate in a key costs that event only', async (t) => {
-  const x = todo('idempotent-answer-with-lone-surrogate');
   const [customer] = await db()<{ id: string }[]>`
     INSERT INTO customers (tenant_id, name) VALUES (${ws.tenant_id}, 'Fuzz case') RETURNING id::text`;
   const events = `[{"customer_id":"${customer.id}","event_name":"login","properties":{"\\ud800":1}}]`;
   for (const path of ['/v1/events', '/v1/events/backfill']) {
     const headers: Array<[string, string]> = [...bearer, ...json, ['Idempotency-Key', `case-${path}`]];
     const a = await send(ingest.port, { method: 'POST', path, headers, body: Buffer.from(`{"events":${events}}`) });
-    refused(t, a, [200, 202], x);
-    if (a.ok) t.equal((a.json as { errors?: Array<{ code: string }> }).errors?.[0]?.code, 'invalid_unicode', path, x);
+    refused(t, a, [200, 202]);
+    if (a.ok) t.equal((a.json as { errors?: Array<{ code: string }> }).errors?.[0]?.code, 'invalid_unicode', path);
   }
 });
 
 t.test('GET /v1/events while the event store does not answer: 503 with Retry-After', async (t) => {
-  const x = todo('events-query-store-down-500');
   // A ClickHouse address nothing listens on: the store is down for this tier only.
   const lonely = await startTier(t, 'ingest', {
     INGEST_PROCESSES: '1',
@@ -125,8 +123,20 @@ t.test('GET /v1/events while the event store does not answer: 503 with Retry-Aft
   });
   t.teardown(() => lonely.stop('SIGTERM'));
   const a = await send(lonely.port, { method: 'GET', path: '/v1/events', headers: bearer });
-  refused(t, a, [503], x);
-  if (a.ok) t.match(header(a, 'retry-after') ?? '', /^\d+$/, 'Retry-After', x);
+  refused(t, a, [503]);
+  if (a.ok) t.match(header(a, 'retry-after') ?? '', /^\d+$/, 'Retry-After');
+});
+
+t.test('POST /v1/api-keys: an IPv6 zone in ip_allowlist is 400 validation_failed', async (t) => {
+  const b = { name: 'CRM sync', scopes: ['customers:read'], ip_allowlist: ['fe80::1%eth0'] };
+  const a = await send(api.port, {
+    method: 'POST',
+    path: '/v1/api-keys',
+    headers: [...bearer, ...json],
+    body: Buffer.from(JSON.stringify(b)),
+  });
+  refused(t, a, [400]);
+  if (a.ok) t.match(a.json, { errors: [{ field: 'ip_allowlist[0]' }] }, 'errors[] names ip_allowlist[0]');
 });
 
 t.test('bulk import: a body one byte over 8 MiB is answered 413, not reset', async (t) => {
@@ -138,7 +148,7 @@ t.test('bulk import: a body one byte over 8 MiB is answered 413, not reset', asy
     headers: [...bearer, ...json],
     body: big,
   });
-  refused(t, a, [413], todo('oversized-body-reset'));
+  refused(t, a, [413]);
 });
 
 /** An RFC 6749 error in a problem document. */
@@ -158,25 +168,18 @@ const token = (headers: Array<[string, string]>, b: Buffer): Req => ({
   headers: [...form, ...headers],
   body: b,
 });
-const transport = todo('token-transport-error-without-rfc6749');
 
 t.test('token endpoint: a form over 16 KiB is 413 with RFC 6749 members', async (t) => {
-  oauthError(
-    t,
-    await send(api.port, token([], Buffer.concat([tokenForm, Buffer.alloc(16 * 1024, '&')]))),
-    413,
-    undefined,
-    transport,
-  );
+  oauthError(t, await send(api.port, token([], Buffer.concat([tokenForm, Buffer.alloc(16 * 1024, '&')]))), 413);
 });
 
 t.test('token endpoint: Content-Encoding br is 415 with RFC 6749 members', async (t) => {
-  oauthError(t, await send(api.port, token([['Content-Encoding', 'br']], tokenForm)), 415, undefined, transport);
+  oauthError(t, await send(api.port, token([['Content-Encoding', 'br']], tokenForm)), 415);
 });
 
 t.test('token endpoint: a gzip body that is not gzip is 415 with RFC 6749 members', async (t) => {
   const broken = zlib.gzipSync(tokenForm).subarray(0, 12);
-  oauthError(t, await send(api.port, token([['Content-Encoding', 'gzip']], broken)), 415, undefined, transport);
+  oauthError(t, await send(api.port, token([['Content-Encoding', 'gzip']], broken)), 415);
 });
 
 t.test('token endpoint: two different Content-Lengths are 400 with RFC 6749 members', async (t) => {
@@ -184,7 +187,7 @@ t.test('token endpoint: two different Content-Lengths are 400 with RFC 6749 memb
     ['Content-Length', String(tokenForm.length)],
     ['Content-Length', String(tokenForm.length + 7)],
   ];
-  oauthError(t, await send(api.port, token(headers, tokenForm)), 400, undefined, transport);
+  oauthError(t, await send(api.port, token(headers, tokenForm)), 400);
 });
 
 t.test('token endpoint: a gzip form is read like a plain one (a wrong secret is 401 invalid_client)', async (t) => {
@@ -197,10 +200,9 @@ t.test('token endpoint: a gzip form is read like a plain one (a wrong secret is 
 });
 
 t.test('ingest tier: an unknown path next to surface B is a problem+json 404', async (t) => {
-  const x = todo('ingest-unknown-path-not-problem');
   for (const path of ['/v1/events/', '//v1/events']) {
     const a = await send(ingest.port, { method: 'POST', path, headers: [...bearer, ...json], body });
     refused(t, a, [404]);
-    if (a.ok) t.match(header(a, 'content-type') ?? '', /^application\/problem\+json/, `${path}: problem+json`, x);
+    if (a.ok) t.match(header(a, 'content-type') ?? '', /^application\/problem\+json/, `${path}: problem+json`);
   }
 });

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ROOT, stackProfile } from '../../lib/stack.js';
 import { FAILURE_CLASSES, type FailureClass } from './properties.js';
+import { FIXED } from './known.js';
 
 /**
  * Figures of the fuzz suite. Each test file saves what it measured per surface under the test
@@ -80,8 +81,13 @@ export function render(figs: Figures[]): string {
     'when the connection is dropped unanswered, on a 5xx other than 503 with Retry-After, on an undocumented status',
     'or body shape, without X-Trace-Id, when a refused request stored anything, or when the tier went down.',
     '',
-    'Failures of issues already known and not fixed yet (test/fuzz/known.ts, each with a todo case in',
-    'test/fuzz/cases.test.ts) are counted apart, under "known".',
+    'Failures of known issues (test/fuzz/known.ts, each with a todo case in test/fuzz/cases.test.ts) are counted',
+    'apart, under "known". All of them happen inside the HTTP parser of uWebSockets.js, before any code of ours',
+    'runs: see "Limits of the HTTP parser" below.',
+    '',
+    'Found by this suite and fixed (each is now a plain case in test/fuzz/cases.test.ts and a regression test):',
+    '',
+    ...FIXED.map((f) => `- \`${f.id}\`: ${f.fix}.`),
     '',
     `| surface | cases | seconds | ${FAILURE_CLASSES.join(' | ')} | known | answers by status |`,
     `|---|---|---|${FAILURE_CLASSES.map(() => '---|').join('')}---|---|`,

@@ -33,7 +33,7 @@ t.test('NUL and unpaired surrogates in any string of a body: 400 invalid_unicode
     ['{"name":"a\\ud800b"}', 'name'],
     ['{"name":"ok","custom_fields":{"note":"x\\udfff"}}', 'custom_fields.note'],
     ['{"name":"ok","custom_fields":{"list":[1,{"s":"\\u0000"}]}}', 'custom_fields.list[1].s'],
-    ['{"name":"ok","custom_fields":{"\\ud83d":1}}', 'custom_fields.\ud83d'],
+    ['{"name":"ok","custom_fields":{"\\ud83d":1}}', 'custom_fields.\\ud83d'],
     ['{"name":"ok","email_domain":"a\\u0000.com"}', 'email_domain'],
   ]) {
     fieldError(t, await raw('POST', '/v1/customers', body), field, 'invalid_unicode');
@@ -195,4 +195,22 @@ t.test('cursors are checked before they reach SQL: 400 invalid_cursor', async (t
     400,
     'invalid_cursor',
   );
+});
+
+t.test('an IPv6 zone in an API key allowlist: 400 invalid_cidr naming the entry, nothing stored', async (t) => {
+  const keys = async () =>
+    Number((await db()`SELECT count(*)::int AS n FROM api_keys WHERE tenant_id = ${ws.tenant_id}`)[0].n);
+  const before = await keys();
+  for (const entry of ['fe80::1%eth0', 'fe80::1%25eth0', 'fe80::%1/64', '::1%lo/128']) {
+    const r = await c.post('/v1/api-keys', {
+      name: 'zoned',
+      scopes: ['customers:read'],
+      ip_allowlist: ['10.0.0.0/8', entry],
+    });
+    fieldError(t, r, 'ip_allowlist[1]', 'invalid_cidr');
+  }
+  t.equal(await keys(), before, 'no key created');
+  const ok = await c.post('/v1/api-keys', { name: 'plain', scopes: ['customers:read'], ip_allowlist: ['fe80::1'] });
+  t.equal(ok.status, 201, 'the same address without a zone is taken');
+  t.same(ok.body.ip_allowlist, ['fe80::1/128']);
 });

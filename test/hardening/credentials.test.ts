@@ -1,8 +1,10 @@
 import { createHmac, randomUUID, sign as edSign } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import t, { type Test } from 'tap';
 import { closeDb, db } from '../helpers/stack.js';
 import { call, isProblem, registerApp, startApi, type Res } from '../core-api/_helpers.js';
 import { EVENTS, ev, ingest, workspace } from '../events/support.js';
+import { send } from '../fuzz/http.js';
 
 // The token endpoint decodes its form and HTTP Basic credentials strictly and answers RFC 6749
 // errors; access tokens are verified the same way everywhere: EdDSA, exp, iss and aud required.
@@ -71,6 +73,35 @@ t.test('undecodable HTTP Basic credentials: 401 invalid_client with a Basic chal
     authorization: `Basic ${Buffer.from(`${app.client_id}:${app.client_secret}`).toString('base64')}`,
   });
   oauthError(t, ok, 400, 'invalid_grant');
+});
+
+t.test('errors raised before the form is read carry RFC 6749 members too', async (t) => {
+  const form = Buffer.from(`grant_type=refresh_token&refresh_token=rt_x&client_id=${app.client_id}&client_secret=x`);
+  /** The transport's own problem type, with `error` and `error_description` besides. */
+  const transport = (r: Res, status: number, type: string) => {
+    isProblem(t, r, status, type);
+    t.equal(r.body?.error, 'invalid_request', `${type}: error is invalid_request`);
+    t.equal(typeof r.body?.error_description, 'string', 'error_description');
+  };
+  transport(await token(Buffer.concat([form, Buffer.alloc(16 * 1024, '&')])), 413, 'payload_too_large');
+  transport(await token(form, { 'content-encoding': 'br' }), 415, 'unsupported_media_type');
+  transport(await token(gzipSync(form).subarray(0, 12), { 'content-encoding': 'gzip' }), 415, 'unsupported_media_type');
+  // Two Content-Lengths that differ: only a raw socket sends them.
+  const a = await send(api.port, {
+    method: 'POST',
+    path: '/v1/oauth/token',
+    headers: [
+      ['Content-Type', 'application/x-www-form-urlencoded'],
+      ['Content-Length', String(form.length)],
+      ['Content-Length', String(form.length + 7)],
+    ],
+    body: form,
+  });
+  t.ok(a.ok && a.status === 400, `400 (${a.ok ? a.text : a.detail})`);
+  if (a.ok)
+    t.match(a.json, { type: /\/errors\/invalid_request$/, error: 'invalid_request', error_description: /Length/ });
+  // A gzip form is read like a plain one: the client secret is checked (and wrong).
+  oauthError(t, await token(gzipSync(form), { 'content-encoding': 'gzip' }), 401, 'invalid_client');
 });
 
 t.test('access tokens need exp, iss and aud, exactly, on the core API, /v1/users/me and surface B', async (t) => {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { closeDb, db } from '../helpers/stack.js';
+import { closeDb, db, freePort } from '../helpers/stack.js';
 import { call, EVENTS, BACKFILL, isProblem } from '../events/support.js';
 import {
   BILLING,
@@ -119,7 +119,7 @@ t.test('surface B: bad text outside the events, or a body that is not JSON, fail
   isProblem(t, r, 400, 'validation_failed');
   t.same(
     r.body.errors.map((e: { field: string; code: string }) => [e.field, e.code]),
-    [['x\u0000', 'invalid_unicode']],
+    [['x\\u0000', 'invalid_unicode']],
   );
   isProblem(t, await b('{"events":[{"customer_id":"\\u0000"'), 400, 'malformed_json');
   const bytes = await fetch(base + EVENTS, {
@@ -157,4 +157,66 @@ t.test('surface B query: ids, date-times and cursors are checked before they rea
     isProblem(t, await q(`cursor=${cursor(v)}`), 400, 'invalid_cursor');
   const extremes = await q('from=0001-01-01T00:00:00Z&to=9999-12-31T23:59:59Z');
   t.equal(extremes.status, 200, `the widest range a date-time allows is answered (${extremes.text.slice(0, 200)})`);
+});
+
+t.test(
+  'surface B with an Idempotency-Key: an unpaired surrogate in a property key costs that event only',
+  async (t) => {
+    const body = `{"events":[{"customer_id":"${c1}","event_name":"kept"},{"customer_id":"${c1}","event_name":"bad","properties":{"\\ud800":1}}]}`;
+    for (const [path, tap, status] of [
+      [EVENTS, usage, 200],
+      [BACKFILL, backfill, 202],
+    ] as const) {
+      const headers = { 'idempotency-key': `surrogate-${path}` };
+      const r = await b(body, path, headers);
+      t.equal(r.status, status, r.text.slice(0, 300));
+      t.match(r.headers.get('x-trace-id') ?? '', /^[0-9a-f-]{36}$/, 'X-Trace-Id');
+      t.same(
+        r.body.errors?.map((e: { index: number; code: string }) => [e.index, e.code]),
+        [[1, 'invalid_unicode']],
+      );
+      t.match(r.body.errors?.[0]?.message, /^properties\.\\ud800 /, 'the key is named, written as its escape');
+      t.same(
+        (await tap.drain()).flatMap((m) => m.rows.map((row) => row.event_name)),
+        ['kept'],
+        'the good event is stored',
+      );
+      const [rec] = await db()<{ status: number }[]>`
+      SELECT status FROM idempotency_keys WHERE tenant_id = ${ws.tenant_id} AND key = ${headers['idempotency-key']}`;
+      t.equal(rec?.status, status, 'the answer is recorded');
+      const again = await b(body, path, headers);
+      t.equal(again.status, status);
+      t.equal(again.headers.get('idempotent-replayed'), 'true', 'a retry is replayed');
+      t.equal(again.text, r.text, 'byte for byte');
+      t.equal(await tap.pending(), 0, 'and stores nothing more');
+    }
+  },
+);
+
+t.test('GET /v1/events while ClickHouse does not answer: 503 service_unavailable with Retry-After', async (t) => {
+  const lonely = await ingest(t, { CLICKHOUSE_URL: `http://127.0.0.1:${await freePort()}` });
+  const r = await call(lonely.url, 'GET', EVENTS, { token: ws.api_key });
+  isProblem(t, r, 503, 'service_unavailable');
+  t.match(r.headers.get('retry-after') ?? '', /^\d+$/, 'Retry-After in seconds');
+  t.match(r.headers.get('x-trace-id') ?? '', /^[0-9a-f-]{36}$/, 'X-Trace-Id');
+  t.equal(r.body.trace_id, r.headers.get('x-trace-id'));
+});
+
+t.test('ingest tier: unknown paths under /v1/events answer in surface B shape, others in surface A', async (t) => {
+  for (const [method, path] of [
+    ['POST', '/v1/events/'],
+    ['POST', '//v1/events'],
+    ['POST', '/v1/events/backfill/'],
+    ['GET', '/v1/events/nope'],
+  ]) {
+    const r = await call(base, method, path, { token: ws.api_key, body: method === 'POST' ? '{}' : undefined });
+    isProblem(t, r, 404, 'not_found');
+    t.equal(r.body.trace_id, r.headers.get('x-trace-id'), `${method} ${path}: trace_id is X-Trace-Id`);
+  }
+  for (const path of ['/v1/ingest/events/', '/v1/eventsx', '/nope']) {
+    const r = await call(base, 'POST', path, { body: '{}' });
+    t.equal(r.status, 404);
+    t.same(r.body, { detail: 'Not Found' }, `${path}: surface A's 404`);
+  }
+  t.equal(await usage.pending(), 0, 'nothing stored');
 });

@@ -73,6 +73,10 @@ t.test('pathText writes paths as errors[].field names them', async (t) => {
   t.equal(pathText(['events', 3, 'properties', 'tier']), 'events[3].properties.tier');
   t.equal(pathText([0, 'a']), '[0].a');
   t.equal(pathText([]), '');
+  // A key that is itself unstorable is written as its escape, so an answer naming it can be stored.
+  t.equal(pathText(['properties', 'a\ud800b']), 'properties.a\\ud800b');
+  t.equal(pathText(['x\u0000', '\udfff\ud83d\ude00']), 'x\\u0000.\\udfff\ud83d\ude00', 'a pair stays as it is');
+  t.notOk(unstorable(pathText(['\ud800', '\u0000'])));
 });
 
 t.test('JSON content types: application/json and +json types, with parameters, any case', async (t) => {
