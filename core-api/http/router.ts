@@ -37,6 +37,8 @@ export interface Route {
   responses: Record<number, ResponseDoc>;
   /** Error statuses this route can answer besides the common ones (400, 401, 403, 429, 500). */
   errors?: number[];
+  /** No body (zero bytes, any or no Content-Type) is taken as `{}`: every field of the body is optional. */
+  bodyOptional?: boolean;
   handler: (ctx: Ctx) => Promise<Reply>;
   /**
    * Every error answer of the route in its own dialect too, from the reading of the request on

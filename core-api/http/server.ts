@@ -157,7 +157,13 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     let parsed: unknown;
     if (route.body) {
       if (bodyErr) throw bodyErr;
-      parsed = route.bodyType === 'form' ? parseForm(head, body!) : parseJson(head, body!);
+      // A route whose every body field is optional takes no body at all as `{}`.
+      parsed =
+        route.bodyOptional && body!.length === 0
+          ? {}
+          : route.bodyType === 'form'
+            ? parseForm(head, body!)
+            : parseJson(head, body!);
       if (c.body && !c.body(parsed)) throw invalid(fieldErrors(c.body.errors));
     }
     const ctx: Ctx = {

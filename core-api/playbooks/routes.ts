@@ -249,6 +249,7 @@ export function playbookRoutes(d: PlaybookDeps): Route[] {
         'No playbook runner answering in time (30 s by default) → 503 `runner_unavailable` with Retry-After.',
       params: IdParams,
       body: RunBody,
+      bodyOptional: true,
       bodyExample: { dry_run: true },
       handler: run,
       errors: [404, 409, 413, 415, 503],

@@ -153,4 +153,8 @@ t.test('run with a runner: the stored record, dry and not', async (t) => {
     [real.body.id, dry.body.id],
   );
   t.same(list[0], real.body, 'the list shows the record POST answered');
+
+  const bare = await c.post(`/v1/playbooks/${pb}/run`);
+  t.equal(bare.status, 200, `no body at all is a run that is not dry: ${bare.text}`);
+  t.match(bare.body, { dry_run: false, matched: [a], actions: [] });
 });
