@@ -43,7 +43,12 @@ async function fixtures(): Promise<Record<string, string>> {
     metric_id: metric.body.id,
     target_value: 10,
   });
-  for (const [what, r] of Object.entries({ customer, key, user, job, metric, widget, objective }))
+  const playbook = await mine.post('/v1/playbooks', {
+    name: 'Isolated playbook',
+    trigger: { type: 'condition', expression: 'health_score < 40' },
+    actions: [{ type: 'create_task', title: 'Call', assignee: 'owner' }],
+  });
+  for (const [what, r] of Object.entries({ customer, key, user, job, metric, widget, objective, playbook }))
     if (r.status >= 300) throw new Error(`fixture ${what}: ${r.status} ${r.text}`);
   return {
     customers: customer.body.id,
@@ -54,6 +59,7 @@ async function fixtures(): Promise<Record<string, string>> {
     metrics: metric.body.id,
     'usage-widgets': widget.body.id,
     objectives: objective.body.id,
+    playbooks: playbook.body.id,
   };
 }
 
@@ -66,6 +72,8 @@ async function snapshot(ids: Record<string, string>) {
   const widgets = await mine.get('/v1/usage-widgets');
   const objectives = await mine.get(`/v1/customers/${ids.customers}/objectives`);
   const values = await mine.get(`/v1/metrics/${ids.metrics}/values`);
+  const playbook = await mine.get(`/v1/playbooks/${ids.playbooks}`);
+  const runs = await mine.get(`/v1/playbooks/${ids.playbooks}/runs`);
   const strip = (v: unknown) => JSON.parse(JSON.stringify(v, (k, x) => (k === 'last_used_at' ? undefined : x)));
   return {
     customer: strip(customer.body),
@@ -75,6 +83,8 @@ async function snapshot(ids: Record<string, string>) {
     widgets: widgets.body,
     objectives: objectives.body,
     values: values.body,
+    playbook: playbook.body,
+    runs: runs.body,
   };
 }
 
