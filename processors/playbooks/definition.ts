@@ -1,4 +1,12 @@
+import type { Static } from 'typebox';
 import type { Sql } from '../../lib/pg.js';
+import type {
+  ConditionTrigger as ConditionTriggerSchema,
+  CreateTaskAction as CreateTaskActionSchema,
+  EventTrigger as EventTriggerSchema,
+  MetricThresholdTrigger as MetricThresholdTriggerSchema,
+  NotifyAction as NotifyActionSchema,
+} from '../../schemas/core/playbooks.js';
 
 /**
  * A playbook as the runner reads it from PostgreSQL. The core API validated trigger and actions
@@ -6,42 +14,13 @@ import type { Sql } from '../../lib/pg.js';
  * but still refuses what it cannot evaluate instead of guessing.
  */
 
-export interface ConditionTrigger {
-  type: 'condition';
-  expression: string;
-}
-
-export interface MetricThresholdTrigger {
-  type: 'metric_threshold';
-  metric_id: string;
-  operator: 'gt' | 'gte' | 'lt' | 'lte';
-  value: number;
-}
-
-export interface EventTrigger {
-  type: 'event';
-  event_name: string;
-  count?: number;
-  within_days?: number;
-}
-
+// The trigger and action shapes are the ones the core API validates (schemas/core/playbooks.ts).
+export type ConditionTrigger = Static<typeof ConditionTriggerSchema>;
+export type MetricThresholdTrigger = Static<typeof MetricThresholdTriggerSchema>;
+export type EventTrigger = Static<typeof EventTriggerSchema>;
 export type Trigger = ConditionTrigger | MetricThresholdTrigger | EventTrigger;
-
-export interface CreateTaskAction {
-  type: 'create_task';
-  title: string;
-  assignee: string;
-  due_in_days?: number;
-  description?: string;
-}
-
-export interface NotifyAction {
-  type: 'notify';
-  channel: string;
-  target: string;
-  message?: string;
-}
-
+export type CreateTaskAction = Static<typeof CreateTaskActionSchema>;
+export type NotifyAction = Static<typeof NotifyActionSchema>;
 export type Action = CreateTaskAction | NotifyAction;
 
 export interface Playbook {
