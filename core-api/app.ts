@@ -21,6 +21,7 @@ import type { JobRunner } from './jobs/runner.js';
 import { oauthRoutes } from './oauth/routes.js';
 import type { PlaybookRunClient } from './playbooks/run-client.js';
 import { playbookRoutes } from './playbooks/routes.js';
+import { taskRoutes } from './tasks/routes.js';
 import { INGEST_ROUTES } from '../schemas/ingest-openapi.js';
 import type { SharedRateLimiter } from '../lib/rate-limit.js';
 import { userRoutes } from './users/routes.js';
@@ -64,6 +65,12 @@ const TAGS = [
       'matching and re-arms when it stops; every evaluation is recorded as a run. docs/playbooks.md.',
   },
   {
+    name: 'Tasks',
+    description:
+      'Tasks of customers, created by playbooks or by hand: pending ↔ in_progress, then skipped or completed ' +
+      '(with an outcome), both final; task_created and task_completed events. docs/playbooks.md.',
+  },
+  {
     name: 'Analytics',
     description:
       'Portfolio analytics over the whole workspace: ARR and health, the renewal pipeline, retention cohorts. ' +
@@ -88,6 +95,7 @@ export function buildRoutes(d: AppDeps): Route[] {
     ...healthRoutes(d),
     ...metricsRoutes(d),
     ...playbookRoutes(d),
+    ...taskRoutes(d),
     ...analyticsRoutes(d),
     ...jobRoutes(d),
     ...userRoutes(d),

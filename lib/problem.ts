@@ -237,6 +237,11 @@ export const ERRORS = {
     title: 'Playbook disabled',
     docs: 'POST /v1/playbooks/{id}/run on a disabled playbook: only `{"dry_run": true}` is allowed; enable it first.',
   },
+  invalid_state: {
+    status: 409,
+    title: 'Invalid state',
+    docs: 'The task is completed or skipped, which is final: it cannot be changed or completed again.',
+  },
   runner_unavailable: {
     status: 503,
     title: 'Playbook runner unavailable',

@@ -1,3 +1,4 @@
+import { openTasks, type TaskRow, toTask } from '../tasks/repo.js';
 import { IdParams, PageQuery } from '../../schemas/core/common.js';
 import {
   Contact,
@@ -70,7 +71,7 @@ function canonical(v: unknown): string {
     .join(',')}}`;
 }
 
-function detail(r: CustomerRow): Record<string, unknown> {
+function detail(r: CustomerRow, open: TaskRow[]): Record<string, unknown> {
   const days = r.renewal_date
     ? Math.round((Date.parse(`${r.renewal_date}T00:00:00Z`) - Date.parse(`${todayUtc()}T00:00:00Z`)) / 86_400_000)
     : null;
@@ -81,7 +82,7 @@ function detail(r: CustomerRow): Record<string, unknown> {
         ? null
         : { score: r.health_score, status: r.health_status, calculated_at: r.health_calculated_at.toISOString() },
     renewal: { renewal_date: r.renewal_date, days_until_renewal: days, arr: r.arr },
-    pending_tasks: [],
+    pending_tasks: open.map(toTask),
   };
 }
 
@@ -163,7 +164,7 @@ export function customerRoutes(d: Deps): Route[] {
   async function get(c: Ctx): Promise<Reply> {
     const row = await getCustomer(sql, c.principal.tenantId, c.params.id);
     if (!row) throw notFound('Customer');
-    return json(200, detail(row));
+    return json(200, detail(row, await openTasks(sql, c.principal.tenantId, row.id)));
   }
 
   async function patch(c: Ctx): Promise<Reply> {

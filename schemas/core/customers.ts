@@ -1,3 +1,4 @@
+import { Task } from './tasks.js';
 import Type from 'typebox';
 import { CurrentHealth } from './health.js';
 import { DateOnly, IdParams, Limit, Cursor, Nullable, Page, StringEnum, Timestamp, Uuid } from './common.js';
@@ -108,8 +109,9 @@ export const CustomerDetail = Type.Intersect([
       days_until_renewal: Nullable(Type.Integer()),
       arr: Nullable(Type.Number()),
     }),
-    pending_tasks: Type.Array(Type.Object({}, { additionalProperties: true }), {
-      description: 'Open tasks of this customer (filled once tasks exist).',
+    pending_tasks: Type.Array(Task, {
+      description:
+        'The pending and in_progress tasks of this customer, soonest due first (no due date last), at most 20.',
     }),
   }),
 ]);

@@ -48,7 +48,8 @@ async function fixtures(): Promise<Record<string, string>> {
     trigger: { type: 'condition', expression: 'health_score < 40' },
     actions: [{ type: 'create_task', title: 'Call', assignee: 'owner' }],
   });
-  for (const [what, r] of Object.entries({ customer, key, user, job, metric, widget, objective, playbook }))
+  const task = await mine.post('/v1/tasks', { customer_id: customer.body.id, title: 'Isolated task' });
+  for (const [what, r] of Object.entries({ customer, key, user, job, metric, widget, objective, playbook, task }))
     if (r.status >= 300) throw new Error(`fixture ${what}: ${r.status} ${r.text}`);
   return {
     customers: customer.body.id,
@@ -60,6 +61,7 @@ async function fixtures(): Promise<Record<string, string>> {
     'usage-widgets': widget.body.id,
     objectives: objective.body.id,
     playbooks: playbook.body.id,
+    tasks: task.body.id,
   };
 }
 
@@ -74,6 +76,7 @@ async function snapshot(ids: Record<string, string>) {
   const values = await mine.get(`/v1/metrics/${ids.metrics}/values`);
   const playbook = await mine.get(`/v1/playbooks/${ids.playbooks}`);
   const runs = await mine.get(`/v1/playbooks/${ids.playbooks}/runs`);
+  const task = await mine.get(`/v1/tasks/${ids.tasks}`);
   const strip = (v: unknown) => JSON.parse(JSON.stringify(v, (k, x) => (k === 'last_used_at' ? undefined : x)));
   return {
     customer: strip(customer.body),
@@ -85,6 +88,7 @@ async function snapshot(ids: Record<string, string>) {
     values: values.body,
     playbook: playbook.body,
     runs: runs.body,
+    task: task.body,
   };
 }
 
