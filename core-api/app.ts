@@ -21,6 +21,7 @@ import type { JobRunner } from './jobs/runner.js';
 import { oauthRoutes } from './oauth/routes.js';
 import type { PlaybookRunClient } from './playbooks/run-client.js';
 import { playbookRoutes } from './playbooks/routes.js';
+import { segmentRoutes } from './segments/routes.js';
 import { taskRoutes } from './tasks/routes.js';
 import { INGEST_ROUTES } from '../schemas/ingest-openapi.js';
 import type { SharedRateLimiter } from '../lib/rate-limit.js';
@@ -94,6 +95,7 @@ export function buildRoutes(d: AppDeps): Route[] {
     ...customerRoutes(d),
     ...healthRoutes(d),
     ...metricsRoutes(d),
+    ...segmentRoutes(d),
     ...playbookRoutes(d),
     ...taskRoutes(d),
     ...analyticsRoutes(d),

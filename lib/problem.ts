@@ -232,6 +232,23 @@ export const ERRORS = {
     title: 'Unknown metric',
     docs: 'A metric_threshold trigger names a metric that is not in the workspace or is deleted.',
   },
+  segment_name_taken: {
+    status: 409,
+    title: 'Segment name taken',
+    docs: 'Another segment of the workspace has this name (names compare case-insensitively); choose another.',
+  },
+  segment_in_use: {
+    status: 409,
+    title: 'Segment in use',
+    docs:
+      'Playbook conditions name the segment (`used_by`): it cannot be deleted or renamed until they stop naming it. ' +
+      'Its rules can change.',
+  },
+  segment_limit_reached: {
+    status: 409,
+    title: 'Segment limit reached',
+    docs: 'The workspace has 200 segments, the most it can have; delete one first.',
+  },
   playbook_disabled: {
     status: 409,
     title: 'Playbook disabled',

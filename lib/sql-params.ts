@@ -1,3 +1,6 @@
+import type { PendingQuery, Row } from 'postgres';
+import type { Sql } from './pg.js';
+
 /**
  * Positional parameters for SQL text built from user definitions (segment rules, playbook
  * conditions): every user value goes through `add` and becomes `$n`, so no value is ever spliced
@@ -15,5 +18,22 @@ export class SqlParams {
     this.values.push(value);
     const p = `$${this.first + this.values.length - 1}`;
     return cast ? `${p}::${cast}` : p;
+  }
+
+  /**
+   * `text` (built with this instance) as a postgres.js fragment to embed in a tagged query: each
+   * `$n` becomes an argument of the fragment, which postgres.js numbers within the whole query.
+   */
+  fragment(sql: Sql, text: string): PendingQuery<Row[]> {
+    const strings: string[] = [];
+    const args: unknown[] = [];
+    let last = 0;
+    for (const m of text.matchAll(/\$(\d+)/g)) {
+      strings.push(text.slice(last, m.index));
+      args.push(this.values[Number(m[1]) - this.first]);
+      last = (m.index ?? 0) + m[0].length;
+    }
+    strings.push(text.slice(last));
+    return sql(Object.assign(strings, { raw: strings }) as unknown as TemplateStringsArray, ...(args as never[]));
   }
 }

@@ -1,3 +1,4 @@
+import type { PendingQuery, Row } from 'postgres';
 import type { Sql } from '../../lib/pg.js';
 import type { Position } from '../../lib/cursor.js';
 
@@ -56,7 +57,8 @@ export function toCustomer(r: CustomerRow, withDeleted = false): Record<string, 
 export interface ListFilter {
   statuses?: string[];
   ownerEmail?: string | null;
-  segmentId?: string;
+  /** Segment membership over `c` and `h` (core-api/segments/repo.ts `segmentPredicate`). */
+  segment?: PendingQuery<Row[]>;
   healthStatuses?: string[];
   minArr?: number;
   maxArr?: number;
@@ -80,7 +82,7 @@ export async function listCustomers(sql: Sql, tenantId: string, f: ListFilter): 
       }
       ${f.statuses ? sql`AND c.status = ANY(${f.statuses}::text[])` : none}
       ${f.ownerEmail !== undefined ? sql`AND lower(c.owner_email) = lower(${f.ownerEmail})` : none}
-      ${f.segmentId !== undefined ? sql`AND c.custom_fields->>'segment_id' = ${f.segmentId}` : none}
+      ${f.segment ? sql`AND ${f.segment}` : none}
       ${f.healthStatuses ? sql`AND h.tenant_id = ${tenantId} AND h.status = ANY(${f.healthStatuses}::text[])` : none}
       ${f.minArr !== undefined ? sql`AND c.arr >= ${f.minArr}` : none}
       ${f.maxArr !== undefined ? sql`AND c.arr <= ${f.maxArr}` : none}

@@ -1,3 +1,4 @@
+import { type SegmentRef, segmentPredicate, segmentsOfCustomer } from '../segments/repo.js';
 import { openTasks, type TaskRow, toTask } from '../tasks/repo.js';
 import { IdParams, PageQuery } from '../../schemas/core/common.js';
 import {
@@ -27,6 +28,7 @@ import {
   updateCustomer,
   type CustomerInput,
   type CustomerRow,
+  type ListFilter,
 } from './repo.js';
 import { checkIdempotencyKey, onceWithKey, requestHash } from '../../lib/idempotency.js';
 
@@ -71,7 +73,7 @@ function canonical(v: unknown): string {
     .join(',')}}`;
 }
 
-function detail(r: CustomerRow, open: TaskRow[]): Record<string, unknown> {
+function detail(r: CustomerRow, open: TaskRow[], segments: SegmentRef[]): Record<string, unknown> {
   const days = r.renewal_date
     ? Math.round((Date.parse(`${r.renewal_date}T00:00:00Z`) - Date.parse(`${todayUtc()}T00:00:00Z`)) / 86_400_000)
     : null;
@@ -82,6 +84,7 @@ function detail(r: CustomerRow, open: TaskRow[]): Record<string, unknown> {
         ? null
         : { score: r.health_score, status: r.health_status, calculated_at: r.health_calculated_at.toISOString() },
     renewal: { renewal_date: r.renewal_date, days_until_renewal: days, arr: r.arr },
+    segments,
     pending_tasks: open.map(toTask),
   };
 }
@@ -104,11 +107,19 @@ export function customerRoutes(d: Deps): Route[] {
         { field: 'min_arr', code: 'invalid_range', message: 'min_arr must not exceed max_arr' },
       ]);
     }
+    let segment: ListFilter['segment'];
+    if (q.segment_id) {
+      segment = (await segmentPredicate(sql, c.principal.tenantId, q.segment_id))?.where;
+      if (!segment)
+        throw new ApiError('validation_failed', 'No such segment in this workspace.', [
+          { field: 'segment_id', code: 'unknown_segment', message: 'no segment with this id in the workspace' },
+        ]);
+    }
     const limit = q.limit ?? 50;
     const rows = await listCustomers(sql, c.principal.tenantId, {
       statuses: q.status?.split(','),
       ownerEmail,
-      segmentId: q.segment_id,
+      segment,
       healthStatuses: q.health_status?.split(','),
       minArr: q.min_arr,
       maxArr: q.max_arr,
@@ -164,7 +175,11 @@ export function customerRoutes(d: Deps): Route[] {
   async function get(c: Ctx): Promise<Reply> {
     const row = await getCustomer(sql, c.principal.tenantId, c.params.id);
     if (!row) throw notFound('Customer');
-    return json(200, detail(row, await openTasks(sql, c.principal.tenantId, row.id)));
+    const [open, segments] = await Promise.all([
+      openTasks(sql, c.principal.tenantId, row.id),
+      segmentsOfCustomer(sql, c.principal.tenantId, row.id),
+    ]);
+    return json(200, detail(row, open, segments));
   }
 
   async function patch(c: Ctx): Promise<Reply> {

@@ -1,3 +1,4 @@
+import { SegmentRef } from './segments.js';
 import { Task } from './tasks.js';
 import Type from 'typebox';
 import { CurrentHealth } from './health.js';
@@ -109,6 +110,9 @@ export const CustomerDetail = Type.Intersect([
       days_until_renewal: Nullable(Type.Integer()),
       arr: Nullable(Type.Number()),
     }),
+    segments: Type.Array(SegmentRef, {
+      description: 'The segments the customer is in now, by name (their rules evaluated at this request).',
+    }),
     pending_tasks: Type.Array(Task, {
       description:
         'The pending and in_progress tasks of this customer, soonest due first (no due date last), at most 20.',
@@ -129,9 +133,10 @@ export const CustomerListQuery = Type.Object(
     owner_id: Type.Optional(Uuid),
     segment_id: Type.Optional(
       Type.String({
-        minLength: 1,
-        maxLength: 128,
-        description: 'Matches `custom_fields.segment_id` until segments exist as a resource.',
+        format: 'uuid',
+        description:
+          'Members of the segment (GET /v1/segments), its rules evaluated now. A segment the workspace does not have ' +
+          '→ 400 `validation_failed` naming `segment_id`.',
       }),
     ),
     health_status: Type.Optional(

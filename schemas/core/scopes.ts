@@ -23,8 +23,8 @@ export const SCOPES = [
 export type Scope = (typeof SCOPES)[number];
 
 export const SCOPE_DESCRIPTIONS: Record<Scope, string> = {
-  'customers:read': 'GET customers, contacts and objectives',
-  'customers:write': 'POST/PATCH customers and contacts, POST/DELETE objectives',
+  'customers:read': 'GET customers, contacts, objectives and segments',
+  'customers:write': 'POST/PATCH customers and contacts, POST/DELETE objectives, POST/PATCH/DELETE segments',
   'customers:delete': 'DELETE customers (soft-delete)',
   'health:read': 'GET health scores',
   'health:write': 'POST recalculate, PATCH health model',

@@ -166,7 +166,11 @@ t.test('list: filters, full-text, cursor pagination over several pages', async (
   t.same(await ids('q=initech13.io'), [13]);
   t.same(await ids(`owner_id=${owner.id}`), [0, 1, 2]);
   t.same(await ids(`owner_id=${randomUuid()}`), []);
-  t.same(await ids('segment_id=smb'), [7]);
+  const smb = await l.post('/v1/segments', {
+    name: 'SMB',
+    rules: [{ field: 'custom_fields.segment_id', op: 'eq', value: 'smb' }],
+  });
+  t.same(await ids(`segment_id=${smb.body.id}`), [7], 'a segment over a custom field');
   t.same(await ids('health_status=at_risk'), [4]);
   isProblem(t, await l.get('/v1/customers?min_arr=5&max_arr=1'), 400, 'validation_failed');
   t.same((await o.get('/v1/customers?q=initech')).body.data, [], 'never another workspace');

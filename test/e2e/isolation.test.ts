@@ -49,7 +49,12 @@ async function fixtures(): Promise<Record<string, string>> {
     actions: [{ type: 'create_task', title: 'Call', assignee: 'owner' }],
   });
   const task = await mine.post('/v1/tasks', { customer_id: customer.body.id, title: 'Isolated task' });
-  for (const [what, r] of Object.entries({ customer, key, user, job, metric, widget, objective, playbook, task }))
+  const segment = await mine.post('/v1/segments', {
+    name: 'Isolated segment',
+    rules: [{ field: 'arr', op: 'gte', value: 1000 }],
+  });
+  const all = { customer, key, user, job, metric, widget, objective, playbook, task, segment };
+  for (const [what, r] of Object.entries(all))
     if (r.status >= 300) throw new Error(`fixture ${what}: ${r.status} ${r.text}`);
   return {
     customers: customer.body.id,
@@ -62,6 +67,7 @@ async function fixtures(): Promise<Record<string, string>> {
     objectives: objective.body.id,
     playbooks: playbook.body.id,
     tasks: task.body.id,
+    segments: segment.body.id,
   };
 }
 
@@ -77,6 +83,7 @@ async function snapshot(ids: Record<string, string>) {
   const playbook = await mine.get(`/v1/playbooks/${ids.playbooks}`);
   const runs = await mine.get(`/v1/playbooks/${ids.playbooks}/runs`);
   const task = await mine.get(`/v1/tasks/${ids.tasks}`);
+  const segment = await mine.get(`/v1/segments/${ids.segments}`);
   const strip = (v: unknown) => JSON.parse(JSON.stringify(v, (k, x) => (k === 'last_used_at' ? undefined : x)));
   return {
     customer: strip(customer.body),
@@ -89,6 +96,7 @@ async function snapshot(ids: Record<string, string>) {
     playbook: playbook.body,
     runs: runs.body,
     task: task.body,
+    segment: segment.body,
   };
 }
 
