@@ -7,7 +7,18 @@ import type { BenchTenant, WorkloadOptions } from './workload.js';
 
 export interface BenchOptions {
   profile: 'dev' | 'test';
-  only: Set<'ceilings' | 'ingest' | 'events-b' | 'e2e' | 'outage' | 'health' | 'metrics' | 'playbooks' | 'analytics'>;
+  only: Set<
+    | 'ceilings'
+    | 'ingest'
+    | 'events-b'
+    | 'e2e'
+    | 'outage'
+    | 'health'
+    | 'metrics'
+    | 'playbooks'
+    | 'analytics'
+    | 'webhooks'
+  >;
   /** Seconds per scenario (ceilings, ingest at full load, ingest at half load). */
   durationS: number;
   /** Seconds of the sustained end-to-end scenario. */

@@ -4,8 +4,8 @@ import { ClickHouse as ProcessorsClickHouse } from '../processors/clickhouse.js'
 import { Evaluator } from '../processors/playbooks/evaluate.js';
 import { sampler, type BenchContext } from './context.js';
 import type { Usage } from './proc-stats.js';
-import { NOBODY, cpuS, type ScheduledRun, scheduledRun } from './scheduled-job.js';
-import { say } from './tiers.js';
+import { NOBODY, cpuS, processorsEnv, type ScheduledRun, scheduledRun } from './scheduled-job.js';
+import { BenchError, say, sleep, startTier } from './tiers.js';
 import { generateWorkspace } from './workspace-data.js';
 
 export type PlaybookKind = 'condition' | 'metric_threshold' | 'event';
@@ -19,6 +19,8 @@ export interface PlaybooksResult {
   generateS: number;
   /** The first scheduled evaluation of the workspace: every matching customer fires (tasks, outbox rows). */
   first: ScheduledRun & { fired?: number; tasks?: number };
+  /** The first evaluation's generated events (task_created) relayed to the event stream. */
+  relay: { events: number; seconds: number; usage: Usage };
   /** The next one: everything matches as before, nothing fires. */
   steady: ScheduledRun;
   /** Each trigger's bare work, one after another: its ClickHouse read and one count over its predicate. */
@@ -90,6 +92,8 @@ export async function playbooksScenario(ctx: BenchContext): Promise<PlaybooksRes
       });
     const { finished, ...first } = await run();
     say(`playbooks: first evaluation of ${ids.length} playbooks over ${n} customers in ${first.seconds} s`);
+    const relay = await drainOutbox(ctx, sql, tenant);
+    say(`playbooks: ${relay.events} generated events relayed in ${relay.seconds} s`);
     const { finished: _f, ...steady } = await run();
     say(`playbooks: steady evaluation in ${steady.seconds} s`);
     const ceiling = await ceilingRun(ctx, tenant, ids);
@@ -103,6 +107,7 @@ export async function playbooksScenario(ctx: BenchContext): Promise<PlaybooksRes
       kinds,
       generateS,
       first: { ...first, fired: finished?.fired as number | undefined, tasks: finished?.tasks as number | undefined },
+      relay,
       steady,
       ceiling,
     };
@@ -157,6 +162,38 @@ async function prepare(
       FROM numbers(${n})`);
   }
   return metricIds;
+}
+
+/**
+ * The generated events of the first evaluation relayed to JetStream by a processors instance that
+ * runs no scheduled job, so that the next evaluation is timed alone (not beside the relay).
+ */
+async function drainOutbox(
+  ctx: BenchContext,
+  sql: ReturnType<typeof connectPg>,
+  tenant: string,
+): Promise<PlaybooksResult['relay']> {
+  const pending = async () =>
+    (
+      await sql<Array<{ n: number }>>`
+        SELECT count(*)::int AS n FROM event_outbox WHERE tenant_id = ${tenant} AND published_at IS NULL`
+    )[0].n;
+  const events = await pending();
+  const off = { HEALTH_ENABLED: 'false', METRICS_TENANTS: NOBODY, PLAYBOOKS_TENANTS: NOBODY };
+  const tier = await startTier('processors', 'PROCESSORS_PORT', processorsEnv(ctx, off));
+  const s = sampler(ctx, { processors: () => [tier.pid] });
+  const t0 = performance.now();
+  try {
+    const deadline = Date.now() + 30 * 60_000;
+    while ((await pending()) > 0) {
+      if (Date.now() > deadline) throw new BenchError('playbooks: the outbox did not drain in 30 minutes');
+      await sleep(500);
+    }
+    return { events, seconds: Math.round(performance.now() - t0) / 1000, usage: s.stop() };
+  } finally {
+    s.stop();
+    await tier.stop();
+  }
 }
 
 /** Each playbook's M alone, one after another, in this process: the work no evaluation can skip. */

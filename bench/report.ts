@@ -8,6 +8,7 @@ import type { HealthResult } from './health.js';
 import type { IngestResult } from './ingest-scenario.js';
 import type { MetricsResult } from './metrics.js';
 import type { PlaybooksResult } from './playbooks.js';
+import type { WebhooksResult } from './webhooks.js';
 import type { OutageResult } from './outage.js';
 import type { Usage } from './proc-stats.js';
 import type { ScenarioBResult } from './scenario-b.js';
@@ -30,6 +31,7 @@ export interface Stored {
   metrics?: Section<MetricsResult>;
   playbooks?: Section<PlaybooksResult>;
   analytics?: Section<AnalyticsResult>;
+  webhooks?: Section<WebhooksResult>;
 }
 
 export interface Machine {
@@ -197,6 +199,8 @@ export function rows(s: Stored): Row[] {
   if (pb) out.push(...playbooksRows(pb));
   const an = s.analytics?.data;
   if (an) out.push(...analyticsRows(an, (u) => boundBy(u)));
+  const wh = s.webhooks?.data;
+  if (wh) out.push(...webhooksRows(wh));
   return out;
 }
 
@@ -210,13 +214,24 @@ function playbooksRows(p: PlaybooksResult): Row[] {
   return [
     {
       figure: `Playbooks: first scheduled evaluation of ${p.playbooks} enabled playbooks (${kinds}) over ${k(p.customers)} customers, ${k(p.events)} events`,
-      measured: `${p.first.seconds} s${p.first.tasks !== undefined ? `, ${k(p.first.tasks)} tasks created` : ''}; ${cpu(p.first)}`,
+      measured: `${p.first.seconds} s${p.first.tasks !== undefined ? `, ${k(p.first.tasks)} tasks created (${k(Math.round(p.first.tasks / p.first.seconds))}/s)` : ''}; ${cpu(p.first)}`,
       target: '≤ 10 s',
       ratio: `${(p.first.seconds / c.seconds).toFixed(2)} × the bare trigger work; ${(p.first.seconds / 10).toFixed(2)} of target`,
       bound: boundBy(p.first.usage, ['processors']),
     },
+    ...(p.relay
+      ? [
+          {
+            figure: "Playbooks: the first evaluation's generated events (task_created) relayed to the event stream",
+            measured: `${k(p.relay.events)} events in ${p.relay.seconds} s (${k(Math.round(p.relay.events / Math.max(p.relay.seconds, 0.001)))} events/s)`,
+            target: '—',
+            ratio: '—',
+            bound: boundBy(p.relay.usage, ['processors']),
+          },
+        ]
+      : []),
     {
-      figure: 'Playbooks: the next evaluation (same matches, nothing fires)',
+      figure: 'Playbooks: the next evaluation (same matches, nothing fires; the relay done)',
       measured: `${p.steady.seconds} s; ${cpu(p.steady)}`,
       target: '≤ 10 s',
       ratio: `${(p.steady.seconds / c.seconds).toFixed(2)} × the bare trigger work; ${(p.steady.seconds / 10).toFixed(2)} of target`,
@@ -228,6 +243,37 @@ function playbooksRows(p: PlaybooksResult): Row[] {
       target: '—',
       ratio: '1.00 (reference)',
       bound: boundBy(c.usage),
+    },
+  ];
+}
+
+function webhooksRows(w: WebhooksResult): Row[] {
+  const h = w.healthy;
+  const x = w.withHanging;
+  const cpu = (p: WebhooksResult['healthy']) =>
+    `CPU per 1,000 deliveries: processors ${((1000 * p.processorsCpuS) / p.delivered).toFixed(2)} s, ` +
+    `PostgreSQL ${((1000 * p.postgresCpuS) / p.delivered).toFixed(2)} s`;
+  return [
+    {
+      figure: `Webhooks: ${w.subscriptions} subscriptions, ${w.eventsPerS} changes/s for ${w.durationS} s, every endpoint healthy`,
+      measured: `${k(h.perS)} deliveries/s (${h.delivered} in all); change → delivery p50 ${h.latency.p50Ms} ms, p99 ${h.latency.p99Ms} ms; ${cpu(h)}`,
+      target: '≥ 2,000/s, p99 ≤ 1 s',
+      ratio: `${(h.perS / 2000).toFixed(2)} of the rate; p99 ${(h.latency.p99Ms / 1000).toFixed(2)} of target`,
+      bound: boundBy(h.usage, ['processors']),
+    },
+    {
+      figure: `Webhooks: the same with ${w.hanging} of the endpoints hanging past the timeout`,
+      measured: `${k(x.perS)} deliveries/s to the healthy ones; p50 ${x.latency.p50Ms} ms, p99 ${x.latency.p99Ms} ms; ${x.hangingRequests} requests held by the hanging ones`,
+      target: 'healthy p99 ≤ 2 × the all-healthy p99',
+      ratio: `${(x.latency.p99Ms / Math.max(h.latency.p99Ms, 1)).toFixed(2)} × the all-healthy p99`,
+      bound: boundBy(x.usage, ['processors']),
+    },
+    {
+      figure: `Webhooks: ${k(w.backlog.pending)} deliveries pending for a dead endpoint`,
+      measured: `dispatcher RSS ${w.backlog.rssBeforeMb} MB → ${w.backlog.rssAfterMb} MB after ${w.backlog.seconds} s`,
+      target: 'bounded',
+      ratio: `${(w.backlog.rssAfterMb / Math.max(w.backlog.rssBeforeMb, 1)).toFixed(2)} ×`,
+      bound: '—',
     },
   ];
 }
@@ -375,7 +421,18 @@ export function writeResults(dir: string, s: Stored): void {
   const old = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
   const notes = NOTES.exec(old)?.[0] ?? '<!-- notes -->\n<!-- /notes -->';
   const sections = (
-    ['ceilings', 'ingest', 'eventsB', 'e2e', 'outage', 'health', 'metrics', 'playbooks', 'analytics'] as const
+    [
+      'ceilings',
+      'ingest',
+      'eventsB',
+      'e2e',
+      'outage',
+      'health',
+      'metrics',
+      'playbooks',
+      'analytics',
+      'webhooks',
+    ] as const
   )
     .filter((x) => s[x])
     .map((x) => {

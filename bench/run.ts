@@ -9,6 +9,7 @@ import { ceilings } from './ceilings.js';
 import type { BenchContext, BenchOptions } from './context.js';
 import { e2eScenario } from './e2e.js';
 import { analyticsScenario } from './analytics.js';
+import { webhooksScenario } from './webhooks.js';
 import { healthScenario } from './health.js';
 import { metricsScenario } from './metrics.js';
 import { playbooksScenario } from './playbooks.js';
@@ -48,6 +49,7 @@ const SCENARIOS = [
   'metrics',
   'playbooks',
   'analytics',
+  'webhooks',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -217,7 +219,9 @@ async function main(): Promise<void> {
   await stackUp(profile);
   snapshotDist();
   // The health, metrics and playbooks scenarios make their own workspaces; the others share these.
-  const tenants = [...o.only].some((s) => s !== 'health' && s !== 'metrics' && s !== 'playbooks' && s !== 'analytics')
+  const tenants = [...o.only].some(
+    (s) => s !== 'health' && s !== 'metrics' && s !== 'playbooks' && s !== 'analytics' && s !== 'webhooks',
+  )
     ? await workspaces(o, env, urls.DATABASE_URL)
     : [];
   if (tenants.length) say(`${tenants.length} workspaces with ${o.customers} customers each`);
@@ -281,6 +285,7 @@ async function main(): Promise<void> {
     await attempt('metrics', async () => void (stored.metrics = section(await metricsScenario(ctx))));
     await attempt('playbooks', async () => void (stored.playbooks = section(await playbooksScenario(ctx))));
     await attempt('analytics', async () => void (stored.analytics = section(await analyticsScenario(ctx))));
+    await attempt('webhooks', async () => void (stored.webhooks = section(await webhooksScenario(ctx))));
   } finally {
     await nc.close();
   }

@@ -22,6 +22,8 @@ export function processorsEnv(ctx: BenchContext, extra: Record<string, string>):
     DATABASE_URL: ctx.urls.DATABASE_URL,
     STACK_PROFILE: ctx.profile.name,
     PROCESSORS_THREADS: '2',
+    WEBHOOK_ALLOW_HTTP: 'true',
+    WEBHOOK_ALLOW_PRIVATE: 'true',
     ...extra,
   };
 }
@@ -40,7 +42,8 @@ export interface ScheduledRun {
  * is set "just finished" before processors starts (no instance runs it), then, once processors is
  * ready and sampled, moved back past the 20 s interval `intervalVar` sets for this instance but
  * not past the hour of any other instance: this one runs it at its next tick. The duration is the
- * lease row's own (last_started_at → last_finished_at).
+ * lease row's own (last_started_at → last_finished_at); last_started_at is cleared first, so a
+ * second run is never timed from the first one's start.
  */
 export async function scheduledRun(
   ctx: BenchContext,
@@ -49,7 +52,7 @@ export async function scheduledRun(
 ): Promise<ScheduledRun> {
   await sql`
     INSERT INTO job_leases (job, tenant_id, last_finished_at) VALUES (${o.job}, ${o.tenant}, now() + interval '1 day')
-    ON CONFLICT (job, tenant_id) DO UPDATE SET last_finished_at = EXCLUDED.last_finished_at`;
+    ON CONFLICT (job, tenant_id) DO UPDATE SET last_finished_at = EXCLUDED.last_finished_at, last_started_at = NULL`;
   const tier = await startTier(
     'processors',
     'PROCESSORS_PORT',

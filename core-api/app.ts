@@ -22,7 +22,12 @@ import { oauthRoutes } from './oauth/routes.js';
 import type { PlaybookRunClient } from './playbooks/run-client.js';
 import { playbookRoutes } from './playbooks/routes.js';
 import { segmentRoutes } from './segments/routes.js';
+import type { Providers } from '../lib/integrations/providers.js';
+import type { TokenCipher } from '../lib/integrations/tokens.js';
+import type { UrlPolicy } from '../lib/webhooks/address.js';
+import { integrationRoutes } from './integrations/routes.js';
 import { taskRoutes } from './tasks/routes.js';
+import { webhookRoutes } from './webhooks/routes.js';
 import { INGEST_ROUTES } from '../schemas/ingest-openapi.js';
 import type { SharedRateLimiter } from '../lib/rate-limit.js';
 import { userRoutes } from './users/routes.js';
@@ -39,6 +44,9 @@ export interface AppDeps extends Deps {
   materializeClient: MaterializeClient;
   analyticsCacheTtlMs: number;
   playbookRunClient: PlaybookRunClient;
+  webhookPolicy: UrlPolicy;
+  providers: Providers;
+  tokenCipher?: TokenCipher;
 }
 
 const TAGS = [
@@ -56,6 +64,12 @@ const TAGS = [
       'The metrics library: the workspace event catalog, metric definitions (admin writes, everyone with ' +
       'metrics:read reads), the test query, proposals from a plain-English description, and the usage widgets. ' +
       'Window semantics, the compiler and the parser vocabulary: docs/metrics.md.',
+  },
+  {
+    name: 'Segments',
+    description:
+      'Named sets of customers defined by rules over customer fields, evaluated in SQL whenever they are read: ' +
+      'the customers list filters by them, the customer detail names them, playbook conditions test them.',
   },
   {
     name: 'Playbooks',
@@ -76,6 +90,18 @@ const TAGS = [
     description:
       'Portfolio analytics over the whole workspace: ARR and health, the renewal pipeline, retention cohorts. ' +
       'SQL aggregates, cached per workspace and query for at most 30 s. Definitions: docs/analytics.md.',
+  },
+  {
+    name: 'Webhooks',
+    description:
+      'Outbound webhooks (Standard Webhooks): subscriptions to event kinds, signed deliveries retried with ' +
+      'backoff, the log of every attempt. Payloads, signature check and retry schedule: docs/webhooks.md.',
+  },
+  {
+    name: 'Integrations',
+    description:
+      'Email, calendar, chat and ticketing providers connected through OAuth 2.0 (code + PKCE): their activity ' +
+      'becomes events, and playbooks notify through them. Connectors and configuration: docs/integrations.md.',
   },
   { name: 'Users', description: 'Users, roles and invites.' },
   { name: 'API keys', description: 'Server-to-server credentials (admin).' },
@@ -98,6 +124,8 @@ export function buildRoutes(d: AppDeps): Route[] {
     ...segmentRoutes(d),
     ...playbookRoutes(d),
     ...taskRoutes(d),
+    ...webhookRoutes(d),
+    ...integrationRoutes(d),
     ...analyticsRoutes(d),
     ...jobRoutes(d),
     ...userRoutes(d),

@@ -27,6 +27,8 @@ import { MaterializeClient } from './metrics/materialize.js';
 import { PlaybookRunClient } from './playbooks/run-client.js';
 import { JobRunner } from './jobs/runner.js';
 import { coreSubjects, Notifier } from './notify.js';
+import { providersFromEnv } from '../lib/integrations/providers.js';
+import { TokenCipher } from '../lib/integrations/tokens.js';
 
 export const CoreApiConfig = Type.Object({
   API_HOST: Type.String({ default: '127.0.0.1', description: 'Address the core API listens on.' }),
@@ -34,6 +36,21 @@ export const CoreApiConfig = Type.Object({
   API_PROCESSES: Type.Integer({ minimum: 1, default: 1, description: 'Processes sharing the port (SO_REUSEPORT).' }),
   NATS_URL: Type.String({ default: 'nats://127.0.0.1:14222' }),
   DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
+  WEBHOOK_ALLOW_HTTP: Type.Boolean({
+    default: false,
+    description: 'Accept plain http:// webhook URLs (the dev and test profiles set it).',
+  }),
+  WEBHOOK_ALLOW_PRIVATE: Type.Boolean({
+    default: false,
+    description:
+      'Accept webhook URLs whose host is loopback, private or link-local (the dev and test profiles set it).',
+  }),
+  INTEGRATION_TOKEN_KEY: Type.String({
+    default: '',
+    description:
+      'Key of provider tokens at rest (AES-256-GCM): 32 bytes as base64 or 64 hex digits; empty: integrations ' +
+      'cannot be connected. npm start generates one into .data/.',
+  }),
   PUBLIC_BASE_URL: Type.String({
     default: 'http://127.0.0.1:3200',
     description: 'Origin clients see: error type URIs, OAuth issuer, OpenAPI server.',
@@ -184,6 +201,9 @@ async function serve(): Promise<void> {
     materializeClient: new MaterializeClient(nc, cfg.METRICS_MATERIALIZE_TIMEOUT_MS, log.child({ mod: 'metrics' })),
     analyticsCacheTtlMs: cfg.ANALYTICS_CACHE_TTL_MS,
     playbookRunClient: new PlaybookRunClient(nc, cfg.PLAYBOOK_RUN_TIMEOUT_MS, log.child({ mod: 'playbooks' })),
+    webhookPolicy: { allowHttp: cfg.WEBHOOK_ALLOW_HTTP, allowPrivate: cfg.WEBHOOK_ALLOW_PRIVATE },
+    providers: providersFromEnv(process.env),
+    tokenCipher: cfg.INTEGRATION_TOKEN_KEY ? new TokenCipher(cfg.INTEGRATION_TOKEN_KEY) : undefined,
   });
 
   let dbOk = true;

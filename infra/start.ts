@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ROOT, stackProfile, stackUrls } from '../lib/stack.js';
+import { integrationTokenKey, ROOT, stackProfile, stackUrls } from '../lib/stack.js';
 import { edgeCaFile } from './services.js';
 
 /**
@@ -27,6 +27,10 @@ const env = {
   PUBLIC_INGEST_URL: ingestUrl,
   PUBLIC_API_URL: apiUrl,
   PUBLIC_BASE_URL: apiUrl,
+  // Local webhook receivers (http://127.0.0.1:…) are what development uses.
+  WEBHOOK_ALLOW_HTTP: 'true',
+  WEBHOOK_ALLOW_PRIVATE: 'true',
+  INTEGRATION_TOKEN_KEY: process.env.INTEGRATION_TOKEN_KEY ?? integrationTokenKey(profile),
 };
 
 // The first run creates a workspace; its secrets are kept (git-ignored, owner-only) for later starts.

@@ -9,7 +9,7 @@ import {
   type StreamConfig,
   type ConsumerConfig,
 } from 'nats';
-import { STREAM_DLQ, STREAM_EVENTS, consumers } from '../lib/nats.js';
+import { STREAM_DLQ, STREAM_EVENTS, STREAM_WEBHOOKS, consumers } from '../lib/nats.js';
 
 export interface StreamOptions {
   /** Cap on the bytes the EVENTS stream holds; past it publishes fail (ingest answers 503) instead of dropping events. */
@@ -31,6 +31,19 @@ export function streamConfigs(o: StreamOptions): Array<Partial<StreamConfig> & {
       storage: StorageType.File,
       discard: DiscardPolicy.New,
       max_bytes: o.maxBytes,
+      max_msg_size: 8 * 1024 * 1024,
+      duplicate_window: nanos(2 * 60_000),
+      num_replicas: o.replicas,
+    },
+    {
+      // Webhook events until the fan-out has written their deliveries; full → the relay leaves
+      // them in webhook_outbox (nothing is lost, they wait).
+      name: STREAM_WEBHOOKS,
+      subjects: ['wh.>'],
+      retention: RetentionPolicy.Interest,
+      storage: StorageType.File,
+      discard: DiscardPolicy.New,
+      max_bytes: Math.min(o.maxBytes, 1024 ** 3),
       max_msg_size: 8 * 1024 * 1024,
       duplicate_window: nanos(2 * 60_000),
       num_replicas: o.replicas,
@@ -73,6 +86,7 @@ export const consumerConfigs = [
   { stream: STREAM_EVENTS, config: { ...writer(consumers.catalogBackfill, 'ev.backfill.>'), headers_only: true } },
   // Events the service generates (health_changed, task_*): few, so a small ack-pending bound.
   { stream: STREAM_EVENTS, config: { ...writer(consumers.systemWriter, 'ev.system.>'), max_ack_pending: 1_000 } },
+  { stream: STREAM_WEBHOOKS, config: { ...writer(consumers.webhookFanout, 'wh.>'), max_ack_pending: 5_000 } },
 ];
 
 export async function applyStreams(jsm: JetStreamManager, o: StreamOptions): Promise<void> {

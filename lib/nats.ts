@@ -23,6 +23,8 @@ export async function connectNats(url: string, name: string, log: Logger): Promi
 
 export const STREAM_EVENTS = 'EVENTS';
 export const STREAM_DLQ = 'DLQ';
+/** Webhook events (wh.event.<tenant>), relayed from webhook_outbox and fanned out to subscriptions. */
+export const STREAM_WEBHOOKS = 'WEBHOOKS';
 
 /** Subjects shared by the tiers. The tiers meet only here, in NATS and in the databases. */
 export const subjects = {
@@ -33,6 +35,8 @@ export const subjects = {
   /** Events the service generates itself (health_changed, task_*, …), relayed from the PostgreSQL outbox. */
   system: (tenant: string) => `ev.system.${tenant}`,
   dlq: (consumer: string, original: string) => `dlq.${consumer}.${original}`,
+  /** Webhook events of a workspace (customer.created, task.completed, …), relayed from webhook_outbox. */
+  webhook: (tenant: string) => `wh.event.${tenant}`,
   /** Core NATS request/reply: recalculate one customer's health now (payload: JSON RecalculateRequest). */
   healthRecalculate: 'cmd.health.recalculate',
   /** Core NATS request/reply: materialize one metric now (payload: JSON MaterializeRequest). */
@@ -64,4 +68,6 @@ export const consumers = {
   catalogBackfill: 'event-catalog-backfill',
   /** Generated events (ev.system.>) into csp.events. */
   systemWriter: 'clickhouse-writer-system',
+  /** Webhook events (wh.>) into webhook_deliveries, one row per matching subscription. */
+  webhookFanout: 'webhook-fanout',
 } as const;

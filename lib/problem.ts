@@ -249,6 +249,30 @@ export const ERRORS = {
     title: 'Segment limit reached',
     docs: 'The workspace has 200 segments, the most it can have; delete one first.',
   },
+  subscription_disabled: {
+    status: 409,
+    title: 'Subscription disabled',
+    docs: 'POST /v1/webhook-subscriptions/{id}/test on a disabled subscription; enable it first (PATCH enabled: true).',
+  },
+  integration_not_configured: {
+    status: 409,
+    title: 'Integration not configured',
+    docs:
+      'The service has no OAuth client for this provider (INTEGRATION_<NAME>_AUTHORIZE_URL, _TOKEN_URL, _CLIENT_ID, ' +
+      '_CLIENT_SECRET) or no INTEGRATION_TOKEN_KEY to keep tokens encrypted; an operator must configure it.',
+  },
+  integration_already_connected: {
+    status: 409,
+    title: 'Integration already connected',
+    docs: 'The integration is connected; disconnect it (DELETE /v1/integrations/{name}) before connecting again.',
+  },
+  invalid_signature: {
+    status: 401,
+    title: 'Invalid signature',
+    docs:
+      'POST /v1/integrations/{name}/events/{connection_id}: X-Integration-Signature is missing or is not ' +
+      'sha256=<hex HMAC-SHA256 of the raw body keyed by the provider signing secret>.',
+  },
   playbook_disabled: {
     status: 409,
     title: 'Playbook disabled',

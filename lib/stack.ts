@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -65,4 +67,25 @@ export function stackUrls(p: StackProfile): StackUrls {
     CLICKHOUSE_URL: `http://127.0.0.1:${p.chHttpPort}`,
     DATABASE_URL: `postgres://postgres@127.0.0.1:${p.pgPort}/csp`,
   };
+}
+
+/**
+ * The local stack's key for provider tokens at rest (INTEGRATION_TOKEN_KEY): 32 random bytes,
+ * base64, generated on first use into the profile's data folder (owner-only, git-ignored).
+ */
+export function integrationTokenKey(p: StackProfile): string {
+  const file = path.join(p.dataDir, 'integration-token.key');
+  try {
+    return fs.readFileSync(file, 'utf8').trim();
+  } catch {
+    fs.mkdirSync(p.dataDir, { recursive: true });
+    const key = randomBytes(32).toString('base64');
+    try {
+      fs.writeFileSync(file, `${key}\n`, { mode: 0o600, flag: 'wx' });
+      return key;
+    } catch {
+      // Written by another process meanwhile: theirs is the key.
+      return fs.readFileSync(file, 'utf8').trim();
+    }
+  }
 }

@@ -4,6 +4,8 @@ import { fileURLToPath } from 'node:url';
 import Type from 'typebox';
 import { Piscina } from 'piscina';
 import { configOrExit, loadConfig } from '../lib/config.js';
+import { providersFromEnv } from '../lib/integrations/providers.js';
+import { TokenCipher } from '../lib/integrations/tokens.js';
 import { onShutdown } from '../lib/lifecycle.js';
 import { createLogger } from '../lib/logger.js';
 import { STREAM_EVENTS, connectNats, consumers } from '../lib/nats.js';
@@ -20,13 +22,18 @@ import { HealthScorer } from './health/scorer.js';
 import { HistoryBuffer } from './health/store.js';
 import { LeasedSchedule } from './lease.js';
 import { HealthMetrics, OutboxMetrics, WriterMetrics } from './metrics.js';
+import { Notifier, TokenRefresher } from './integrations/notifier.js';
 import { Materializer } from './metrics/materializer.js';
 import { materializeNowResponder } from './metrics/responder.js';
-import { OutboxRelay } from './outbox/relay.js';
+import { OutboxRelay, SystemEvents } from './outbox/relay.js';
 import { Evaluator } from './playbooks/evaluate.js';
 import { EventLoop, EventMarks } from './playbooks/event-marks.js';
 import { playbookRunResponder } from './playbooks/responder.js';
 import { AfterRuns, PlaybookRunner } from './playbooks/runner.js';
+import { WebhookDispatcher } from './webhooks/dispatcher.js';
+import { WebhookFanout } from './webhooks/fanout.js';
+import { WebhookEvents } from './webhooks/outbox.js';
+import { Sender } from './webhooks/send.js';
 import { ClickhouseWriter } from './writer/writer.js';
 
 export const ProcessorsConfig = Type.Object({
@@ -120,6 +127,12 @@ export const ProcessorsConfig = Type.Object({
     description:
       'Comma-separated workspace ids the scheduled and event-driven playbook evaluations are limited to (empty: all).',
   }),
+  PLAYBOOKS_CONCURRENCY: Type.Integer({
+    minimum: 1,
+    maximum: 16,
+    default: 2,
+    description: "How many of a workspace's playbooks one instance evaluates at the same time.",
+  }),
   PLAYBOOKS_EVENT_POLL_MS: Type.Integer({
     minimum: 100,
     maximum: 20_000,
@@ -135,6 +148,64 @@ export const ProcessorsConfig = Type.Object({
     minimum: 10,
     default: 250,
     description: 'Pause between polls of the generated-event outbox when it is empty.',
+  }),
+  WEBHOOK_CONCURRENCY: Type.Integer({
+    minimum: 1,
+    maximum: 10_000,
+    default: 256,
+    description: 'Webhook attempts in flight in one processors instance, at most.',
+  }),
+  WEBHOOK_ENDPOINT_CONCURRENCY: Type.Integer({
+    minimum: 1,
+    maximum: 100,
+    default: 8,
+    description: 'Webhook attempts in flight to one subscription in one processors instance, at most.',
+  }),
+  WEBHOOK_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    default: 10_000,
+    description: 'Deadline of one webhook attempt (connect, send, response head); past it the attempt failed.',
+  }),
+  WEBHOOK_RETRY_SCHEDULE: Type.String({
+    pattern: '^\\s*\\d+\\s*(,\\s*\\d+\\s*)*$',
+    default: '5000,300000,1800000,7200000,18000000,36000000,36000000',
+    description: 'Delays in ms before each retry of a failed webhook delivery (comma-separated); then it failed.',
+  }),
+  WEBHOOK_DISABLE_AFTER_MS: Type.Integer({
+    minimum: 1000,
+    default: 5 * 24 * 3600_000,
+    description: 'A subscription whose every attempt failed for this long is disabled (reason `failing`).',
+  }),
+  WEBHOOK_POLL_MS: Type.Integer({
+    minimum: 10,
+    default: 250,
+    description: 'Pause between claims of due webhook deliveries when none were due.',
+  }),
+  WEBHOOK_TENANTS: Type.String({
+    default: '',
+    description: 'Comma-separated workspace ids whose webhooks this instance delivers (empty: all).',
+  }),
+  WEBHOOK_ALLOW_HTTP: Type.Boolean({
+    default: false,
+    description: 'Deliver to plain http:// URLs (the dev and test profiles set it).',
+  }),
+  WEBHOOK_ALLOW_PRIVATE: Type.Boolean({
+    default: false,
+    description: 'Deliver to loopback, private and link-local addresses (the dev and test profiles set it).',
+  }),
+  INTEGRATION_TOKEN_KEY: Type.String({
+    default: '',
+    description: 'Key of provider tokens at rest (as core-api); empty: notifications and refreshes are skipped.',
+  }),
+  INTEGRATION_REFRESH_POLL_MS: Type.Integer({
+    minimum: 100,
+    default: 60_000,
+    description: 'Pause between looks for integration tokens that expire within 5 minutes (refreshed then).',
+  }),
+  NOTIFY_POLL_MS: Type.Integer({
+    minimum: 50,
+    default: 500,
+    description: 'Pause between claims of queued playbook notifications (chat and e-mail integrations).',
   }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
@@ -190,7 +261,7 @@ const writers = [
 ];
 const playbooksLog = log.child({ module: 'playbooks' });
 const evaluator = new Evaluator({ sql, ch, log: playbooksLog });
-const playbookRunner = new PlaybookRunner(sql, evaluator, playbooksLog);
+const playbookRunner = new PlaybookRunner(sql, evaluator, playbooksLog, cfg.PLAYBOOKS_CONCURRENCY);
 const afterRuns = new AfterRuns(playbookRunner, playbooksLog);
 const playbookTenants = cfg.PLAYBOOKS_TENANTS.split(',')
   .map((x) => x.trim())
@@ -217,12 +288,49 @@ const catalogs = [
   new EventCatalog(js, sql, consumers.catalog, log, new EventMarks(sql, playbooksLog)),
   new EventCatalog(js, sql, consumers.catalogBackfill, log),
 ];
-const relay = new OutboxRelay(sql, js, log.child({ module: 'outbox' }), new OutboxMetrics(metrics.registry), {
-  pollMs: cfg.OUTBOX_POLL_MS,
-  batch: 500,
-  publishTimeoutMs: 5000,
-  keepMs: 7 * 24 * 3600_000,
+const outboxMetrics = new OutboxMetrics(metrics.registry);
+const relayOptions = { pollMs: cfg.OUTBOX_POLL_MS, batch: 500, keepMs: 7 * 24 * 3600_000 };
+const relay = new OutboxRelay(
+  sql,
+  new SystemEvents(js, 5000),
+  log.child({ module: 'outbox' }),
+  outboxMetrics,
+  relayOptions,
+);
+// Webhooks on their own connections: a long playbook evaluation never holds up a delivery.
+const webhookSql = connectPg(cfg.DATABASE_URL, 3);
+const webhooksLog = log.child({ module: 'webhooks' });
+const webhookRelay = new OutboxRelay(webhookSql, new WebhookEvents(js, 5000), webhooksLog, outboxMetrics, relayOptions);
+const webhookPolicy = { allowHttp: cfg.WEBHOOK_ALLOW_HTTP, allowPrivate: cfg.WEBHOOK_ALLOW_PRIVATE };
+const sender = new Sender({
+  timeoutMs: cfg.WEBHOOK_TIMEOUT_MS,
+  maxSockets: cfg.WEBHOOK_CONCURRENCY,
+  policy: webhookPolicy,
+  userAgent: 'cs-platform-webhooks/1',
 });
+const dispatcher = new WebhookDispatcher(webhookSql, sender, webhooksLog, {
+  concurrency: cfg.WEBHOOK_CONCURRENCY,
+  perEndpoint: cfg.WEBHOOK_ENDPOINT_CONCURRENCY,
+  pollMs: cfg.WEBHOOK_POLL_MS,
+  timeoutMs: cfg.WEBHOOK_TIMEOUT_MS,
+  retryScheduleMs: cfg.WEBHOOK_RETRY_SCHEDULE.split(',').map((x) => Number(x.trim())),
+  disableAfterMs: cfg.WEBHOOK_DISABLE_AFTER_MS,
+  tenants: cfg.WEBHOOK_TENANTS.split(',')
+    .map((x) => x.trim())
+    .filter(Boolean),
+});
+const integrationsLog = log.child({ module: 'integrations' });
+const providers = providersFromEnv(process.env);
+const tokenCipher = cfg.INTEGRATION_TOKEN_KEY ? new TokenCipher(cfg.INTEGRATION_TOKEN_KEY) : undefined;
+const notifier = new Notifier(webhookSql, providers, tokenCipher, integrationsLog, cfg.NOTIFY_POLL_MS);
+const refresher = new TokenRefresher(
+  webhookSql,
+  providers,
+  tokenCipher,
+  integrationsLog,
+  cfg.INTEGRATION_REFRESH_POLL_MS,
+);
+const fanout = new WebhookFanout(js, webhookSql, consumers.webhookFanout, webhooksLog, () => dispatcher.wake());
 const healthLog = log.child({ module: 'health' });
 const scorer = new HealthScorer({
   sql,
@@ -277,6 +385,11 @@ const materializeResponder = materializeNowResponder(nc, sql, materializer, metr
 for (const w of writers) await w.start();
 for (const c of catalogs) await c.start();
 relay.start();
+webhookRelay.start();
+await fanout.start();
+dispatcher.start();
+notifier.start();
+refresher.start();
 materializeResponder.start();
 materializeSchedule.start();
 playbookResponder.start();
@@ -342,6 +455,10 @@ onShutdown(
       scheduler.stop(),
       responder.stop(),
       relay.stop(),
+      webhookRelay.stop(),
+      dispatcher.stop(),
+      notifier.stop(),
+      refresher.stop(),
       materializeSchedule.stop(),
       materializeResponder.stop(),
       playbookResponder.stop(),
@@ -351,9 +468,16 @@ onShutdown(
     ]);
     await history.flush();
     // Stop pulling, write and ack what is held, then drain the connection.
-    await Promise.all([...writers.map((w) => w.stop()), ...catalogs.map((c) => c.stop())]);
+    await Promise.all([...writers.map((w) => w.stop()), ...catalogs.map((c) => c.stop()), fanout.stop()]);
     await nc.drain();
-    await Promise.all([sql.end({ timeout: 5 }), ch.close(), pool.destroy(), healthPool.destroy()]);
+    sender.close();
+    await Promise.all([
+      sql.end({ timeout: 5 }),
+      webhookSql.end({ timeout: 5 }),
+      ch.close(),
+      pool.destroy(),
+      healthPool.destroy(),
+    ]);
     server.close();
     log.info('processors stopped');
   },

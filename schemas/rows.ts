@@ -65,6 +65,9 @@ type JsonOf<T extends ChType> = T extends 'Array(String)'
 
 type RowOf<C extends Record<string, ChType>> = { [K in keyof C]: JsonOf<C[K]> };
 
-/** One csp.events row. `surface`: 'a', 'b' (both ingestion surfaces) or 'system' (generated events). */
+/**
+ * One csp.events row. `surface`: 'a', 'b' (both ingestion surfaces), 'system' (generated events) or
+ * 'integration' (activity pushed by a connected provider).
+ */
 export type EventRow = RowOf<typeof EVENT_COLUMNS>;
 export type BillingRow = RowOf<typeof BILLING_COLUMNS>;

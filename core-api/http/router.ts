@@ -39,6 +39,11 @@ export interface Route {
   errors?: number[];
   /** No body (zero bytes, any or no Content-Type) is taken as `{}`: every field of the body is optional. */
   bodyOptional?: boolean;
+  /**
+   * Runs on the raw body before it is parsed (a signature over the exact bytes, checked before
+   * anything else of the body is looked at); throws an ApiError to refuse the request.
+   */
+  preParse?: (req: { headers: Record<string, string>; params: Record<string, string> }, raw: Buffer) => void;
   handler: (ctx: Ctx) => Promise<Reply>;
   /**
    * Every error answer of the route in its own dialect too, from the reading of the request on

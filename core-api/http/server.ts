@@ -157,6 +157,7 @@ export function mount(app: TemplatedApp, deps: ServerDeps, inflight: { n: number
     let parsed: unknown;
     if (route.body) {
       if (bodyErr) throw bodyErr;
+      route.preParse?.({ headers: head.headers, params }, body!);
       // A route whose every body field is optional takes no body at all as `{}`.
       parsed =
         route.bodyOptional && body!.length === 0

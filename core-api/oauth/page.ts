@@ -33,6 +33,16 @@ export function errorPage(status: number, title: string, message: string): Reply
   };
 }
 
+/** A page that says something went well (the integration callback's answer). */
+export function noticePage(status: number, title: string, message: string): Reply {
+  return {
+    status,
+    text: layout(title, `<h1>${esc(title)}</h1><p role="status">${esc(message)}</p><p>You can close this window.</p>`),
+    contentType: 'text/html; charset=utf-8',
+    headers: PAGE_HEADERS,
+  };
+}
+
 export interface ConsentView {
   appName: string;
   scopes: string[];

@@ -1,6 +1,6 @@
 import type { Position } from '../../lib/cursor.js';
 import type { Sql } from '../../lib/pg.js';
-import { type Action, RUN_LIST_CAP, type Trigger } from '../../schemas/core/playbooks.js';
+import type { Action, Trigger } from '../../schemas/core/playbooks.js';
 
 /** SQL of the playbook endpoints (PostgreSQL). Every query is scoped by tenant_id. */
 
@@ -142,13 +142,9 @@ export interface RunRow {
   cursor_ts: string;
 }
 
-// The stored lists can hold a whole workspace; an answer carries the first RUN_LIST_CAP of each.
+// Stored capped at RUN_LIST_CAP entries (processors/playbooks/statement.ts), with the totals.
 const RUN_COLUMNS = `id::text, playbook_id::text, trigger_source, dry_run, started_at, finished_at, evaluated,
-  (matched[1:${RUN_LIST_CAP}])::text[] AS matched, matched_count,
-  CASE WHEN jsonb_array_length(actions) <= ${RUN_LIST_CAP} THEN actions
-       ELSE (SELECT jsonb_agg(e ORDER BY i) FROM jsonb_array_elements(actions) WITH ORDINALITY AS x (e, i)
-             WHERE i <= ${RUN_LIST_CAP}) END AS actions,
-  jsonb_array_length(actions) AS actions_count, started_at::text AS cursor_ts`;
+  matched::text[], matched_count, actions, actions_count, started_at::text AS cursor_ts`;
 
 export async function getRun(sql: Sql, tenantId: string, id: string): Promise<RunRow | undefined> {
   const [row] = await sql<RunRow[]>`

@@ -11,50 +11,49 @@ export interface RelayOptions {
   pollMs: number;
   /** Rows per poll, at most. */
   batch: number;
-  /** Longest wait for a PubAck before the row is left for the next poll. */
-  publishTimeoutMs: number;
   /** Published rows older than this are deleted by the daily purge. */
   keepMs: number;
 }
 
-interface OutboxRow {
-  id: string;
-  tenant_id: string;
-  customer_id: string;
-  event_name: string;
-  properties: Record<string, unknown>;
-  occurred_at: Date;
+/**
+ * What a relay moves: rows of one outbox table (`id`, `published_at` and an `occurred_at` to order
+ * by), each published as one JetStream message whose Nats-Msg-Id is the row's id.
+ */
+export interface RelaySource<R extends { id: string }> {
+  table: 'event_outbox' | 'webhook_outbox';
+  /** Up to `batch` unpublished rows, oldest first, locked FOR UPDATE SKIP LOCKED. */
+  lock(tx: TransactionSql, batch: number): Promise<R[]>;
+  publish(r: R, now: number): Promise<void>;
+  /**
+   * Extra writes, in the poll's transaction, for the rows that were published; what it returns
+   * runs once the transaction committed.
+   */
+  published?(tx: TransactionSql, rows: R[]): Promise<(() => void) | undefined>;
 }
 
 const DAY_MS = 24 * 3600_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * Relays the events the service generates (event_outbox, written in the transaction of the state
- * change that causes them) into the event stream, where the system writer stores them in
- * csp.events like any event:
+ * Relays an outbox (rows written in the transaction of the state change that causes them) into
+ * JetStream:
  * - each poll locks up to `batch` unpublished rows with FOR UPDATE SKIP LOCKED, so instances
- *   share the outbox without waiting on each other, publishes each row as one JetStream message
- *   on ev.system.<tenant>, and marks published only the rows whose PubAck came;
- * - the outbox id is the message's Nats-Msg-Id and the row's event_id and batch_id: a row
- *   published twice (a crash between PubAck and commit) is one message to the stream within its
- *   duplicate window, and one stored batch to the writer's ledger after it;
- * - the event names it publishes enter the workspace's event catalog in the same transaction
- *   (ON CONFLICT DO NOTHING), so a generated name is listed from its first event on; like
- *   catalog.ts it remembers the (workspace, name) pairs it has written and skips them;
+ *   share the outbox without waiting on each other, publishes each row as one message, and marks
+ *   published only the rows whose PubAck came;
+ * - the row id is the message's Nats-Msg-Id: a row published twice (a crash between PubAck and
+ *   commit) is one message to the stream within its duplicate window, and consumers deduplicate
+ *   by it after that;
  * - published rows are deleted after `keepMs` by a daily purge.
  */
-export class OutboxRelay {
+export class OutboxRelay<R extends { id: string }> {
   private stopping = false;
   private loop?: Promise<void>;
   private purgeTimer?: NodeJS.Timeout;
   private firstPurge?: NodeJS.Timeout;
-  /** `tenant|event_name` pairs known to be in event_catalog. */
-  private cataloged = new Set<string>();
 
   constructor(
     private readonly sql: Sql,
-    private readonly js: JetStreamClient,
+    private readonly source: RelaySource<R>,
     private readonly log: Logger,
     private readonly metrics: OutboxMetrics,
     private readonly o: RelayOptions,
@@ -74,7 +73,7 @@ export class OutboxRelay {
         r = await this.once();
       } catch (err) {
         r.failed = 1;
-        this.log.warn({ err: String(err) }, 'outbox relay poll failed');
+        this.log.warn({ err: String(err), table: this.source.table }, 'outbox relay poll failed');
       }
       failures = r.failed ? failures + 1 : 0;
       if (failures) await sleep(Math.min(10_000, this.o.pollMs * 2 ** failures));
@@ -84,16 +83,12 @@ export class OutboxRelay {
 
   /** One poll: how many rows it locked, and how many of them could not be published. */
   async once(): Promise<{ locked: number; failed: number }> {
-    const fresh: string[] = [];
+    let committed: (() => void) | undefined;
     const r = (await this.sql.begin(async (tx) => {
-      const rows = await tx<OutboxRow[]>`
-        SELECT id::text, tenant_id::text, customer_id::text, event_name, properties, occurred_at
-        FROM event_outbox WHERE published_at IS NULL
-        ORDER BY occurred_at LIMIT ${this.o.batch}
-        FOR UPDATE SKIP LOCKED`;
+      const rows = await this.source.lock(tx, this.o.batch);
       if (!rows.length) return { locked: 0, failed: 0 };
       const now = Date.now();
-      const results = await Promise.allSettled(rows.map((r) => this.publish(r, now)));
+      const results = await Promise.allSettled(rows.map((r) => this.source.publish(r, now)));
       const done: string[] = [];
       let lastErr: unknown;
       results.forEach((res, i) => {
@@ -101,65 +96,33 @@ export class OutboxRelay {
         else lastErr = res.reason;
       });
       if (done.length) {
-        await tx`UPDATE event_outbox SET published_at = now() WHERE id = ANY(${done}::uuid[])`;
+        await tx`UPDATE ${tx(this.source.table)} SET published_at = now() WHERE id = ANY(${done}::uuid[])`;
         const published = rows.filter((_, i) => results[i].status === 'fulfilled');
-        await this.catalog(tx, published, fresh);
+        committed = await this.source.published?.(tx, published);
       }
       this.metrics.relayed(done.length);
       const failed = rows.length - done.length;
       // Left unpublished for the next poll; the commit below still records the rows that made it.
-      if (failed) this.log.warn({ err: String(lastErr), failed }, 'outbox rows not published; retrying');
+      if (failed)
+        this.log.warn(
+          { err: String(lastErr), failed, table: this.source.table },
+          'outbox rows not published; retrying',
+        );
       return { locked: rows.length, failed };
     })) as { locked: number; failed: number };
-    // Remembered only once committed: a rolled-back pass writes its names again next time.
-    for (const k of fresh) this.cataloged.add(k);
-    if (this.cataloged.size > 100_000) this.cataloged.clear();
+    committed?.();
     return r;
-  }
-
-  /**
-   * Upserts the (workspace, name) pairs of `rows` not written before; their keys go into `fresh`.
-   * In key order, so that two instances inserting the same pairs wait for each other instead of
-   * deadlocking.
-   */
-  private async catalog(tx: TransactionSql, rows: OutboxRow[], fresh: string[]): Promise<void> {
-    const keys = new Set<string>();
-    for (const r of rows) {
-      const k = `${r.tenant_id}|${r.event_name}`;
-      if (!this.cataloged.has(k)) keys.add(k);
-    }
-    if (!keys.size) return;
-    fresh.push(...[...keys].sort());
-    const tenants = fresh.map((k) => k.slice(0, k.indexOf('|')));
-    const names = fresh.map((k) => k.slice(k.indexOf('|') + 1));
-    await tx`
-      INSERT INTO event_catalog (tenant_id, event_name)
-      SELECT u.tenant_id, u.event_name FROM unnest(${tenants}::uuid[], ${names}::text[]) AS u (tenant_id, event_name)
-      JOIN tenants t ON t.id = u.tenant_id
-      ORDER BY u.tenant_id, u.event_name
-      ON CONFLICT DO NOTHING`;
-  }
-
-  private async publish(r: OutboxRow, now: number): Promise<void> {
-    const h = headers();
-    h.set('Cs-Rows', '1');
-    h.set('Cs-Names', r.event_name);
-    const payload = Buffer.from(JSON.stringify(systemEventRow(r, now)));
-    await this.js.publish(subjects.system(r.tenant_id), payload, {
-      msgID: r.id,
-      headers: h,
-      timeout: this.o.publishTimeoutMs,
-    });
   }
 
   async purge(): Promise<number> {
     try {
       const r = await this.sql`
-        DELETE FROM event_outbox WHERE published_at < now() - (${this.o.keepMs}::float8 * interval '1 ms')`;
-      if (r.count) this.log.info({ rows: r.count }, 'published outbox rows purged');
+        DELETE FROM ${this.sql(this.source.table)}
+        WHERE published_at < now() - (${this.o.keepMs}::float8 * interval '1 ms')`;
+      if (r.count) this.log.info({ rows: r.count, table: this.source.table }, 'published outbox rows purged');
       return r.count;
     } catch (err) {
-      this.log.warn({ err: String(err) }, 'outbox purge failed; retried tomorrow');
+      this.log.warn({ err: String(err), table: this.source.table }, 'outbox purge failed; retried tomorrow');
       return 0;
     }
   }
@@ -169,6 +132,82 @@ export class OutboxRelay {
     clearTimeout(this.firstPurge);
     clearInterval(this.purgeTimer);
     await this.loop;
+  }
+}
+
+interface OutboxRow {
+  id: string;
+  tenant_id: string;
+  customer_id: string;
+  event_name: string;
+  properties: Record<string, unknown>;
+  occurred_at: Date;
+  /** 'system' (health_changed, task_*) or 'integration' (provider activity). */
+  surface: string;
+}
+
+/**
+ * The events the service generates (event_outbox), relayed to ev.system.<tenant>, where the system
+ * writer stores them in csp.events like any event (the outbox id is their event_id and batch_id).
+ * The event names it publishes enter the workspace's event catalog in the same transaction (ON
+ * CONFLICT DO NOTHING), so a generated name is listed from its first event on; like catalog.ts it
+ * remembers the (workspace, name) pairs it has written and skips them.
+ */
+export class SystemEvents implements RelaySource<OutboxRow> {
+  readonly table = 'event_outbox';
+  /** `tenant|event_name` pairs known to be in event_catalog. */
+  private cataloged = new Set<string>();
+
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly publishTimeoutMs: number,
+  ) {}
+
+  lock(tx: TransactionSql, batch: number): Promise<OutboxRow[]> {
+    return tx<OutboxRow[]>`
+      SELECT id::text, tenant_id::text, customer_id::text, event_name, properties, occurred_at, surface
+      FROM event_outbox WHERE published_at IS NULL
+      ORDER BY occurred_at LIMIT ${batch}
+      FOR UPDATE SKIP LOCKED`;
+  }
+
+  async publish(r: OutboxRow, now: number): Promise<void> {
+    const h = headers();
+    h.set('Cs-Rows', '1');
+    h.set('Cs-Names', r.event_name);
+    const payload = Buffer.from(JSON.stringify(systemEventRow(r, now)));
+    await this.js.publish(subjects.system(r.tenant_id), payload, {
+      msgID: r.id,
+      headers: h,
+      timeout: this.publishTimeoutMs,
+    });
+  }
+
+  /**
+   * Upserts the (workspace, name) pairs of `rows` not written before, in key order, so that two
+   * instances inserting the same pairs wait for each other instead of deadlocking. The pairs are
+   * remembered only once committed: a rolled-back pass writes its names again next time.
+   */
+  async published(tx: TransactionSql, rows: OutboxRow[]): Promise<(() => void) | undefined> {
+    const keys = new Set<string>();
+    for (const r of rows) {
+      const k = `${r.tenant_id}|${r.event_name}`;
+      if (!this.cataloged.has(k)) keys.add(k);
+    }
+    if (!keys.size) return undefined;
+    const fresh = [...keys].sort();
+    const tenants = fresh.map((k) => k.slice(0, k.indexOf('|')));
+    const names = fresh.map((k) => k.slice(k.indexOf('|') + 1));
+    await tx`
+      INSERT INTO event_catalog (tenant_id, event_name)
+      SELECT u.tenant_id, u.event_name FROM unnest(${tenants}::uuid[], ${names}::text[]) AS u (tenant_id, event_name)
+      JOIN tenants t ON t.id = u.tenant_id
+      ORDER BY u.tenant_id, u.event_name
+      ON CONFLICT DO NOTHING`;
+    return () => {
+      if (this.cataloged.size > 100_000) this.cataloged.clear();
+      for (const k of fresh) this.cataloged.add(k);
+    };
   }
 }
 
@@ -203,7 +242,7 @@ export function systemEventRow(r: OutboxRow, now: number): EventRow {
     user_id: '',
     product_id: '',
     product_code: '',
-    surface: 'system',
+    surface: r.surface,
     external_id: '',
     properties: JSON.stringify(r.properties),
     prop_keys: keys,

@@ -69,6 +69,7 @@ export class Evaluator {
           today: startedAt.toISOString().slice(0, 10),
           actions: pb.actions,
           assignees,
+          playbookName: pb.name,
         },
         predicate,
         p,

@@ -11,15 +11,18 @@ export interface WorkspaceEvaluation {
 }
 
 /**
- * Evaluates a workspace's enabled playbooks one after the other (each in its own transaction,
- * see evaluate.ts). A playbook that fails is logged and the others still run; the workspace run
- * then fails, so a scheduled run is retried after its back-off.
+ * Evaluates a workspace's enabled playbooks, `concurrency` at a time (each in its own transaction,
+ * see evaluate.ts; PostgreSQL runs a statement on one core, so two at a time use both cores of a
+ * small machine, and evaluations of different playbooks never wait on each other's locks). A
+ * playbook that fails is logged and the others still run; the workspace run then fails, so a
+ * scheduled run is retried after its back-off.
  */
 export class PlaybookRunner {
   constructor(
     private readonly sql: Sql,
     private readonly evaluator: Evaluator,
     private readonly log: Logger,
+    private readonly concurrency = 2,
   ) {}
 
   async runWorkspace(
@@ -32,19 +35,24 @@ export class PlaybookRunner {
     const playbooks = await enabledPlaybooks(this.sql, tenantId, types);
     const out: WorkspaceEvaluation = { playbooks: playbooks.length, fired: 0, tasks: 0, ms: 0 };
     let failed = 0;
-    for (const pb of playbooks) {
-      if (stopping()) throw new Error('stopped by shutdown');
-      try {
-        const r = await this.evaluator.evaluate(tenantId, pb.id, source, false);
-        if (r.status !== 'done') continue;
-        out.fired += r.fired;
-        out.tasks += r.tasks;
-        if (r.fired || r.rearmed) this.log.info({ tenantId, playbookId: pb.id, source, ...r }, 'playbook evaluated');
-      } catch (err) {
-        failed++;
-        this.log.error({ err, tenantId, playbookId: pb.id, source }, 'playbook evaluation failed');
+    let next = 0;
+    const worker = async () => {
+      while (next < playbooks.length) {
+        const pb = playbooks[next++];
+        if (stopping()) throw new Error('stopped by shutdown');
+        try {
+          const r = await this.evaluator.evaluate(tenantId, pb.id, source, false);
+          if (r.status !== 'done') continue;
+          out.fired += r.fired;
+          out.tasks += r.tasks;
+          if (r.fired || r.rearmed) this.log.info({ tenantId, playbookId: pb.id, source, ...r }, 'playbook evaluated');
+        } catch (err) {
+          failed++;
+          this.log.error({ err, tenantId, playbookId: pb.id, source }, 'playbook evaluation failed');
+        }
       }
-    }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.concurrency, playbooks.length) }, worker));
     out.ms = Math.round(performance.now() - t0);
     if (failed) throw new Error(`${failed} of ${playbooks.length} playbooks failed`);
     return out;

@@ -1,4 +1,5 @@
 import type { SqlParams } from '../../lib/sql-params.js';
+import { RUN_LIST_CAP } from '../../schemas/core/playbooks.js';
 import type { Action, TriggerSource } from './definition.js';
 
 /**
@@ -11,8 +12,12 @@ import type { Action, TriggerSource } from './definition.js';
  *   so only customers that were not firing already come back, whatever ran before or at the
  *   same time (evaluations of one playbook are also serialised, see evaluate.ts);
  * - (not dry) creates the tasks of the create_task actions for those customers, their
- *   task_created outbox rows, and the action entries;
- * - records the run.
+ *   task_created outbox rows, the playbook.notification webhook events of `notify` actions on the
+ *   `webhook` channel (when a subscription takes them), the integration_notifications of the other
+ *   channels (when an integration of the channel is connected; processors/integrations/ sends them
+ *   after the commit), and the action entries (`succeeded` = queued; otherwise failed with
+ *   no_webhook_subscription or integration_not_connected);
+ * - records the run: its counts, and the first RUN_LIST_CAP matched ids and action entries.
  * It runs inside the evaluation's transaction: all of it commits or none of it does.
  */
 
@@ -28,6 +33,8 @@ export interface StatementInput {
   actions: Action[];
   /** Users named by create_task assignees (id or e-mail, lower case) → their id, or null when unknown. */
   assignees: Map<string, string | null>;
+  /** For the default text of a notification. */
+  playbookName: string;
 }
 
 export interface StatementResult {
@@ -64,19 +71,23 @@ export function buildStatement(i: StatementInput, predicate: string, p: SqlParam
   WHERE c.tenant_id = ${T} AND c.deleted_at IS NULL
 ),
 matched AS MATERIALIZED (SELECT id, owner_email FROM live WHERE hit)`;
-  const run = (actions: string) => `INSERT INTO playbook_runs (id, tenant_id, playbook_id, trigger_source, dry_run,
-    started_at, finished_at, evaluated, matched_count, matched, actions)
+  const run = (actions: string, actionsCount: string) => `INSERT INTO playbook_runs (id, tenant_id, playbook_id,
+    trigger_source, dry_run, started_at, finished_at, evaluated, matched_count, matched, actions, actions_count)
   SELECT ${R}, ${T}, ${P}, ${p.add(i.source)}, ${i.dryRun}, ${started}, clock_timestamp(),
     (SELECT count(*) FROM live), (SELECT count(*) FROM matched),
-    (SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM matched), ${actions}`;
+    ARRAY(SELECT id FROM matched ORDER BY id LIMIT ${RUN_LIST_CAP}), ${actions}, ${actionsCount}`;
   if (i.dryRun) {
     return `WITH ${head},
-run AS (${run(`'[]'::jsonb`)} RETURNING 1)
+run AS (${run(`'[]'::jsonb`, '0')} RETURNING 1)
 SELECT (SELECT count(*) FROM live)::int AS evaluated, (SELECT count(*) FROM matched)::int AS matched,
   0 AS fired, 0 AS rearmed, 0 AS tasks`;
   }
   const tasks = i.actions.flatMap((a, ord) => (a.type === 'create_task' ? [{ a, ord }] : []));
-  const notifies = i.actions.flatMap((a, ord) => (a.type === 'notify' ? [ord] : []));
+  const notifies = i.actions.flatMap((a, ord) =>
+    a.type === 'notify'
+      ? [`(${ord}, ${p.add(a.channel, 'text')}, ${p.add(a.target, 'text')}, ${p.add(a.message ?? null, 'text')})`]
+      : [],
+  );
   const taskRows = tasks.map(({ a, ord }) => {
     const who = assigneeOf(a, i.assignees);
     return `(${ord}, ${p.add(a.title, 'text')}, ${p.add(a.description ?? null, 'text')}, ${p.add(who.kind, 'text')},
@@ -87,7 +98,9 @@ SELECT (SELECT count(*) FROM live)::int AS evaluated, (SELECT count(*) FROM matc
     ? `(VALUES ${taskRows.join(',\n    ')}) AS a (ord, title, description, kind, user_id, due_days)`
     : `(SELECT 0, ''::text, NULL::text, ''::text, NULL::uuid, NULL::int WHERE false)
       AS a (ord, title, description, kind, user_id, due_days)`;
-  const notifyRel = `unnest(${p.add(notifies, 'int[]')}) AS n (ord)`;
+  const notifyRel = notifies.length
+    ? `(VALUES ${notifies.join(', ')}) AS n (ord, channel, target, message)`
+    : `(SELECT 0, ''::text, ''::text, NULL::text WHERE false) AS n (ord, channel, target, message)`;
   const today = p.add(i.today, 'date');
   return `WITH ${head},
 rearmed AS (
@@ -127,6 +140,40 @@ outbox AS (
   FROM created c
   RETURNING 1
 ),
+hooked AS (
+  SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE tenant_id = ${T} AND enabled
+    AND ('playbook.notification' = ANY(events) OR '*' = ANY(events))) AS yes
+),
+channels AS MATERIALIZED (
+  SELECT n.ord, n.channel, n.target, n.message,
+    CASE WHEN n.channel = 'webhook' THEN (SELECT yes FROM hooked)
+         ELSE via.name IS NOT NULL END AS ready, via.name AS via
+  FROM ${notifyRel}
+  LEFT JOIN LATERAL (
+    SELECT i.name FROM integrations i
+    WHERE i.tenant_id = ${T} AND i.status = 'connected' AND i.name = ANY(CASE n.channel
+      WHEN 'slack' THEN ARRAY['slack'] WHEN 'teams' THEN ARRAY['teams'] WHEN 'email' THEN ARRAY['gmail', 'outlook']
+      ELSE ARRAY[]::text[] END)
+    ORDER BY array_position(ARRAY['slack', 'teams', 'gmail', 'outlook'], i.name) LIMIT 1
+  ) via ON true
+),
+notified AS (
+  INSERT INTO webhook_outbox (tenant_id, type, data, occurred_at)
+  SELECT ${T}, 'playbook.notification', jsonb_build_object('playbook_id', ${P}, 'run_id', ${R},
+      'customer_id', f.customer_id, 'target', ch.target, 'message', ch.message), ${started}
+  FROM fired f CROSS JOIN channels ch
+  WHERE ch.channel = 'webhook' AND ch.ready
+  RETURNING 1
+),
+queued AS (
+  INSERT INTO integration_notifications (tenant_id, name, channel, target, text, playbook_id, run_id, customer_id)
+  SELECT ${T}, ch.via, ch.channel, ch.target,
+    coalesce(ch.message, 'Playbook "' || ${p.add(i.playbookName, 'text')} || '" fired for ' || c.name), ${P}, ${R},
+    f.customer_id
+  FROM fired f JOIN customers c ON c.id = f.customer_id CROSS JOIN channels ch
+  WHERE ch.channel <> 'webhook' AND ch.ready
+  RETURNING 1
+),
 entries AS (
   SELECT customer_id, ord, jsonb_build_object('customer_id', customer_id, 'type', 'create_task',
       'status', 'succeeded', 'task_id', id)
@@ -135,11 +182,19 @@ entries AS (
             ELSE '{"reason": "assignee_not_found"}'::jsonb END AS e
   FROM planned
   UNION ALL
-  SELECT f.customer_id, n.ord, jsonb_build_object('customer_id', f.customer_id, 'type', 'notify',
-      'status', 'failed', 'reason', 'integration_not_connected')
-  FROM fired f CROSS JOIN ${notifyRel}
+  SELECT f.customer_id, ch.ord, jsonb_build_object('customer_id', f.customer_id, 'type', 'notify',
+      'status', CASE WHEN ch.ready THEN 'succeeded' ELSE 'failed' END)
+    || CASE WHEN ch.ready AND ch.via IS NOT NULL THEN jsonb_build_object('via', ch.via)
+            WHEN ch.ready THEN '{}'::jsonb
+            WHEN ch.channel = 'webhook' THEN '{"reason": "no_webhook_subscription"}'::jsonb
+            ELSE '{"reason": "integration_not_connected"}'::jsonb END
+  FROM fired f CROSS JOIN channels ch
 ),
-run AS (${run(`(SELECT coalesce(jsonb_agg(e ORDER BY customer_id, ord), '[]') FROM entries)`)} RETURNING 1)
+run AS (${run(
+    `(SELECT coalesce(jsonb_agg(e ORDER BY customer_id, ord), '[]')
+      FROM (SELECT e, customer_id, ord FROM entries ORDER BY customer_id, ord LIMIT ${RUN_LIST_CAP}) x)`,
+    '(SELECT count(*) FROM entries)',
+  )} RETURNING 1)
 SELECT (SELECT count(*) FROM live)::int AS evaluated, (SELECT count(*) FROM matched)::int AS matched,
   (SELECT count(*) FROM fired)::int AS fired, (SELECT count(*) FROM rearmed)::int AS rearmed,
   (SELECT count(*) FROM created)::int AS tasks`;

@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
-import { ROOT, stackProfile, stackUrls } from '../../lib/stack.js';
+import { integrationTokenKey, ROOT, stackProfile, stackUrls } from '../../lib/stack.js';
 import { freePort } from '../../infra/proc.js';
 
 const run = promisify(execFile);
@@ -85,13 +85,15 @@ export interface Tier {
 /**
  * What a tier does on its own that would reach into other tests' workspaces: a processors tier
  * scores, materializes or evaluates playbooks of no workspace on schedule unless the test names them
- * (HEALTH_TENANTS, METRICS_TENANTS, PLAYBOOKS_TENANTS).
+ * (HEALTH_TENANTS, METRICS_TENANTS, PLAYBOOKS_TENANTS), and delivers the webhooks of no workspace
+ * (WEBHOOK_TENANTS) unless the test names them: its retry schedule and timeout are the test's own.
  */
 const quiet: Record<string, Record<string, string>> = {
   processors: {
     HEALTH_TENANTS: '00000000-0000-0000-0000-000000000000',
     METRICS_TENANTS: '00000000-0000-0000-0000-000000000000',
     PLAYBOOKS_TENANTS: '00000000-0000-0000-0000-000000000000',
+    WEBHOOK_TENANTS: '00000000-0000-0000-0000-000000000000',
   },
 };
 
@@ -109,6 +111,9 @@ export async function startTier(
       ...urls,
       STACK_PROFILE: 'test',
       LOG_LEVEL: 'warn',
+      WEBHOOK_ALLOW_HTTP: 'true',
+      WEBHOOK_ALLOW_PRIVATE: 'true',
+      INTEGRATION_TOKEN_KEY: integrationTokenKey(profile),
       [portEnv]: String(port),
       ...quiet[tier],
       ...env,

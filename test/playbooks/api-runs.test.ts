@@ -28,9 +28,10 @@ async function insertRun(pb: string, startedAt: Date, matched: string[] = [], ac
   const id = newId();
   await db()`
     INSERT INTO playbook_runs (id, tenant_id, playbook_id, trigger_source, dry_run, started_at, finished_at, evaluated,
-      matched_count, matched, actions)
+      matched_count, matched, actions, actions_count)
     VALUES (${id}, ${ws.tenant_id}, ${pb}, 'schedule', false, ${startedAt}, ${new Date(startedAt.getTime() + 5)},
-      ${matched.length + 2}, ${matched.length}, ${matched}::uuid[], ${JSON.stringify(actions)}::text::jsonb)`;
+      ${matched.length + 2}, ${matched.length}, ${matched}::uuid[], ${JSON.stringify(actions)}::text::jsonb,
+      ${actions.length})`;
   return id;
 }
 
@@ -79,15 +80,38 @@ t.test('runs: newest first, cursor pages, each record whole', async (t) => {
 });
 
 t.test('a record carries the first 1000 matches and actions, with the totals', async (t) => {
-  const pb = await playbook();
-  const matched = Array.from({ length: 1500 }, newId).sort();
-  const actions = matched.slice(0, 1200).map((customer_id) => ({ customer_id, type: 'notify', status: 'failed' }));
-  await insertRun(pb, new Date(), matched, actions);
-  const [r] = (await admin.get(`/v1/playbooks/${pb}/runs`)).body.data;
-  t.equal(r.matched_count, 1500);
-  t.same(r.matched, matched.slice(0, 1000));
-  t.equal(r.actions_count, 1200);
-  t.same(r.actions, actions.slice(0, 1000));
+  const w = await bootstrap();
+  const c = client(api.url, w.api_key);
+  const ids = (
+    await db()<Array<{ id: string }>>`
+      INSERT INTO customers (tenant_id, name, arr)
+      SELECT ${w.tenant_id}, 'C' || i, 100 FROM generate_series(1, 1500) AS i RETURNING id::text`
+  )
+    .map((x) => x.id)
+    .sort();
+  const made = await c.post('/v1/playbooks', {
+    name: 'Everyone',
+    trigger: { type: 'condition', expression: 'arr > 1' },
+    actions: [
+      { type: 'create_task', title: 'Call', assignee: 'owner' },
+      { type: 'notify', channel: 'slack', target: '#cs' },
+    ],
+  });
+  await processorsTier(t, []);
+  const run = await c.post(`/v1/playbooks/${made.body.id}/run`, {});
+  t.equal(run.status, 200, run.text.slice(0, 300));
+  t.equal(run.body.matched_count, 1500);
+  t.same(run.body.matched, ids.slice(0, 1000), 'the first 1000 matched ids, in id order');
+  t.equal(run.body.actions_count, 3000, 'a task and a notify per customer');
+  t.equal(run.body.actions.length, 1000);
+  t.same(
+    run.body.actions.map((a: { customer_id: string; type: string }) => `${a.customer_id} ${a.type}`),
+    ids.slice(0, 500).flatMap((id) => [`${id} create_task`, `${id} notify`]),
+    'the first 1000 entries, by customer then action',
+  );
+  const [n] = await db()<Array<{ n: number }>>`SELECT count(*)::int AS n FROM tasks WHERE run_id = ${run.body.id}`;
+  t.equal(n.n, 1500, 'every task created, beyond the entries the record keeps');
+  t.same((await c.get(`/v1/playbooks/${made.body.id}/runs`)).body.data[0], run.body);
 });
 
 t.test('run: disabled → 409 unless dry; no runner → 503 runner_unavailable', async (t) => {

@@ -1,0 +1,327 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { ACTIVITY_TYPES, CONNECTOR_NAMES, CONNECTORS, isConnector } from '../../lib/integrations/connectors.js';
+import { exchangeCode, ProviderError, revokeToken } from '../../lib/integrations/oauth.js';
+import type { Providers } from '../../lib/integrations/providers.js';
+import type { TokenCipher } from '../../lib/integrations/tokens.js';
+import type { Sql } from '../../lib/pg.js';
+import { ApiError, type FieldError, notFound } from '../../lib/problem.js';
+import {
+  ActivityAnswer,
+  ActivityPush,
+  CallbackQuery,
+  ConnectAnswer,
+  EventsParams,
+  IntegrationList,
+  IntegrationParams,
+} from '../../schemas/core/integrations.js';
+import type { Deps } from '../deps.js';
+import { type Ctx, json, noContent, type Reply } from '../http/context.js';
+import type { Route } from '../http/router.js';
+import { errorPage, noticePage } from '../oauth/page.js';
+import { storeActivities } from './activities.js';
+
+export interface IntegrationDeps extends Deps {
+  providers: Providers;
+  /** Undefined without INTEGRATION_TOKEN_KEY: nothing can be connected. */
+  tokenCipher?: TokenCipher;
+}
+
+interface Row {
+  name: string;
+  status: string;
+  connection_id: string;
+  connected_at: Date | null;
+  account: string | null;
+  error: string | null;
+  activities: string;
+  unmatched_activities: string;
+  access_token: string | null;
+  refresh_token: string | null;
+}
+
+const STATE_TTL_MS = 10 * 60_000;
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+const b64url = (n: number) => randomBytes(n).toString('base64url');
+
+/**
+ * The integrations (docs/integrations.md): the catalog with each connection's status; connect
+ * (OAuth 2.0 authorization code + PKCE S256 at the provider, a single-use state bound to the
+ * workspace and connector for 10 minutes); the callback that exchanges the code and keeps the
+ * tokens encrypted; disconnect (revoked at the provider when it has a revoke URL); and the push
+ * endpoint through which a connected provider's activity becomes the service's own events.
+ */
+export function integrationRoutes(d: IntegrationDeps): Route[] {
+  const sql: Sql = d.sql;
+  const redirectUri = (name: string) => `${d.baseUrl}/v1/integrations/${name}/callback`;
+
+  const known = (name: string) => {
+    if (!isConnector(name)) throw notFound('Integration');
+    return name;
+  };
+
+  async function list(c: Ctx): Promise<Reply> {
+    const rows = await sql<Row[]>`
+      SELECT name, status, connection_id::text, connected_at, account, error, activities::text,
+        unmatched_activities::text
+      FROM integrations WHERE tenant_id = ${c.principal.tenantId}`;
+    const byName = new Map(rows.map((r) => [r.name, r]));
+    return json(200, {
+      data: CONNECTOR_NAMES.map((name) => {
+        const r = byName.get(name);
+        return {
+          name,
+          category: CONNECTORS[name].category,
+          status: r?.status ?? 'disconnected',
+          configured: d.providers[name] !== undefined && d.tokenCipher !== undefined,
+          connected_at: r?.status === 'connected' ? (r.connected_at?.toISOString() ?? null) : null,
+          account: r?.status === 'connected' ? r.account : null,
+          error: r?.status === 'error' ? r.error : null,
+          connection_id: r?.status === 'connected' ? r.connection_id : null,
+          activities: Number(r?.activities ?? 0),
+          unmatched_activities: Number(r?.unmatched_activities ?? 0),
+        };
+      }),
+    });
+  }
+
+  /** A new authorization: a pending one is replaced (its state no longer works). */
+  async function connect(c: Ctx): Promise<Reply> {
+    const name = known(c.params.name);
+    const p = d.providers[name];
+    if (!p || !d.tokenCipher)
+      throw new ApiError('integration_not_configured', `The service has no OAuth client configured for ${name}.`);
+    const state = b64url(32);
+    const verifier = b64url(32);
+    const expires = new Date(Date.now() + STATE_TTL_MS);
+    const [r] = await sql<Array<{ status: string }>>`
+      INSERT INTO integrations (tenant_id, name, status, state_hash, state_expires_at, code_verifier)
+      VALUES (${c.principal.tenantId}, ${name}, 'pending', ${sha256(state)}, ${expires},
+        ${d.tokenCipher.encrypt(verifier)})
+      ON CONFLICT (tenant_id, name) DO UPDATE SET status = 'pending', state_hash = EXCLUDED.state_hash,
+        state_expires_at = EXCLUDED.state_expires_at, code_verifier = EXCLUDED.code_verifier, error = NULL,
+        updated_at = now()
+      WHERE integrations.status <> 'connected'
+      RETURNING status`;
+    if (!r) throw new ApiError('integration_already_connected', `${name} is already connected; disconnect it first.`);
+    const url = new URL(p.authorizeUrl);
+    url.searchParams.set('response_type', 'code');
+    url.searchParams.set('client_id', p.clientId);
+    url.searchParams.set('redirect_uri', redirectUri(name));
+    url.searchParams.set('scope', CONNECTORS[name].scope);
+    url.searchParams.set('state', state);
+    url.searchParams.set('code_challenge', createHash('sha256').update(verifier).digest('base64url'));
+    url.searchParams.set('code_challenge_method', 'S256');
+    return json(200, { authorization_url: url.href, state, expires_at: expires.toISOString() });
+  }
+
+  /**
+   * The provider sends the browser back here. The state is consumed first (single use, whatever
+   * follows); a provider error or a failed code exchange leaves the integration in `error` with
+   * the reason, and the page says why (400).
+   */
+  async function callback(c: Ctx): Promise<Reply> {
+    const name = c.params.name;
+    const title = 'Connection failed';
+    if (!isConnector(name)) return errorPage(404, title, 'There is no such integration.');
+    const q = c.query as { code?: string; state?: string; error?: string; error_description?: string };
+    if (!q.state) return errorPage(400, title, 'The link has no state; start the connection again.');
+    const [row] = await sql<Array<{ tenant_id: string; code_verifier: string; fresh: boolean }>>`
+      WITH old AS (
+        SELECT tenant_id, name, code_verifier, state_expires_at > now() AS fresh FROM integrations
+        WHERE name = ${name} AND state_hash = ${sha256(q.state)} AND status = 'pending'
+        FOR UPDATE
+      )
+      UPDATE integrations i SET state_hash = NULL, state_expires_at = NULL, code_verifier = NULL, updated_at = now()
+      FROM old WHERE i.tenant_id = old.tenant_id AND i.name = old.name
+      RETURNING old.tenant_id::text, old.code_verifier, old.fresh`;
+    if (!row || !row.fresh) {
+      if (row) await failed(row.tenant_id, name, 'the authorization expired; connect again');
+      return errorPage(400, title, 'This link is invalid, expired or already used; start the connection again.');
+    }
+    const p = d.providers[name];
+    if (!p || !d.tokenCipher) {
+      await failed(row.tenant_id, name, 'the provider is no longer configured');
+      return errorPage(400, title, 'The provider is not configured on this service.');
+    }
+    if (q.error) {
+      const reason = `the provider answered ${q.error}${q.error_description ? `: ${q.error_description}` : ''}`;
+      await failed(row.tenant_id, name, reason);
+      return errorPage(400, title, `The connection was not made: ${reason}.`);
+    }
+    if (!q.code) {
+      await failed(row.tenant_id, name, 'the provider sent no code');
+      return errorPage(400, title, 'The provider sent no authorization code.');
+    }
+    let t: Awaited<ReturnType<typeof exchangeCode>>;
+    try {
+      t = await exchangeCode(p, q.code, redirectUri(name), d.tokenCipher.decrypt(row.code_verifier));
+    } catch (err) {
+      const reason = err instanceof ProviderError ? err.message : 'the code exchange failed';
+      if (!(err instanceof ProviderError)) c.log.error({ err, name }, 'integration code exchange failed');
+      await failed(row.tenant_id, name, reason);
+      return errorPage(400, title, `The connection was not made: ${reason}.`);
+    }
+    const cipher = d.tokenCipher;
+    await sql`
+      UPDATE integrations SET status = 'connected', connection_id = gen_random_uuid(),
+        access_token = ${cipher.encrypt(t.access_token)},
+        refresh_token = ${t.refresh_token ? cipher.encrypt(t.refresh_token) : null},
+        token_expires_at = ${t.expires_in ? new Date(Date.now() + t.expires_in * 1000) : null},
+        scope = ${t.scope ?? null}, account = ${t.account ?? null}, error = NULL, connected_at = now(), updated_at = now()
+      WHERE tenant_id = ${row.tenant_id} AND name = ${name}`;
+    return noticePage(200, 'Connected', `${name} is connected${t.account ? ` as ${t.account}` : ''}.`);
+  }
+
+  async function failed(tenantId: string, name: string, reason: string): Promise<void> {
+    await sql`
+      UPDATE integrations SET status = 'error', error = ${reason}, updated_at = now()
+      WHERE tenant_id = ${tenantId} AND name = ${name} AND status <> 'connected'`;
+  }
+
+  /** Revoked at the provider (best effort: a provider that fails is logged), then forgotten. */
+  async function disconnect(c: Ctx): Promise<Reply> {
+    const name = known(c.params.name);
+    const tenantId = c.principal.tenantId;
+    const [r] = await sql<Row[]>`
+      SELECT status, access_token, refresh_token FROM integrations WHERE tenant_id = ${tenantId} AND name = ${name}`;
+    const p = d.providers[name];
+    if (r?.status === 'connected' && p?.revokeUrl && d.tokenCipher) {
+      for (const token of [r.refresh_token, r.access_token]) {
+        if (!token) continue;
+        await revokeToken(p, d.tokenCipher.decrypt(token)).catch((err: unknown) =>
+          c.log.warn({ err: String(err), name }, 'token revocation failed; the tokens are forgotten anyway'),
+        );
+      }
+    }
+    await sql`
+      UPDATE integrations SET status = 'disconnected', access_token = NULL, refresh_token = NULL, token_expires_at = NULL,
+        state_hash = NULL, state_expires_at = NULL, code_verifier = NULL, error = NULL, account = NULL,
+        updated_at = now()
+      WHERE tenant_id = ${tenantId} AND name = ${name}`;
+    return noContent();
+  }
+
+  /** X-Integration-Signature: sha256=<hex HMAC-SHA256 of the raw body>, keyed by the provider's signing secret. */
+  function checkSignature(req: { headers: Record<string, string>; params: Record<string, string> }, raw: Buffer) {
+    const name = req.params.name;
+    const secret = isConnector(name) ? d.providers[name]?.signingSecret : undefined;
+    const given = /^sha256=([0-9a-f]{64})$/i.exec(req.headers['x-integration-signature'] ?? '');
+    const bad = () =>
+      new ApiError('invalid_signature', 'X-Integration-Signature is missing or does not match the body.');
+    if (!secret || !given) throw bad();
+    const want = createHmac('sha256', secret).update(raw).digest();
+    if (!timingSafeEqual(want, Buffer.from(given[1], 'hex'))) throw bad();
+  }
+
+  async function push(c: Ctx): Promise<Reply> {
+    const name = known(c.params.name);
+    const b = c.body as ActivityPush;
+    const allowed = ACTIVITY_TYPES[CONNECTORS[name].category];
+    const errors: FieldError[] = [];
+    b.activities.forEach((a, i) => {
+      if (!allowed.includes(a.type))
+        errors.push({
+          field: `activities[${i}].type`,
+          code: 'invalid_value',
+          message: allowed.length
+            ? `a ${name} activity is one of ${allowed.join(', ')}`
+            : `${name} pushes no activity (a chat integration only sends notifications)`,
+        });
+    });
+    if (errors.length)
+      throw new ApiError('validation_failed', 'Some activities have a type this provider cannot push.', errors);
+    const [conn] = await sql<Array<{ tenant_id: string }>>`
+      SELECT tenant_id::text FROM integrations
+      WHERE name = ${name} AND connection_id = ${c.params.connection_id} AND status = 'connected'`;
+    if (!conn) throw notFound('Connection');
+    const r = await storeActivities(sql, conn.tenant_id, name, b.activities);
+    return json(202, r);
+  }
+
+  const common = { tag: 'Integrations' };
+  const admin = { ...common, auth: 'bearer' as const, scope: null, role: 'admin' as const };
+  return [
+    {
+      ...common,
+      auth: 'bearer',
+      scope: null,
+      method: 'GET',
+      path: '/v1/integrations',
+      summary: 'The integrations and their status',
+      description:
+        'Every connector (gmail, outlook, google_calendar, outlook_calendar, slack, teams, zendesk, intercom) with ' +
+        'its status: disconnected, pending (authorization started), connected or error (with `error`). Any ' +
+        'valid credential of the workspace.',
+      handler: list,
+      responses: { 200: { description: 'Every connector.', schema: IntegrationList } },
+    },
+    {
+      ...admin,
+      method: 'POST',
+      path: '/v1/integrations/{name}/connect',
+      summary: 'Start connecting an integration (admin)',
+      description:
+        "Answers the provider's OAuth 2.0 authorize URL (code + PKCE S256, redirect_uri " +
+        '`{base_url}/v1/integrations/{name}/callback`) with a single-use `state` valid 10 minutes; open it in a ' +
+        'browser. A pending connection gets a new URL (the old state stops working). Unknown name → 404; no ' +
+        'OAuth client configured → 409 `integration_not_configured`; connected → 409 `integration_already_connected`.',
+      params: IntegrationParams,
+      handler: connect,
+      errors: [404, 409],
+      responses: { 200: { description: 'Where to send the user.', schema: ConnectAnswer } },
+    },
+    {
+      ...common,
+      auth: 'none',
+      method: 'GET',
+      path: '/v1/integrations/{name}/callback',
+      summary: 'OAuth callback of an integration (browser)',
+      description:
+        'Where the provider sends the user back: exchanges the code, stores the tokens encrypted (AES-256-GCM), ' +
+        'and answers a small HTML page. A bad, expired or replayed state → 400 page; a provider error → the ' +
+        'integration is `error` with the reason, 400 page.',
+      params: IntegrationParams,
+      query: CallbackQuery,
+      handler: callback,
+      errors: [404],
+      responses: {
+        200: { description: 'Connected (HTML).', contentType: 'text/html' },
+        400: { description: 'Not connected, and why (HTML).', contentType: 'text/html' },
+      },
+    },
+    {
+      ...admin,
+      method: 'DELETE',
+      path: '/v1/integrations/{name}',
+      summary: 'Disconnect an integration (admin)',
+      description:
+        'Revokes the tokens at the provider when it has a revoke URL (a failure there is logged, not ' +
+        'answered), forgets them, and sets `disconnected`. 204 also when it was not connected.',
+      params: IntegrationParams,
+      handler: disconnect,
+      errors: [404],
+      responses: { 204: { description: 'Disconnected.' } },
+    },
+    {
+      ...common,
+      auth: 'none',
+      method: 'POST',
+      path: '/v1/integrations/{name}/events/{connection_id}',
+      summary: 'Activity pushed by a connected provider',
+      description:
+        'Authenticated by `X-Integration-Signature: sha256=<hex HMAC-SHA256 of the raw body keyed by ' +
+        'INTEGRATION_<NAME>_SIGNING_SECRET>` (missing or wrong → 401 `invalid_signature`). Each new activity ' +
+        '(deduplicated by its id) becomes one event per distinct customer its participants resolve to (a ' +
+        "contact's e-mail first, then the customer's email_domain), stored in the event stream with surface " +
+        '`integration`; unmatched activity is counted on the integration and dropped. A connection that is not ' +
+        'connected → 404.',
+      params: EventsParams,
+      body: ActivityPush,
+      preParse: checkSignature,
+      headers: [{ name: 'X-Integration-Signature', description: 'sha256=<hex HMAC-SHA256 of the raw body>' }],
+      handler: push,
+      errors: [401, 404, 413, 415],
+      responses: { 202: { description: 'What was stored.', schema: ActivityAnswer } },
+    },
+  ] satisfies Route[];
+}

@@ -1,0 +1,36 @@
+/**
+ * The connectors a workspace can connect (docs/integrations.md), their category, the OAuth scope
+ * asked for, and the activity types a provider of that category may push.
+ */
+
+export const CONNECTORS = {
+  gmail: { category: 'email', scope: 'https://www.googleapis.com/auth/gmail.send openid email' },
+  outlook: { category: 'email', scope: 'Mail.Send offline_access User.Read' },
+  google_calendar: { category: 'calendar', scope: 'https://www.googleapis.com/auth/calendar.readonly openid email' },
+  outlook_calendar: { category: 'calendar', scope: 'Calendars.Read offline_access User.Read' },
+  slack: { category: 'chat', scope: 'chat:write channels:read' },
+  teams: { category: 'chat', scope: 'ChannelMessage.Send offline_access' },
+  zendesk: { category: 'ticketing', scope: 'read write' },
+  intercom: { category: 'ticketing', scope: 'read write' },
+} as const;
+
+export type ConnectorName = keyof typeof CONNECTORS;
+export type Category = (typeof CONNECTORS)[ConnectorName]['category'];
+export const CONNECTOR_NAMES = Object.keys(CONNECTORS) as ConnectorName[];
+
+export const isConnector = (name: string): name is ConnectorName => Object.hasOwn(CONNECTORS, name);
+
+/** The service's event names a provider of each category pushes (chat providers push none). */
+export const ACTIVITY_TYPES: Record<Category, readonly string[]> = {
+  email: ['email_sent', 'email_received'],
+  calendar: ['meeting_held'],
+  ticketing: ['ticket_opened', 'ticket_closed'],
+  chat: [],
+};
+
+/** Which connectors deliver a playbook `notify` action of a channel (the first connected one wins). */
+export const NOTIFY_CONNECTORS: Record<'slack' | 'teams' | 'email', readonly ConnectorName[]> = {
+  slack: ['slack'],
+  teams: ['teams'],
+  email: ['gmail', 'outlook'],
+};

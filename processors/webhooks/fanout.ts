@@ -1,0 +1,113 @@
+import type { ConsumerMessages, JetStreamClient, JsMsg } from 'nats';
+import { isUuid } from '../../lib/ids.js';
+import type { Logger } from '../../lib/logger.js';
+import { STREAM_WEBHOOKS } from '../../lib/nats.js';
+import type { Sql } from '../../lib/pg.js';
+import type { WebhookMessage } from './outbox.js';
+
+/**
+ * The fan-out: each webhook event of the WEBHOOKS stream becomes one delivery row per enabled
+ * subscription of its workspace that subscribes to its type (or to `*`; never `ping`, which only
+ * its own subscription's test sends) and existed when the event occurred. A batch of messages is
+ * one INSERT … SELECT; (subscription, message) is unique, so a message delivered again (a crash
+ * before the ack) adds nothing. Messages are acked once their rows are committed.
+ */
+export class WebhookFanout {
+  private batch: JsMsg[] = [];
+  private messages?: ConsumerMessages;
+  private loop?: Promise<void>;
+  private timer?: NodeJS.Timeout;
+  private writing: Promise<void> = Promise.resolve();
+  private stopping = false;
+
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly sql: Sql,
+    private readonly consumer: string,
+    private readonly log: Logger,
+    /** Told when deliveries were written (the dispatcher of this process claims them at once). */
+    private readonly onDeliveries: () => void,
+  ) {}
+
+  async start(): Promise<void> {
+    const c = await this.js.consumers.get(STREAM_WEBHOOKS, this.consumer);
+    this.messages = await c.consume({ max_messages: 500 });
+    this.timer = setInterval(() => this.kick(), 20);
+    this.loop = (async () => {
+      for await (const m of this.messages!) {
+        this.batch.push(m);
+        if (this.batch.length >= 500) {
+          this.kick();
+          await this.writing;
+        }
+      }
+    })();
+  }
+
+  private kick(): void {
+    if (!this.batch.length) return;
+    const batch = this.batch;
+    this.batch = [];
+    this.writing = this.writing.then(() => this.write(batch));
+  }
+
+  private async write(batch: JsMsg[]): Promise<void> {
+    const tenants: string[] = [];
+    const ids: string[] = [];
+    const types: string[] = [];
+    const times: string[] = [];
+    const bodies: string[] = [];
+    for (const m of batch) {
+      let w: WebhookMessage;
+      try {
+        w = m.json<WebhookMessage>();
+      } catch {
+        w = {} as WebhookMessage;
+      }
+      if (!isUuid(w.tenant_id ?? '') || !isUuid(w.id ?? '') || typeof w.type !== 'string') {
+        this.log.error({ subject: m.subject, seq: m.seq }, 'malformed webhook message dropped');
+        continue;
+      }
+      tenants.push(w.tenant_id);
+      ids.push(w.id);
+      types.push(w.type);
+      times.push(w.occurred_at);
+      bodies.push(JSON.stringify({ type: w.type, timestamp: w.occurred_at, data: w.data }));
+    }
+    let written = 0;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (ids.length) {
+          const r = await this.sql`
+            INSERT INTO webhook_deliveries (tenant_id, subscription_id, message_id, event_type, body, next_attempt_at)
+            SELECT m.tenant_id, s.id, m.message_id, m.type, m.body, now()
+            FROM unnest(${tenants}::uuid[], ${ids}::uuid[], ${types}::text[], ${times}::timestamptz[], ${bodies}::text[])
+              AS m (tenant_id, message_id, type, occurred_at, body)
+            JOIN webhook_subscriptions s ON s.tenant_id = m.tenant_id AND s.enabled
+              AND s.created_at <= m.occurred_at
+              AND (m.type = ANY(s.events) OR ('*' = ANY(s.events) AND m.type <> 'ping'))
+            ORDER BY s.id, m.message_id
+            ON CONFLICT (subscription_id, message_id) DO NOTHING`;
+          written = r.count;
+        }
+        break;
+      } catch (err) {
+        if (this.stopping) return; // un-acked: redelivered to the next process
+        this.log.warn({ err: String(err), attempt }, 'webhook fan-out failed; retrying');
+        for (const m of batch) m.working();
+        await new Promise((r) => setTimeout(r, Math.min(10_000, 200 * 2 ** attempt)));
+      }
+    }
+    for (const m of batch) m.ack();
+    if (written) this.onDeliveries();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearInterval(this.timer);
+    await this.messages?.close();
+    await this.loop;
+    this.kick();
+    await this.writing;
+  }
+}
