@@ -26,6 +26,7 @@ import type { Providers } from '../lib/integrations/providers.js';
 import type { TokenCipher } from '../lib/integrations/tokens.js';
 import type { UrlPolicy } from '../lib/webhooks/address.js';
 import { integrationRoutes } from './integrations/routes.js';
+import { alertRoutes } from './alerts/routes.js';
 import { taskRoutes } from './tasks/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
 import { INGEST_ROUTES } from '../schemas/ingest-openapi.js';
@@ -126,6 +127,7 @@ export function buildRoutes(d: AppDeps): Route[] {
     ...taskRoutes(d),
     ...webhookRoutes(d),
     ...integrationRoutes(d),
+    ...alertRoutes(d),
     ...analyticsRoutes(d),
     ...jobRoutes(d),
     ...userRoutes(d),

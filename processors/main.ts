@@ -10,6 +10,7 @@ import { onShutdown } from '../lib/lifecycle.js';
 import { createLogger } from '../lib/logger.js';
 import { STREAM_EVENTS, connectNats, consumers } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
+import { evaluateUsageDrops, KeySpikes } from './alerts/alerts.js';
 import { backfillJobHooks } from './backfill-jobs.js';
 import { EventCatalog } from './catalog.js';
 import { ClickHouse } from './clickhouse.js';
@@ -207,6 +208,32 @@ export const ProcessorsConfig = Type.Object({
     default: 500,
     description: 'Pause between claims of queued playbook notifications (chat and e-mail integrations).',
   }),
+  ALERTS_KEY_SPIKE_FACTOR: Type.Number({
+    minimum: 1,
+    default: 10,
+    description: "api_key_usage_spike: a key's requests in 5 minutes above this many times its 24-hour average…",
+  }),
+  ALERTS_KEY_SPIKE_FLOOR: Type.Integer({
+    minimum: 1,
+    default: 500,
+    description: '…and above this many requests.',
+  }),
+  ALERTS_KEY_INTERVAL_MS: Type.Integer({
+    minimum: 1000,
+    default: 60_000,
+    description: 'How often API key usage is checked for spikes.',
+  }),
+  ALERTS_USAGE_DROP_RATIO: Type.Number({
+    exclusiveMinimum: 0,
+    maximum: 1,
+    default: 0.5,
+    description: "usage_drop: a customer's events in the last 7 days below this share of its weekly baseline…",
+  }),
+  ALERTS_USAGE_DROP_MIN_WEEKLY: Type.Number({
+    minimum: 0,
+    default: 20,
+    description: '…when that baseline (days 8–37 ago, per 7 days) is at least this many events.',
+  }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
 
@@ -331,6 +358,14 @@ const refresher = new TokenRefresher(
   cfg.INTEGRATION_REFRESH_POLL_MS,
 );
 const fanout = new WebhookFanout(js, webhookSql, consumers.webhookFanout, webhooksLog, () => dispatcher.wake());
+const alertsLog = log.child({ module: 'alerts' });
+const thresholds = {
+  keySpikeFactor: cfg.ALERTS_KEY_SPIKE_FACTOR,
+  keySpikeFloor: cfg.ALERTS_KEY_SPIKE_FLOOR,
+  dropRatio: cfg.ALERTS_USAGE_DROP_RATIO,
+  dropMinWeekly: cfg.ALERTS_USAGE_DROP_MIN_WEEKLY,
+};
+const keySpikes = new KeySpikes(sql, thresholds, alertsLog, cfg.ALERTS_KEY_INTERVAL_MS);
 const healthLog = log.child({ module: 'health' });
 const scorer = new HealthScorer({
   sql,
@@ -355,7 +390,13 @@ const scheduler = new HealthScheduler(
       .map((x) => x.trim())
       .filter(Boolean),
   },
-  (tenantId) => afterRuns.request(tenantId, 'health'),
+  (tenantId) => {
+    afterRuns.request(tenantId, 'health');
+    evaluateUsageDrops(sql, ch, tenantId, thresholds).then(
+      (r) => (r.raised || r.resolved) && alertsLog.info({ tenantId, ...r }, 'usage drop alerts'),
+      (err: unknown) => alertsLog.warn({ tenantId, err: String(err) }, 'usage drop check failed'),
+    );
+  },
 );
 const responder = new RecalculateResponder(nc, scorer, history, healthLog, healthMetrics);
 const retention = new HistoryRetention(ch, healthLog);
@@ -390,6 +431,7 @@ await fanout.start();
 dispatcher.start();
 notifier.start();
 refresher.start();
+keySpikes.start();
 materializeResponder.start();
 materializeSchedule.start();
 playbookResponder.start();
@@ -459,6 +501,7 @@ onShutdown(
       dispatcher.stop(),
       notifier.stop(),
       refresher.stop(),
+      keySpikes.stop(),
       materializeSchedule.stop(),
       materializeResponder.stop(),
       playbookResponder.stop(),

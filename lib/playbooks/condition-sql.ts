@@ -114,6 +114,9 @@ function valueSql(e: Atom, value: Literal, p: SqlParams): string {
       return 'lower(c.owner_email)';
     case 'days_to_renewal':
       return `(c.renewal_date - ${TODAY})`;
+    case 'open_alerts':
+      // Open and acknowledged alerts of the customer (never NULL: 0 when it has none).
+      return `(SELECT count(*) FROM alerts al WHERE al.customer_id = c.id AND al.status <> 'resolved')`;
     case 'custom_fields': {
       const k = p.add(v.key, 'text');
       const field = `c.custom_fields->${k}`;

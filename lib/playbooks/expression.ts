@@ -22,7 +22,17 @@ export type Literal =
   | { type: 'null'; value: null };
 
 export type Variable =
-  | { name: 'health_score' | 'arr' | 'days_to_renewal' | 'health_status' | 'status' | 'owner_email' | 'segment' }
+  | {
+      name:
+        | 'health_score'
+        | 'arr'
+        | 'days_to_renewal'
+        | 'health_status'
+        | 'status'
+        | 'owner_email'
+        | 'segment'
+        | 'open_alerts';
+    }
   | { name: 'custom_fields'; key: string }
   | { name: 'metric'; slug: string };
 
@@ -46,6 +56,7 @@ const PLAIN: Record<string, { kind: Kind; values?: readonly string[] }> = {
   status: { kind: 'enum', values: ['active', 'trial', 'churned', 'paused'] },
   owner_email: { kind: 'text' },
   segment: { kind: 'segment' },
+  open_alerts: { kind: 'number' },
 };
 
 export const VARIABLES = [...Object.keys(PLAIN), 'custom_fields.<key>', 'metric.<slug>'];

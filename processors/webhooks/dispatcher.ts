@@ -63,6 +63,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  */
 export class WebhookDispatcher {
   private inflight = 0;
+  /** Outcomes of finished attempts not yet written to PostgreSQL. */
+  private unwritten = 0;
   private readonly perSub = new Map<string, number>();
   private outcomes: Outcome[] = [];
   private flushing: Promise<void> = Promise.resolve();
@@ -70,7 +72,6 @@ export class WebhookDispatcher {
   private loop?: Promise<void>;
   private stopping = false;
   private wakeUp?: () => void;
-  private readonly idle = new Set<() => void>();
 
   constructor(
     private readonly sql: Sql,
@@ -92,7 +93,12 @@ export class WebhookDispatcher {
   private async run(): Promise<void> {
     let failures = 0;
     while (!this.stopping) {
-      const free = this.o.concurrency - this.inflight;
+      // Outcomes not yet written count too (up to the concurrency again): a slow PostgreSQL slows
+      // claiming down instead of growing the buffer.
+      const free = Math.min(
+        this.o.concurrency - this.inflight,
+        2 * this.o.concurrency - this.inflight - this.unwritten,
+      );
       let claimed = 0;
       if (free > 0) {
         try {
@@ -110,7 +116,9 @@ export class WebhookDispatcher {
         const timer = setTimeout(resolve, this.o.pollMs);
         this.wakeUp = () => {
           clearTimeout(timer);
-          resolve();
+          // A few ms more: the attempts finishing together are claimed for in one statement.
+          setTimeout(resolve, this.stopping ? 0 : 5);
+          this.wakeUp = undefined;
         };
       });
       this.wakeUp = undefined;
@@ -173,7 +181,15 @@ export class WebhookDispatcher {
       const gone = r.status === 410;
       const retryMs = r.ok || gone ? null : (this.o.retryScheduleMs[d.attempts - 1] ?? null);
       this.outcomes.push({ d, r, gone, retryMs });
+      this.unwritten++;
+      // The slot is free at once: the delivery's lease keeps it from being claimed again until
+      // its outcome is written.
+      this.inflight--;
+      const n = (this.perSub.get(d.subscription_id) ?? 1) - 1;
+      if (n > 0) this.perSub.set(d.subscription_id, n);
+      else this.perSub.delete(d.subscription_id);
       if (this.outcomes.length >= 200) this.flush();
+      this.wake();
     });
   }
 
@@ -247,11 +263,8 @@ export class WebhookDispatcher {
         await sleep(Math.min(10_000, 200 * 2 ** attempt));
       }
     }
+    this.unwritten -= batch.length;
     for (const o of batch) {
-      this.inflight--;
-      const n = (this.perSub.get(o.d.subscription_id) ?? 1) - 1;
-      if (n > 0) this.perSub.set(o.d.subscription_id, n);
-      else this.perSub.delete(o.d.subscription_id);
       if (!o.r.ok)
         this.log.info(
           { subscriptionId: o.d.subscription_id, messageId: o.d.message_id, attempt: o.d.attempts, error: o.r.error },
@@ -259,7 +272,6 @@ export class WebhookDispatcher {
         );
     }
     this.wake();
-    if (this.inflight === 0) for (const f of this.idle) f();
   }
 
   /** Stops claiming, waits for the attempts in flight (bounded by the sender's timeout) and their outcomes. */
@@ -267,15 +279,7 @@ export class WebhookDispatcher {
     this.stopping = true;
     this.wake();
     await this.loop;
-    if (this.inflight > 0 || this.outcomes.length)
-      await new Promise<void>((resolve) => {
-        const check = () => {
-          this.flush();
-          if (this.inflight === 0) resolve();
-        };
-        this.idle.add(resolve);
-        check();
-      });
+    while (this.inflight > 0) await sleep(50);
     clearInterval(this.flushTimer);
     this.flush();
     await this.flushing;
