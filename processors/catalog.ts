@@ -1,8 +1,9 @@
-import type { ConsumerMessages, JetStreamClient, JsMsg } from 'nats';
+import type { JetStreamClient, JsMsg } from 'nats';
 import { isUuid } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { STREAM_EVENTS, tenantOfSubject } from '../lib/nats.js';
 import type { Sql } from '../lib/pg.js';
+import { BatchedConsumer } from './batched-consumer.js';
 
 /** Told the event names of every message before it is acked (playbooks/event-marks.ts). */
 export interface NamesObserver {
@@ -18,41 +19,23 @@ export interface NamesObserver {
  */
 export class EventCatalog {
   private known = new Set<string>();
-  private batch: JsMsg[] = [];
-  private messages?: ConsumerMessages;
-  private loop?: Promise<void>;
-  private timer?: NodeJS.Timeout;
-  private writing: Promise<void> = Promise.resolve();
+  private readonly loop: BatchedConsumer;
   private stopping = false;
 
   constructor(
-    private readonly js: JetStreamClient,
+    js: JetStreamClient,
     private readonly sql: Sql,
-    private readonly consumer: string,
+    consumer: string,
     private readonly log: Logger,
     private readonly observer?: NamesObserver,
-  ) {}
-
-  async start(): Promise<void> {
-    const c = await this.js.consumers.get(STREAM_EVENTS, this.consumer);
-    this.messages = await c.consume({ max_messages: 1000 });
-    this.timer = setInterval(() => this.kick(), 200);
-    this.loop = (async () => {
-      for await (const m of this.messages!) {
-        this.batch.push(m);
-        if (this.batch.length >= 1000) {
-          this.kick();
-          await this.writing;
-        }
-      }
-    })();
+  ) {
+    this.loop = new BatchedConsumer(js, STREAM_EVENTS, consumer, { maxMessages: 1000, kickMs: 200 }, (b) =>
+      this.write(b),
+    );
   }
 
-  private kick(): void {
-    if (!this.batch.length) return;
-    const batch = this.batch;
-    this.batch = [];
-    this.writing = this.writing.then(() => this.write(batch));
+  start(): Promise<void> {
+    return this.loop.start();
   }
 
   private async write(batch: JsMsg[]): Promise<void> {
@@ -96,10 +79,6 @@ export class EventCatalog {
 
   async stop(): Promise<void> {
     this.stopping = true;
-    clearInterval(this.timer);
-    await this.messages?.close();
-    await this.loop;
-    this.kick();
-    await this.writing;
+    await this.loop.stop();
   }
 }

@@ -1,7 +1,7 @@
 import { isUuid } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
-import { Ticker } from '../../lib/ticker.js';
+import { PollingJob } from '../polling-job.js';
 import type { ClickHouse } from '../clickhouse.js';
 
 export interface AlertThresholds {
@@ -25,28 +25,14 @@ const LOCK = 0x616c7274;
  * per key is not resolved (a unique index; ON CONFLICT DO NOTHING), so a spike that lasts does not
  * raise a second one.
  */
-export class KeySpikes {
-  private readonly ticker: Ticker;
-
+export class KeySpikes extends PollingJob {
   constructor(
     private readonly sql: Sql,
     private readonly t: AlertThresholds,
     log: Logger,
     intervalMs: number,
   ) {
-    this.ticker = new Ticker(
-      intervalMs * 4,
-      async () => void (await this.once()),
-      (err) => log.warn({ err: String(err) }, 'api key spike check failed'),
-    );
-  }
-
-  start(): void {
-    this.ticker.start();
-  }
-
-  stop(): Promise<void> {
-    return this.ticker.stop();
+    super(log, 'api key spike check', intervalMs);
   }
 
   /** One look; the alerts it raised. */

@@ -3,7 +3,7 @@ import type { Providers } from '../../lib/integrations/providers.js';
 import type { TokenCipher } from '../../lib/integrations/tokens.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
-import { Ticker } from '../../lib/ticker.js';
+import { PollingJob } from '../polling-job.js';
 
 interface Due {
   id: string;
@@ -30,9 +30,7 @@ const TIMEOUT_MS = 10_000;
  * and pushes them past the attempt (a lease), so instances share the queue and a dead one leaves
  * them due again; failures are retried after 5 s, 1 min and 5 min, then `failed` with the reason.
  */
-export class Notifier {
-  private readonly ticker: Ticker;
-
+export class Notifier extends PollingJob {
   constructor(
     private readonly sql: Sql,
     private readonly providers: Providers,
@@ -40,20 +38,7 @@ export class Notifier {
     private readonly log: Logger,
     pollMs: number,
   ) {
-    // A tick every pollMs on average (the Ticker ticks about a quarter of its interval apart).
-    this.ticker = new Ticker(
-      pollMs * 4,
-      async () => void (await this.once()),
-      (err) => log.warn({ err: String(err) }, 'integration notifications: poll failed'),
-    );
-  }
-
-  start(): void {
-    this.ticker.start();
-  }
-
-  stop(): Promise<void> {
-    return this.ticker.stop();
+    super(log, 'integration notifications', pollMs);
   }
 
   /** One claim and its sends; how many were claimed. */
@@ -118,9 +103,7 @@ export class Notifier {
  * refresh tokens are kept); a provider that refuses leaves the integration in `error` with the
  * reason. Rows are locked while refreshed, so two instances never refresh one twice.
  */
-export class TokenRefresher {
-  private readonly ticker: Ticker;
-
+export class TokenRefresher extends PollingJob {
   constructor(
     private readonly sql: Sql,
     private readonly providers: Providers,
@@ -128,19 +111,7 @@ export class TokenRefresher {
     private readonly log: Logger,
     pollMs: number,
   ) {
-    this.ticker = new Ticker(
-      pollMs * 4,
-      async () => void (await this.once()),
-      (err) => log.warn({ err: String(err) }, 'integration token refresh: poll failed'),
-    );
-  }
-
-  start(): void {
-    this.ticker.start();
-  }
-
-  stop(): Promise<void> {
-    return this.ticker.stop();
+    super(log, 'integration token refresh', pollMs);
   }
 
   async once(): Promise<number> {

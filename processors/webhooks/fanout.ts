@@ -1,8 +1,9 @@
-import type { ConsumerMessages, JetStreamClient, JsMsg } from 'nats';
+import type { JetStreamClient, JsMsg } from 'nats';
 import { isUuid } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
 import { STREAM_WEBHOOKS } from '../../lib/nats.js';
 import type { Sql } from '../../lib/pg.js';
+import { BatchedConsumer } from '../batched-consumer.js';
 import type { WebhookMessage } from './outbox.js';
 
 /**
@@ -13,42 +14,24 @@ import type { WebhookMessage } from './outbox.js';
  * before the ack) adds nothing. Messages are acked once their rows are committed.
  */
 export class WebhookFanout {
-  private batch: JsMsg[] = [];
-  private messages?: ConsumerMessages;
-  private loop?: Promise<void>;
-  private timer?: NodeJS.Timeout;
-  private writing: Promise<void> = Promise.resolve();
+  private readonly loop: BatchedConsumer;
   private stopping = false;
 
   constructor(
-    private readonly js: JetStreamClient,
+    js: JetStreamClient,
     private readonly sql: Sql,
-    private readonly consumer: string,
+    consumer: string,
     private readonly log: Logger,
     /** Told when deliveries were written (the dispatcher of this process claims them at once). */
     private readonly onDeliveries: () => void,
-  ) {}
-
-  async start(): Promise<void> {
-    const c = await this.js.consumers.get(STREAM_WEBHOOKS, this.consumer);
-    this.messages = await c.consume({ max_messages: 500 });
-    this.timer = setInterval(() => this.kick(), 20);
-    this.loop = (async () => {
-      for await (const m of this.messages!) {
-        this.batch.push(m);
-        if (this.batch.length >= 500) {
-          this.kick();
-          await this.writing;
-        }
-      }
-    })();
+  ) {
+    this.loop = new BatchedConsumer(js, STREAM_WEBHOOKS, consumer, { maxMessages: 500, kickMs: 20 }, (b) =>
+      this.write(b),
+    );
   }
 
-  private kick(): void {
-    if (!this.batch.length) return;
-    const batch = this.batch;
-    this.batch = [];
-    this.writing = this.writing.then(() => this.write(batch));
+  start(): Promise<void> {
+    return this.loop.start();
   }
 
   private async write(batch: JsMsg[]): Promise<void> {
@@ -104,10 +87,6 @@ export class WebhookFanout {
 
   async stop(): Promise<void> {
     this.stopping = true;
-    clearInterval(this.timer);
-    await this.messages?.close();
-    await this.loop;
-    this.kick();
-    await this.writing;
+    await this.loop.stop();
   }
 }

@@ -57,6 +57,10 @@ async function fixtures(): Promise<Record<string, string>> {
     url: 'http://127.0.0.1:9/isolated',
     events: ['customer.created'],
   });
+  // Alerts are raised by the processors; one stands in the table as they write it.
+  const [alert] = await db()<Array<{ id: string }>>`
+    INSERT INTO alerts (tenant_id, type, severity, customer_id, summary)
+    VALUES (${ws.tenant_id}, 'usage_drop', 'medium', ${customer.body.id}, 'Isolated alert') RETURNING id::text`;
   const all = { customer, key, user, job, metric, widget, objective, playbook, task, segment, webhook };
   for (const [what, r] of Object.entries(all))
     if (r.status >= 300) throw new Error(`fixture ${what}: ${r.status} ${r.text}`);
@@ -73,6 +77,7 @@ async function fixtures(): Promise<Record<string, string>> {
     tasks: task.body.id,
     segments: segment.body.id,
     'webhook-subscriptions': webhook.body.id,
+    alerts: alert.id,
   };
 }
 
@@ -90,6 +95,7 @@ async function snapshot(ids: Record<string, string>) {
   const task = await mine.get(`/v1/tasks/${ids.tasks}`);
   const segment = await mine.get(`/v1/segments/${ids.segments}`);
   const webhook = await mine.get(`/v1/webhook-subscriptions/${ids['webhook-subscriptions']}`);
+  const alerts = await mine.get('/v1/alerts');
   const strip = (v: unknown) => JSON.parse(JSON.stringify(v, (k, x) => (k === 'last_used_at' ? undefined : x)));
   return {
     customer: strip(customer.body),
@@ -104,6 +110,7 @@ async function snapshot(ids: Record<string, string>) {
     task: task.body,
     segment: segment.body,
     webhook: webhook.body,
+    alerts: alerts.body,
   };
 }
 
