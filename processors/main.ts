@@ -131,7 +131,7 @@ export const ProcessorsConfig = Type.Object({
   PLAYBOOKS_CONCURRENCY: Type.Integer({
     minimum: 1,
     maximum: 16,
-    default: 2,
+    default: 3,
     description: "How many of a workspace's playbooks one instance evaluates at the same time.",
   }),
   PLAYBOOKS_EVENT_POLL_MS: Type.Integer({

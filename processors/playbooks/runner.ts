@@ -12,8 +12,9 @@ export interface WorkspaceEvaluation {
 
 /**
  * Evaluates a workspace's enabled playbooks, `concurrency` at a time (each in its own transaction,
- * see evaluate.ts; PostgreSQL runs a statement on one core, so two at a time use both cores of a
- * small machine, and evaluations of different playbooks never wait on each other's locks). A
+ * see evaluate.ts; PostgreSQL runs a statement on one core and an evaluation also waits on its
+ * ClickHouse read, so three at a time keep both cores of a small machine busy; evaluations of
+ * different playbooks never wait on each other's locks). A
  * playbook that fails is logged and the others still run; the workspace run then fails, so a
  * scheduled run is retried after its back-off.
  */
@@ -22,7 +23,7 @@ export class PlaybookRunner {
     private readonly sql: Sql,
     private readonly evaluator: Evaluator,
     private readonly log: Logger,
-    private readonly concurrency = 2,
+    private readonly concurrency = 3,
   ) {}
 
   async runWorkspace(
