@@ -104,13 +104,13 @@ export function parseWebhookUrl(raw: string, policy: UrlPolicy): URL {
 /** The addresses `host` resolves to, refused (WebhookUrlError) when any is forbidden under `policy`. */
 export async function checkDestination(host: string, policy: UrlPolicy): Promise<string[]> {
   const bare = host.replace(/^\[|\]$/g, '');
-  if (isIP(bare)) {
-    if (!policy.allowPrivate && isForbiddenAddress(bare))
-      throw new WebhookUrlError('forbidden_destination', `${bare} is a private, loopback or reserved address`);
-    return [bare];
-  }
-  if (!policy.allowPrivate && FORBIDDEN_NAMES.test(bare))
-    throw new WebhookUrlError('forbidden_destination', `${bare} names a local or internal host`);
+  const literal = isIP(bare) !== 0;
+  if (!policy.allowPrivate && forbiddenLiteral(bare))
+    throw new WebhookUrlError(
+      'forbidden_destination',
+      literal ? `${bare} is a private, loopback or reserved address` : `${bare} names a local or internal host`,
+    );
+  if (literal) return [bare];
   let addrs: string[];
   try {
     addrs = (await lookup(bare, { all: true, verbatim: true })).map((a) => a.address);

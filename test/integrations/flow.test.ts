@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import t from 'tap';
 import { call, client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
-import { type FakeProvider, startFakeProvider } from '../helpers/fake-provider.js';
+import { startFakeProvider } from '../helpers/fake-provider.js';
 import { bootstrap, ch, closeDb, db, waitFor } from '../helpers/stack.js';
 import { apiKey } from '../metrics/support.js';
 import { processorsTier } from '../playbooks/support.js';
@@ -22,12 +22,11 @@ const ws = await bootstrap();
 const admin = client(api.url, ws.api_key);
 
 /** Connect through the fake provider as a browser would: authorize (302) → callback. */
-async function connect(name: string, p: FakeProvider = fake) {
+async function connect(name: string) {
   const started = await admin.post(`/v1/integrations/${name}/connect`);
   if (started.status !== 200) throw new Error(started.text);
   const auth = await fetch(started.body.authorization_url, { redirect: 'manual' });
   const back = auth.headers.get('location')!;
-  void p;
   const page = await call(new URL(back).origin, 'GET', new URL(back).pathname + new URL(back).search);
   return { started: started.body, page };
 }
