@@ -49,7 +49,7 @@ const initial = (i: string) => `(CASE WHEN ${i} % 3 = 0 THEN 'trial' ELSE 'activ
 async function generate(ctx: BenchContext, n: number): Promise<{ tenant: string; apiKey: string; rows: number }> {
   const env = { STACK_PROFILE: ctx.profile.name, DATABASE_URL: ctx.urls.DATABASE_URL };
   const ws = JSON.parse(
-    await node('core-api/bin/bootstrap.js', ['--json', '--plan', 'enterprise', '--name', `bench analytics ${n}`], env),
+    await node('infra/bin/bootstrap.js', ['--json', '--plan', 'enterprise', '--name', `bench analytics ${n}`], env),
   ) as { tenant_id: string; api_key: string };
   const tenant = ws.tenant_id;
   const sql = connectPg(ctx.urls.DATABASE_URL, 2);

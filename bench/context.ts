@@ -1,6 +1,6 @@
 import type { JetStreamManager, NatsConnection } from 'nats';
 import path from 'node:path';
-import type { StackProfile, StackUrls } from '../lib/stack.js';
+import type { StackProfile, StackUrls } from '../infra/stack.js';
 import { ProcSampler, readPidFile } from './proc-stats.js';
 import type { ClickHouse } from './tiers.js';
 import type { BenchTenant, WorkloadOptions } from './workload.js';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect } from 'nats';
 import { connectPg } from '../lib/pg.js';
-import { ROOT, stackProfile, stackUrls } from '../lib/stack.js';
+import { ROOT, stackProfile, stackUrls } from '../infra/stack.js';
 import { ceilings } from './ceilings.js';
 import type { BenchContext, BenchOptions } from './context.js';
 import { e2eScenario } from './e2e.js';
@@ -170,13 +170,13 @@ async function workspaces(o: BenchOptions, env: Record<string, string>, dbUrl: s
     for (let i = 0; i < o.tenants; i++) {
       const ws = JSON.parse(
         await node(
-          'core-api/bin/bootstrap.js',
+          'infra/bin/bootstrap.js',
           ['--json', '--plan', 'enterprise', '--name', `bench ${new Date().toISOString()} #${i + 1}`],
           env,
         ),
       ) as { tenant_id: string; ingestion_key: string };
       await node(
-        'core-api/bin/seed.js',
+        'infra/bin/seed.js',
         ['--tenant', ws.tenant_id, '--customers', String(o.customers), '--products', String(o.products)],
         env,
       );

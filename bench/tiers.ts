@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { ROOT, type StackProfile, type StackUrls } from '../lib/stack.js';
+import { ROOT, type StackProfile, type StackUrls } from '../infra/stack.js';
 import { freePort } from '../infra/proc.js';
 
 export { freePort };

@@ -34,7 +34,7 @@ export async function generateWorkspace(
   const n = o.customers;
   const env = { STACK_PROFILE: ctx.profile.name, DATABASE_URL: ctx.urls.DATABASE_URL };
   const ws = JSON.parse(
-    await node('core-api/bin/bootstrap.js', ['--json', '--plan', 'enterprise', '--name', `bench ${o.name} ${n}`], env),
+    await node('infra/bin/bootstrap.js', ['--json', '--plan', 'enterprise', '--name', `bench ${o.name} ${n}`], env),
   ) as { tenant_id: string; api_key: string };
   const tenant = ws.tenant_id;
   const run = randomBytes(4).toString('hex');

@@ -29,7 +29,7 @@ import { integrationRoutes } from './integrations/routes.js';
 import { alertRoutes } from './alerts/routes.js';
 import { taskRoutes } from './tasks/routes.js';
 import { webhookRoutes } from './webhooks/routes.js';
-import { INGEST_ROUTES } from '../schemas/ingest-openapi.js';
+import { INGEST_ROUTES } from '../schemas/ingest-routes.js';
 import type { SharedRateLimiter } from '../lib/rate-limit.js';
 import { userRoutes } from './users/routes.js';
 
@@ -162,7 +162,7 @@ export function openApiDocument(routes: Route[], d: Pick<AppDeps, 'baseUrl' | 'l
     `Rate limits per workspace (default plan figures): reads ${d.limits.reads_per_min}/min, writes ${d.limits.writes_per_min}/min, bulk imports ${d.limits.bulk_imports_per_hour}/hour; every authenticated response carries X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (unix seconds); 429 carries Retry-After.`,
     'Lists use cursor pagination: pass `next_cursor` as `cursor` while `has_more` is true. A resource of another workspace answers 404. A malformed id in a path answers 404.',
   ].join('\n\n');
-  return buildOpenApi([...routes, ...INGEST_ROUTES], {
+  return buildOpenApi([...routes, ...Object.values(INGEST_ROUTES)], {
     title: 'Customer Success Platform — Core API',
     version: '1.0.0',
     description,

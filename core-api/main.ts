@@ -6,7 +6,8 @@ import { connectNats } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
 import { SharedRateLimiter } from '../lib/rate-limit.js';
 import { onShutdown, supervise } from '../lib/lifecycle.js';
-import { loadUws, type ListenSocket } from '../lib/uws.js';
+import { loadUws, type ListenSocket } from '../lib/http/uws.js';
+import { drain, traffic as newTraffic } from '../lib/http/traffic.js';
 import { buildRoutes } from './app.js';
 import { MAX_CACHE_TTL_MS } from '../schemas/core/analytics.js';
 import { ApiKeyStore } from '../lib/credentials/api-keys.js';
@@ -223,23 +224,20 @@ async function serve(): Promise<void> {
     holder: `core-api-${hostname()}-${process.pid}`,
   });
 
-  const inflight = { n: 0 };
-  const app = mount(
-    uws.App(),
-    {
-      router: new Router(routes),
-      auth: new Authenticator(keys, tokens, revoked),
-      limits: new Limits(sql, limiter, defaults, planLimits),
-      audit,
-      metrics: new ApiMetrics(),
-      log,
-      baseUrl,
-      trustedProxies: proxies,
-      maxBodyBytes: cfg.API_MAX_BODY_BYTES,
-      ready: () => dbOk && !nc.isClosed(),
-    },
-    inflight,
-  );
+  const traffic = newTraffic();
+  const app = mount(uws.App(), {
+    router: new Router(routes),
+    auth: new Authenticator(keys, tokens, revoked),
+    limits: new Limits(sql, limiter, defaults, planLimits),
+    audit,
+    metrics: new ApiMetrics(),
+    log,
+    baseUrl,
+    trustedProxies: proxies,
+    maxBodyBytes: cfg.API_MAX_BODY_BYTES,
+    traffic,
+    ready: () => dbOk && !nc.isClosed(),
+  });
 
   const listenSocket = await new Promise<ListenSocket>((resolve, reject) => {
     app.listen(cfg.API_HOST, cfg.API_PORT, (s) =>
@@ -255,8 +253,7 @@ async function serve(): Promise<void> {
 
   onShutdown(log, async () => {
     uws.us_listen_socket_close(listenSocket);
-    const deadline = Date.now() + 10_000;
-    while (inflight.n > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await drain(traffic, Date.now() + 10_000);
     await runner.stop();
     await housekeeping.stop();
     await audit.close();

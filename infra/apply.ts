@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { connect } from 'nats';
 import postgres from 'postgres';
-import { ROOT, stackUrls, type StackProfile } from '../lib/stack.js';
+import { ROOT, stackUrls, type StackProfile } from './stack.js';
 import { migrate } from '../lib/migrate.js';
 import { applyStreams } from './streams.js';
 import { InfraError } from './proc.js';

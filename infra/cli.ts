@@ -1,4 +1,4 @@
-import { stackProfile, stackUrls } from '../lib/stack.js';
+import { stackProfile, stackUrls } from './stack.js';
 import { applyAll } from './apply.js';
 import { InfraError } from './proc.js';
 import { downAll, ensurePackages, upAll } from './services.js';

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ROOT, type StackProfile } from '../lib/stack.js';
+import { ROOT, type StackProfile } from './stack.js';
 import { InfraError, alive, isRoot, portOpen, readPid, spawnDetached, stopByPidFile, waitFor, which } from './proc.js';
 
 type Say = (line: string) => void;

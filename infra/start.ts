@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { integrationTokenKey, ROOT, stackProfile, stackUrls } from '../lib/stack.js';
+import { integrationTokenKey, ROOT, stackProfile, stackUrls } from './stack.js';
 import { edgeCaFile } from './services.js';
 
 /**
@@ -36,14 +36,14 @@ const env = {
 // The first run creates a workspace; its secrets are kept (git-ignored, owner-only) for later starts.
 const credsFile = path.join(profile.dataDir, 'credentials.json');
 if (!fs.existsSync(credsFile)) {
-  const b = spawnSync(node, [dist('core-api/bin/bootstrap.js'), '--json'], { env, encoding: 'utf8' });
+  const b = spawnSync(node, [dist('infra/bin/bootstrap.js'), '--json'], { env, encoding: 'utf8' });
   if (b.status !== 0) {
     say(`bootstrap failed: ${b.stderr}`);
     process.exit(1);
   }
   // A few demo customers (external ids cust-000001…) so the example requests below resolve.
   const tenant = (JSON.parse(b.stdout) as { tenant_id: string }).tenant_id;
-  spawnSync(node, [dist('core-api/bin/seed.js'), '--tenant', tenant, '--customers', '100', '--products', '3'], {
+  spawnSync(node, [dist('infra/bin/seed.js'), '--tenant', tenant, '--customers', '100', '--products', '3'], {
     env,
     stdio: 'ignore',
   });

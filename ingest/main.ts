@@ -6,17 +6,17 @@ import { connectNats, subjects, tenantOfSubject } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
 import { SharedRateLimiter } from '../lib/rate-limit.js';
 import { onShutdown, supervise } from '../lib/lifecycle.js';
-import { loadUws, type ListenSocket } from '../lib/uws.js';
-import { routes, type Traffic } from './app.js';
+import { loadUws, type ListenSocket } from '../lib/http/uws.js';
+import { ingestApp } from './app.js';
+import { drain, traffic as newTraffic } from '../lib/http/traffic.js';
+import { INGEST_LIMITS } from '../schemas/ingest-routes.js';
 import { IngestionKeys } from './keys.js';
 import { IngestMetrics } from './metrics.js';
 import { Publisher } from './publisher.js';
 import { Resolver } from './resolver.js';
 import { DailyQuota, parseQuotas, type DailyQuotas } from './quota.js';
-import { EventQuery } from './event-query.js';
-import { SurfaceBStore } from './store-b.js';
-import { unknownPathB } from './not-found-b.js';
-import { surfaceB } from './surface-b.js';
+import { EventQuery } from './surface-b/query.js';
+import { SurfaceBStore } from './surface-b/store.js';
 import { ApiKeyStore } from '../lib/credentials/api-keys.js';
 import { AuditLog } from '../lib/credentials/audit.js';
 import { Authenticator, RevokedFamilies } from '../lib/credentials/authenticate.js';
@@ -35,12 +35,12 @@ export const IngestConfig = Type.Object({
   DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
   INGEST_RATE_LIMIT_PER_MIN: Type.Integer({
     minimum: 1,
-    default: 300,
+    default: INGEST_LIMITS.surfaceARequestsPerMinute,
     description: 'Requests per minute per organization, shared by both surface-A endpoints.',
   }),
   INGEST_MAX_BODY_BYTES: Type.Integer({
     minimum: 1024,
-    default: 1024 * 1024,
+    default: INGEST_LIMITS.surfaceABodyBytes,
     description: 'Request body cap, before and after gunzip (413 beyond).',
   }),
   INGEST_PUBLISH_TIMEOUT_MS: Type.Integer({
@@ -107,22 +107,22 @@ export const IngestConfig = Type.Object({
   }),
   EVENTS_BATCHES_PER_MIN: Type.Integer({
     minimum: 1,
-    default: 60,
+    default: INGEST_LIMITS.batchesPerMinute,
     description: 'POST /v1/events requests per minute per workspace.',
   }),
   EVENTS_BACKFILLS_PER_MIN: Type.Integer({
     minimum: 1,
-    default: 10,
+    default: INGEST_LIMITS.backfillsPerMinute,
     description: 'POST /v1/events/backfill requests per minute per workspace.',
   }),
   EVENTS_READS_PER_MIN: Type.Integer({
     minimum: 1,
-    default: 120,
+    default: INGEST_LIMITS.readsPerMinute,
     description: 'GET /v1/events requests per minute per workspace.',
   }),
   EVENTS_MAX_BODY_BYTES: Type.Integer({
     minimum: 1024,
-    default: 3 * 1024 * 1024,
+    default: INGEST_LIMITS.surfaceBBodyBytes,
     description: 'Surface B body cap, before and after gunzip (413 beyond).',
   }),
   EVENTS_MAX_PAYLOAD_BYTES: Type.Integer({
@@ -221,21 +221,30 @@ async function serve(): Promise<void> {
     callback: (_e, m) => resolver.invalidateProducts(tenantOfSubject(m.subject) ?? ''),
   });
 
-  const traffic: Traffic = {
-    inflight: 0,
-    lastRequestAt: 0,
-    draining: false,
-    closed: false,
-    bodyBytes: 0,
-    maxBodyBytesInFlight: cfg.INGEST_MAX_INFLIGHT_BYTES,
-  };
+  const traffic = newTraffic(cfg.INGEST_MAX_INFLIGHT_BYTES);
   const limiter = new SharedRateLimiter(sql);
   const quota = new DailyQuota(sql, limiter, quotas);
   const publisher = new Publisher(js, cfg.INGEST_PUBLISH_TIMEOUT_MS);
   const metrics = new IngestMetrics();
   const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
-  const withB = surfaceB(
+  const app = ingestApp(
     uws.App(),
+    {
+      keys,
+      resolver,
+      limiter,
+      quota,
+      publisher,
+      metrics,
+      log,
+      traffic,
+      opts: {
+        maxBodyBytes: cfg.INGEST_MAX_BODY_BYTES,
+        requestsPerMinute: cfg.INGEST_RATE_LIMIT_PER_MIN,
+        futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS,
+        ageGraceMs: cfg.INGEST_AGE_GRACE_MS,
+      },
+    },
     {
       auth: new Authenticator(apiKeys, tokens, revoked),
       audit,
@@ -251,6 +260,7 @@ async function serve(): Promise<void> {
       events: new EventQuery(cfg.CLICKHOUSE_URL, cfg.CLICKHOUSE_DATABASE, cfg.EVENTS_QUERY_TIMEOUT_MS),
       baseUrl: cfg.PUBLIC_BASE_URL.replace(/\/+$/, ''),
       trustedProxies: proxies,
+      traffic,
       opts: {
         maxBodyBytes: cfg.EVENTS_MAX_BODY_BYTES,
         batchesPerMinute: cfg.EVENTS_BATCHES_PER_MIN,
@@ -260,28 +270,7 @@ async function serve(): Promise<void> {
         ageGraceMs: cfg.INGEST_AGE_GRACE_MS,
       },
     },
-    traffic,
-  );
-  const app = routes(
-    withB,
-    {
-      keys,
-      resolver,
-      limiter,
-      quota,
-      publisher,
-      metrics,
-      log,
-      ready: () => !nc.isClosed(),
-      unknownPath: unknownPathB(cfg.PUBLIC_BASE_URL.replace(/\/+$/, '')),
-      opts: {
-        maxBodyBytes: cfg.INGEST_MAX_BODY_BYTES,
-        requestsPerMinute: cfg.INGEST_RATE_LIMIT_PER_MIN,
-        futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS,
-        ageGraceMs: cfg.INGEST_AGE_GRACE_MS,
-      },
-    },
-    traffic,
+    { ready: () => !nc.isClosed(), metrics },
   );
 
   const listenSocket = await new Promise<ListenSocket>((resolve, reject) => {
@@ -298,12 +287,7 @@ async function serve(): Promise<void> {
     // Stop accepting connections; answer what still comes on open ones (closing each after its
     // answer) until requests stop arriving and every one has its PubAck; only then let NATS go.
     uws.us_listen_socket_close(listenSocket);
-    traffic.draining = true;
-    const deadline = Date.now() + 10_000;
-    while ((traffic.inflight > 0 || Date.now() - traffic.lastRequestAt < 250) && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 20));
-    traffic.closed = true;
-    while (traffic.inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await drain(traffic, Date.now() + 10_000);
     await audit.close();
     await nc.drain();
     await sql.end({ timeout: 5 });

@@ -1,5 +1,4 @@
 import { ErrorCode, headers, type JetStreamClient, type NatsError } from 'nats';
-import { IngestError } from './errors.js';
 
 /** JetStream API error codes (nats-server's err_code) that mean the stream cannot take more. */
 const STORE_FULL = new Set([
@@ -16,6 +15,39 @@ const TRANSIENT = new Set<string>([
   ErrorCode.ConnectionRefused,
   ErrorCode.ConnectionTimeout,
 ]);
+
+/**
+ * Why a publish failed, in words neither surface owns: each surface turns these into its own
+ * answer (surface A's 503/500 bodies, surface B's problem+json). Sorted by nats.js error codes and
+ * JetStream's err_code, never by message text.
+ */
+export class EventStoreError extends Error {
+  constructor(
+    readonly code: 'EVENT_STORE_FULL' | 'EVENT_STORE_UNAVAILABLE',
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** The stream is at its byte or message cap: nothing of the request was stored; retry later. */
+export class EventStoreFull extends EventStoreError {
+  /** Seconds a client should wait. */
+  readonly retryAfter = 5;
+  constructor(cause: unknown) {
+    super('EVENT_STORE_FULL', `event store is full: ${(cause as Error).message}`, { cause });
+  }
+}
+
+/** No PubAck within the request's budget: nothing of the request was stored. */
+export class EventStoreUnavailable extends EventStoreError {
+  constructor(cause: unknown) {
+    super('EVENT_STORE_UNAVAILABLE', `JetStream did not acknowledge: ${String((cause as Error)?.message ?? cause)}`, {
+      cause,
+    });
+  }
+}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -56,9 +88,7 @@ export class Publisher {
       } catch (err) {
         last = err;
         const e = err as NatsError;
-        if (STORE_FULL.has(e.api_error?.err_code ?? 0)) {
-          throw new IngestError('service_unavailable', `event store is full: ${e.message}`, [], 5);
-        }
+        if (STORE_FULL.has(e.api_error?.err_code ?? 0)) throw new EventStoreFull(err);
         if (!TRANSIENT.has(e.code)) break;
         // Only a publish that may have reached the server can have left a copy there.
         if (e.code === ErrorCode.Timeout) maybeStored = true;
@@ -67,11 +97,6 @@ export class Publisher {
         backoff = Math.min(1000, backoff * 2);
       }
     }
-    const e = new IngestError(
-      'internal_error',
-      `JetStream did not acknowledge: ${String((last as Error)?.message ?? last)}`,
-    );
-    (e as { cause?: unknown }).cause = last;
-    throw e;
+    throw new EventStoreUnavailable(last);
   }
 }

@@ -5,3 +5,31 @@ export type Sql = postgres.Sql;
 export function connectPg(url: string, max = 10): Sql {
   return postgres(url, { max, idle_timeout: 30, connect_timeout: 10, onnotice: () => {} });
 }
+
+/** Seconds a client is asked to wait when PostgreSQL is away. */
+export const STORE_RETRY_AFTER_S = 2;
+
+/** postgres.js's own codes for a connection that could not be made or was lost. */
+const CONNECTION_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+]);
+
+/**
+ * Whether PostgreSQL was away rather than the request wrong: no connection, a connection lost, or
+ * a server shutting down or starting up (SQLSTATE class 08, 57P01-57P03). Such a request is
+ * answered 503 with Retry-After: retried a little later, it will be served.
+ */
+export function isPgUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  return (
+    CONNECTION_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03'
+  );
+}

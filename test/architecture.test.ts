@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
 import t from 'tap';
-import { ROOT } from '../lib/stack.js';
+import { ROOT } from '../infra/stack.js';
 
 /**
  * The shape of the code, checked on the source tree (no server): the three tiers never import one
@@ -96,7 +96,7 @@ function mayReadEnv(file: string): boolean {
   const parts = file.split('/');
   return (
     path.basename(file) === 'main.ts' ||
-    file.startsWith('core-api/bin/') ||
+    file.startsWith('infra/bin/') ||
     (parts[0] === 'infra' && parts.length === 2) ||
     parts[0] === 'bench' ||
     parts[0] === 'test'
@@ -154,6 +154,24 @@ t.test('process.env is read only by entry points (main.ts, CLIs, bench/, test/)'
     });
   }
   if (violations === 0) t.pass('only entry points read the environment');
+});
+
+/** The uWS calls of a request's lifecycle, which only the request kernel makes (lib/http/). */
+const LIFECYCLE = /\.(onAborted|onData|cork|writeStatus)\(/;
+
+t.test('only lib/http/ drives a uWS response (onAborted, onData, cork, writeStatus)', async (t) => {
+  let violations = 0;
+  for (const [file, text] of texts) {
+    if (file.startsWith('lib/http/') || !['ingest', 'core-api', 'processors', 'lib'].includes(folderOf(file))) continue;
+    text.split('\n').forEach((line, n) => {
+      if (!LIFECYCLE.test(line)) return;
+      violations++;
+      t.fail(
+        `${file}:${n + 1} calls the uWS lifecycle itself (${line.trim().slice(0, 80)}): go through lib/http/kernel.ts`,
+      );
+    });
+  }
+  if (violations === 0) t.pass('every HTTP surface answers through the request kernel');
 });
 
 t.test('our modules have no import cycles', async (t) => {

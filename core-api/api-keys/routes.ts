@@ -9,7 +9,7 @@ import { IdParams } from '../../schemas/core/common.js';
 import type { Role } from '../../schemas/core/scopes.js';
 import { parseCidr } from '../../lib/credentials/ip.js';
 import { allowedFor } from '../../lib/credentials/scopes.js';
-import { newApiKey, newIngestionKey, sha256 } from '../auth/secrets.js';
+import { newApiKey, newIngestionKey, sha256 } from '../../lib/credentials/secrets.js';
 import { json, noContent, type Ctx, type Reply } from '../http/context.js';
 import { ApiError, invalid, notFound, type FieldError } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';

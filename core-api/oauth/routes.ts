@@ -11,12 +11,12 @@ import {
 } from '../../schemas/core/credentials.js';
 import { SCOPES, type Role } from '../../schemas/core/scopes.js';
 import { allowedFor } from '../../lib/credentials/scopes.js';
-import { hashPassword, sha256, verifyPassword } from '../auth/secrets.js';
+import { hashPassword, sha256, verifyPassword } from '../../lib/credentials/secrets.js';
 import type { AccessTokens } from '../auth/tokens.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
 import { ApiError, invalid, type ErrorCode, type FieldError } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
-import { formDecode } from '../http/server.js';
+import { formDecode } from '../http/parse.js';
 import type { SharedRateLimiter } from '../../lib/rate-limit.js';
 import type { Deps } from '../deps.js';
 import { consentPage, errorPage } from './page.js';

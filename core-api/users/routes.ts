@@ -10,7 +10,7 @@ import {
   InviteAccept,
 } from '../../schemas/core/users.js';
 import { IdParams } from '../../schemas/core/common.js';
-import { hashPassword, sha256 } from '../auth/secrets.js';
+import { hashPassword, sha256 } from '../../lib/credentials/secrets.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
 import { decodeCursor, page } from '../../lib/cursor.js';
 import { ApiError, invalid, notFound } from '../../lib/problem.js';

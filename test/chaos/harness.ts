@@ -2,7 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Test } from 'tap';
-import { ROOT } from '../../lib/stack.js';
+import { ROOT } from '../../infra/stack.js';
 import { bootstrap, ch, db, dist, seed, startTier, type Tier, type Workspace } from '../helpers/stack.js';
 
 /**

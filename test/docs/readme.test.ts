@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { ROOT } from '../../lib/stack.js';
+import { ROOT } from '../../infra/stack.js';
 
 // The README's configuration tables are what operators read: every variable a tier accepts must be there.
 const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, stackProfile } from '../../lib/stack.js';
+import { ROOT, stackProfile } from '../../infra/stack.js';
 import { FAILURE_CLASSES, type FailureClass } from './properties.js';
 import { FIXED } from './known.js';
 

@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
-import { integrationTokenKey, ROOT, stackProfile, stackUrls } from '../../lib/stack.js';
+import { integrationTokenKey, ROOT, stackProfile, stackUrls } from '../../infra/stack.js';
 import { freePort } from '../../infra/proc.js';
 
 const run = promisify(execFile);
@@ -33,7 +33,7 @@ export interface Workspace {
 
 /** A new, independent workspace: each test makes its own. */
 export async function bootstrap(args: string[] = []): Promise<Workspace> {
-  const { stdout } = await run(process.execPath, [dist('core-api/bin/bootstrap.js'), '--json', ...args], {
+  const { stdout } = await run(process.execPath, [dist('infra/bin/bootstrap.js'), '--json', ...args], {
     env: { ...process.env, STACK_PROFILE: 'test' },
   });
   return JSON.parse(stdout) as Workspace;
@@ -42,7 +42,7 @@ export async function bootstrap(args: string[] = []): Promise<Workspace> {
 export async function seed(tenantId: string, customers: number, extra: string[] = []): Promise<void> {
   await run(
     process.execPath,
-    [dist('core-api/bin/seed.js'), '--tenant', tenantId, '--customers', String(customers), ...extra],
+    [dist('infra/bin/seed.js'), '--tenant', tenantId, '--customers', String(customers), ...extra],
     { env: { ...process.env, STACK_PROFILE: 'test' } },
   );
 }

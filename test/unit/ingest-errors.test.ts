@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { ErrorObject } from 'ajv';
-import { fromAjv, summarize } from '../../ingest/errors.js';
+import { fromAjv, summarize } from '../../ingest/surface-a/errors.js';
 import { compile } from '../../schemas/ajv.js';
 import { BillingBatch, UsageBatchA } from '../../schemas/ingest.js';
 

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { eventRow } from '../../ingest/event-rules.js';
-import { ROOT } from '../../lib/stack.js';
+import { ROOT } from '../../infra/stack.js';
 import { SINK_TABLES } from '../../schemas/rows.js';
 
 /** Columns of a csp table as the DDL creates and then alters it, in order. */

@@ -1,9 +1,9 @@
-import { type IdempotencyClaim, onceWithKey } from '../lib/idempotency.js';
-import { ApiError } from '../lib/problem.js';
-import type { Sql } from '../lib/pg.js';
-import { payloadOf, type PreparedB } from './events-b.js';
-import type { Publisher } from './publisher.js';
-import type { DailyQuota } from './quota.js';
+import { type IdempotencyClaim, onceWithKey } from '../../lib/idempotency.js';
+import { ApiError } from '../../lib/problem.js';
+import type { Sql } from '../../lib/pg.js';
+import { payloadOf, type PreparedB } from './events.js';
+import type { Publisher } from '../publisher.js';
+import type { DailyQuota } from '../quota.js';
 
 export interface Answer {
   status: number;

@@ -12,9 +12,27 @@ import {
 import { BackfillAccepted, EventsAccepted, EventsPage, EventsQuery, UsageBatchB } from './events.js';
 
 /**
- * The ingest tier's routes (served by the ingest processes; the edge routes /v1/ingest/* and
- * /v1/events* there), described from the same schemas the ingest tier validates with.
+ * The ingest tier's routes as data (served by the ingest processes; the edge routes /v1/ingest/*
+ * and /v1/events* there): the ingest tier mounts them with their steps and validates with their
+ * schemas, and the core API writes the OpenAPI document from the same entries.
  */
+
+/** Defaults of the ingest tier's limits (each is configurable: ingest/main.ts), as documented. */
+export const INGEST_LIMITS = {
+  /** Surface A body cap, before and after gunzip. */
+  surfaceABodyBytes: 1024 * 1024,
+  /** Surface A requests per minute per organization, both endpoints together. */
+  surfaceARequestsPerMinute: 300,
+  /** Surface B body cap, before and after gunzip. */
+  surfaceBBodyBytes: 3 * 1024 * 1024,
+  batchesPerMinute: 60,
+  backfillsPerMinute: 10,
+  readsPerMinute: 120,
+} as const;
+
+const size = (bytes: number) => (bytes % (1024 * 1024) === 0 ? `${bytes / 1024 / 1024} MiB` : `${bytes} bytes`);
+const A = INGEST_LIMITS;
+
 const surfaceAErrors = {
   401: {
     description:
@@ -22,7 +40,7 @@ const surfaceAErrors = {
     schema: AuthFailure,
     example: { detail: 'Invalid API key' },
   },
-  413: { description: 'Body over 1 MiB (before or after gunzip).', schema: ValidationDetail },
+  413: { description: `Body over ${size(A.surfaceABodyBytes)} (before or after gunzip).`, schema: ValidationDetail },
   422: {
     description:
       'The body itself is invalid (malformed JSON, wrong content type, batch size, any field rule, an event with neither customer reference, a string holding a NUL character or an unpaired surrogate: `string_unicode` with `loc` naming it); nothing stored.',
@@ -39,15 +57,14 @@ const surfaceAErrors = {
     },
   },
   429: {
-    description:
-      '300 requests/min per organization across both surface-A endpoints (`rate_limited`), or the daily event quota (`daily_quota_exceeded`); header Retry-After.',
+    description: `${A.surfaceARequestsPerMinute} requests/min per organization across both surface-A endpoints (\`rate_limited\`), or the daily event quota (\`daily_quota_exceeded\`); header Retry-After.`,
     schema: RateLimited,
     example: {
       detail: {
         type: 'rate_limited',
         title: 'Too Many Requests',
         status: 429,
-        detail: 'Rate limit of 300 requests per minute exceeded for this organization',
+        detail: `Rate limit of ${A.surfaceARequestsPerMinute} requests per minute exceeded for this organization`,
         retry_after: 12,
       },
     },
@@ -56,8 +73,8 @@ const surfaceAErrors = {
   503: { description: 'The event store is full: nothing stored; header Retry-After.', schema: ServerFailure },
 };
 
-export const INGEST_ROUTES: OpenApiRoute[] = [
-  {
+export const INGEST_ROUTES = {
+  usage: {
     method: 'POST',
     path: '/v1/ingest/events',
     tag: 'Ingestion',
@@ -86,7 +103,7 @@ export const INGEST_ROUTES: OpenApiRoute[] = [
       ...surfaceAErrors,
     },
   },
-  {
+  billing: {
     method: 'POST',
     path: '/v1/ingest/billing-events',
     tag: 'Ingestion',
@@ -115,13 +132,13 @@ export const INGEST_ROUTES: OpenApiRoute[] = [
       ...surfaceAErrors,
     },
   },
-  {
+  events: {
     method: 'POST',
     path: '/v1/events',
     tag: 'Ingestion',
     auth: 'bearer',
     scope: 'events:write',
-    bucket: 'events (60 batches/min)',
+    bucket: `events (${A.batchesPerMinute} batches/min)`,
     summary: 'Send up to 1000 usage events (surface B)',
     description:
       'Answer 200 even with per-event rejections; an event with a NUL character or an unpaired surrogate in any string is rejected on its own (`invalid_unicode`). An event whose `external_id` and `customer_id` match one already recorded is silently ignored and counted as accepted. Idempotency-Key replays the first answer byte for byte for 24 hours; the same key with another body is 422 `idempotency_key_reused`.',
@@ -151,13 +168,13 @@ export const INGEST_ROUTES: OpenApiRoute[] = [
     },
     errors: [409, 413, 415, 422, 503],
   },
-  {
+  backfill: {
     method: 'POST',
     path: '/v1/events/backfill',
     tag: 'Ingestion',
     auth: 'bearer',
     scope: 'events:write',
-    bucket: 'backfill (10/min)',
+    bucket: `backfill (${A.backfillsPerMinute}/min)`,
     summary: 'Backfill usage events up to 2 years old (asynchronous)',
     description:
       'Same schema and rules as POST /v1/events; written by its own consumer so it never delays live events. Poll the returned job with GET /v1/jobs/{id}.',
@@ -166,16 +183,16 @@ export const INGEST_ROUTES: OpenApiRoute[] = [
     responses: { 202: { description: 'Accepted; the job reports progress and counts.', schema: BackfillAccepted } },
     errors: [409, 413, 415, 422, 503],
   },
-  {
+  query: {
     method: 'GET',
     path: '/v1/events',
     tag: 'Ingestion',
     auth: 'bearer',
     scope: 'events:read',
-    bucket: 'event reads (120/min)',
+    bucket: `event reads (${A.readsPerMinute}/min)`,
     summary: 'Debug query over stored events',
     description: 'Newest first, keyset cursor pagination. Events appear once the writer stored them (about 200 ms).',
     query: EventsQuery,
     responses: { 200: { description: 'A page of events.', schema: EventsPage } },
   },
-];
+} satisfies Record<string, OpenApiRoute>;

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { connectPg } from '../../lib/pg.js';
-import { stackProfile, stackUrls } from '../../lib/stack.js';
+import { stackProfile, stackUrls } from '../stack.js';
 
 /**
  * npm run seed -- --tenant ID --customers N [--source internal] [--prefix cust-] [--products N]

@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
 import { connectPg } from '../../lib/pg.js';
 import { SCOPES } from '../../schemas/core/scopes.js';
-import { stackProfile, stackUrls } from '../../lib/stack.js';
-import { hashPassword, newApiKey, newIngestionKey, newPassword, sha256 } from '../auth/secrets.js';
+import { stackProfile, stackUrls } from '../stack.js';
+import { hashPassword, newApiKey, newIngestionKey, newPassword, sha256 } from '../../lib/credentials/secrets.js';
 
 /**
  * npm run bootstrap -- [--json] [--name NAME] [--plan starter|growth|scale|enterprise] [--email E]

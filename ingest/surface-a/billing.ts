@@ -1,8 +1,8 @@
-import { uuidv7 } from '../lib/ids.js';
-import type { BillingEvent } from '../schemas/ingest.js';
+import { uuidv7 } from '../../lib/ids.js';
+import type { BillingEvent } from '../../schemas/ingest.js';
 import { unprocessable, type Detail } from './errors.js';
-import type { Resolver } from './resolver.js';
-import type { BillingRow } from '../schemas/rows.js';
+import type { Resolver } from '../resolver.js';
+import type { BillingRow } from '../../schemas/rows.js';
 
 export interface PreparedBilling {
   rows: string;

@@ -1,7 +1,7 @@
-import { uuidv7 } from '../lib/ids.js';
-import { ApiError, problemBody } from '../lib/problem.js';
-import { methodOf, STATUS_TEXT, type HttpRequest, type HttpResponse } from '../lib/uws.js';
-import { refuseUnread } from '../lib/uws-body.js';
+import { uuidv7 } from '../../lib/ids.js';
+import { ApiError, problemBody } from '../../lib/problem.js';
+import { methodOf, STATUS_TEXT, type HttpRequest, type HttpResponse } from '../../lib/http/uws.js';
+import { refuseUnread } from '../../lib/http/body.js';
 
 /** A path of surface B's with no endpoint: `/v1/events/`, `//v1/events`, `/v1/events/x`. */
 const PATH_B = /^\/+v1\/+events(?:\/|$)/;

@@ -1,9 +1,9 @@
-import { isUuid } from '../lib/ids.js';
-import { RESERVED_EVENT_NAMES } from '../schemas/events.js';
-import { MAX_EVENT_AGE_MS, type UsageEventA } from '../schemas/ingest.js';
-import { eventRow, eventTime, isRejection, storedProperties } from './event-rules.js';
+import { isUuid } from '../../lib/ids.js';
+import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
+import { MAX_EVENT_AGE_MS, type UsageEventA } from '../../schemas/ingest.js';
+import { eventRow, eventTime, isRejection, storedProperties } from '../event-rules.js';
 import { unprocessable, type Detail } from './errors.js';
-import type { Resolver } from './resolver.js';
+import type { Resolver } from '../resolver.js';
 
 export type EventErrorCode =
   | 'unknown_customer'

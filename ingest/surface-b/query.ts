@@ -1,6 +1,6 @@
-import { decodeEventCursor, encodeEventCursor, MAX_DATETIME_S } from '../lib/cursor.js';
-import { isUuid } from '../lib/ids.js';
-import { ApiError } from '../lib/problem.js';
+import { decodeEventCursor, encodeEventCursor, MAX_DATETIME_S } from '../../lib/cursor.js';
+import { isUuid } from '../../lib/ids.js';
+import { ApiError } from '../../lib/problem.js';
 
 export interface EventFilter {
   tenantId: string;

@@ -75,24 +75,6 @@ export function framingProblem(headers: Record<string, string>, k: string, v: st
  */
 export const methodOf = (req: HttpRequest): string => req.getCaseSensitiveMethod?.() ?? req.getMethod().toUpperCase();
 
-export function readHead(req: HttpRequest, res: HttpResponse): RequestHead {
-  const headers: Record<string, string> = {};
-  let framing: string | undefined;
-  req.forEach((k, v) => {
-    framing ??= framingProblem(headers, k, v);
-    // uWS frames the body by the first Content-Length; so do our checks of the declared size.
-    if (k !== 'content-length' || headers[k] === undefined) headers[k] = v;
-  });
-  return {
-    method: methodOf(req),
-    url: req.getUrl(),
-    query: req.getQuery() ?? '',
-    headers,
-    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
-    framing,
-  };
-}
-
 /** State of one response: `aborted` once the client is gone or the answer is written; `head` for HEAD. */
 export interface ReplyState {
   aborted: boolean;
@@ -125,43 +107,6 @@ export function reply(
     else if (status.startsWith('204') || status.startsWith('304')) res.endWithoutBody();
     else res.writeHeader('Content-Length', String(Buffer.byteLength(body))).endWithoutBody();
   });
-}
-
-export interface Probes {
-  ready: () => boolean;
-  metrics: { render(): Promise<string>; contentType: string };
-}
-
-/** /healthz, /readyz and /metrics of a tier, for GET and HEAD. */
-export function probeRoutes(app: TemplatedApp, p: Probes): TemplatedApp {
-  const health = (head: boolean) => (res: HttpResponse) =>
-    reply(res, { aborted: false, head }, STATUS_TEXT[200], [['Content-Type', 'application/json']], '{"status":"ok"}');
-  const readiness = (head: boolean) => (res: HttpResponse) => {
-    const ok = p.ready();
-    reply(
-      res,
-      { aborted: false, head },
-      STATUS_TEXT[ok ? 200 : 503],
-      [['Content-Type', 'application/json']],
-      ok ? '{"status":"ready"}' : '{"status":"not ready"}',
-    );
-  };
-  const metrics = (head: boolean) => (res: HttpResponse) => {
-    const state: ReplyState = { aborted: false, head };
-    res.onAborted(() => {
-      state.aborted = true;
-    });
-    p.metrics
-      .render()
-      .then((text) => reply(res, state, STATUS_TEXT[200], [['Content-Type', p.metrics.contentType]], text));
-  };
-  return app
-    .get('/healthz', health(false))
-    .head('/healthz', health(true))
-    .get('/readyz', readiness(false))
-    .head('/readyz', readiness(true))
-    .get('/metrics', metrics(false))
-    .head('/metrics', metrics(true));
 }
 
 export const STATUS_TEXT: Record<number, string> = {

@@ -1,16 +1,16 @@
 import type { ErrorObject } from 'ajv';
-import { isUuid } from '../lib/ids.js';
-import { UNSTORABLE_MESSAGE } from '../lib/json.js';
-import { compile } from '../schemas/ajv.js';
+import { isUuid } from '../../lib/ids.js';
+import { UNSTORABLE_MESSAGE } from '../../lib/json.js';
+import { compile } from '../../schemas/ajv.js';
 import {
   MAX_EXTERNAL_ID,
   RESERVED_EVENT_NAMES,
   UsageBatchB,
   UsageEventB,
   type EventBErrorCode,
-} from '../schemas/events.js';
-import { eventRow, eventTime, isRejection, storedProperties } from './event-rules.js';
-import type { Resolver } from './resolver.js';
+} from '../../schemas/events.js';
+import { eventRow, eventTime, isRejection, storedProperties } from '../event-rules.js';
+import type { Resolver } from '../resolver.js';
 
 export interface EventErrorB {
   index: number;
