@@ -58,7 +58,7 @@ export interface Dialect<X extends Exchange, A> {
 
 /** One endpoint: what it reads of the request, and its steps. */
 export interface Endpoint<X extends Exchange, A> {
-  /** The header fields the steps read (copied before the request dies) and no client address; all when absent. */
+  /** The header fields the steps read (copied before the request dies; no query string, no client address); all when absent. */
   headers?: ReadonlySet<string>;
   /** The request's own state, set on the exchange once its head is copied (the matched route, the client address). */
   open?(x: Exchange): X;
@@ -77,6 +77,7 @@ const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PATCH', 'PUT', 'DELE
 /** The uWS handler of one endpoint. */
 export function endpoint<X extends Exchange, A>(d: Dialect<X, A>, e: Endpoint<X, A>) {
   const t = d.traffic;
+  const wanted = e.headers && new Set([...e.headers, ...FRAMING]);
   return (res: HttpResponse, req: HttpRequest): void => {
     if (t.closed) {
       res.close();
@@ -87,25 +88,33 @@ export function endpoint<X extends Exchange, A>(d: Dialect<X, A>, e: Endpoint<X,
     res.onAborted(() => {
       state.aborted = true;
     });
-    const head = readHead(req, res, e.headers);
+    const head = readHead(req, res, wanted);
     // HEAD is GET without the content: same route, same checks, same header fields.
     state.head = head.method === 'HEAD';
     const base: Exchange = { res, state, head, traceId: uuidv7(), started: performance.now(), close: false };
     const x = e.open ? e.open(base) : (base as X);
-    const answer = (a: A) => d.send(x, a, x.close || t.draining);
-    const fail = (err: unknown) => answer(d.render(x, err));
-    const lost = (err: unknown) => d.lost(x, err);
+    // Neither may throw into the promise chain: a failure to answer is logged, never left unhandled.
+    const answer = (a: A) => {
+      try {
+        d.send(x, a, x.close || t.draining);
+      } catch (err) {
+        d.lost(x, err);
+      }
+    };
+    const fail = (err: unknown) => {
+      let a: A;
+      try {
+        a = d.render(x, err);
+      } catch (e) {
+        return d.lost(x, e);
+      }
+      answer(a);
+    };
     if (head.framing) {
       x.close = true;
       const err = d.refusal({ kind: 'framing', message: head.framing }, x);
       // The answer closes the connection: the body is read first, or the close would reset it.
-      afterBody(res, () => {
-        try {
-          fail(err);
-        } catch (e) {
-          lost(e);
-        }
-      });
+      afterBody(res, () => fail(err));
       return;
     }
     const max = e.maxBodyBytes(x);
@@ -114,7 +123,6 @@ export function endpoint<X extends Exchange, A>(d: Dialect<X, A>, e: Endpoint<X,
       if (BODY_METHODS.has(head.method)) res.onData(() => {});
       e.steps(x, undefined)
         .then(answer, fail)
-        .catch(lost)
         .finally(() => {
           t.inflight--;
         });
@@ -141,27 +149,24 @@ export function endpoint<X extends Exchange, A>(d: Dialect<X, A>, e: Endpoint<X,
           : e.refusalsToSteps
             ? e.steps(x, undefined, refused)
             : Promise.reject(refused);
-      steps
-        .then(answer, fail)
-        .catch(lost)
-        .finally(() => {
-          release?.();
-          t.inflight--;
-        });
+      steps.then(answer, fail).finally(() => {
+        release?.();
+        t.inflight--;
+      });
     });
   };
 }
 
 /**
  * What a handler copies from the request before its first await (uWS frees it after): every header
- * field and the client's address, or only the `wanted` fields (the framing ones always) and no
- * address, which is what the ingestion hot path reads.
+ * field, the query string and the client's address, or only the `wanted` fields (which must hold
+ * the framing ones) and neither of the others, which is what the ingestion hot path reads.
  */
 export function readHead(req: HttpRequest, res: HttpResponse, wanted?: ReadonlySet<string>): RequestHead {
   const headers: Record<string, string> = {};
   let framing: string | undefined;
   req.forEach((k, v) => {
-    if (wanted && !wanted.has(k) && !FRAMING.has(k)) return;
+    if (wanted && !wanted.has(k)) return;
     framing ??= framingProblem(headers, k, v);
     // uWS frames the body by the first Content-Length; so do our checks of the declared size.
     if (k !== 'content-length' || headers[k] === undefined) headers[k] = v;
@@ -169,7 +174,7 @@ export function readHead(req: HttpRequest, res: HttpResponse, wanted?: ReadonlyS
   return {
     method: methodOf(req),
     url: req.getUrl(),
-    query: req.getQuery() ?? '',
+    query: wanted ? '' : (req.getQuery() ?? ''),
     headers,
     remoteAddress: wanted ? '' : Buffer.from(res.getRemoteAddressAsText()).toString(),
     framing,
