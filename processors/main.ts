@@ -12,7 +12,7 @@ import { STREAM_EVENTS, connectNats, consumers } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
 import { evaluateUsageDrops, KeySpikes } from './alerts/alerts.js';
 import { backfillJobHooks } from './backfill-jobs.js';
-import { EventCatalog } from './catalog.js';
+import { EventCatalog } from './catalog/catalog.js';
 import { ClickHouse } from './clickhouse.js';
 import { RecalculateResponder } from './health/responder.js';
 import { HistoryRetention } from './health/retention.js';

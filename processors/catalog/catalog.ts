@@ -1,9 +1,9 @@
 import type { JetStreamClient, JsMsg } from 'nats';
-import { isUuid } from '../lib/ids.js';
-import type { Logger } from '../lib/logger.js';
-import { STREAM_EVENTS, tenantOfSubject } from '../lib/nats.js';
-import type { Sql } from '../lib/pg.js';
-import { BatchedConsumer } from './batched-consumer.js';
+import { isUuid } from '../../lib/ids.js';
+import type { Logger } from '../../lib/logger.js';
+import { STREAM_EVENTS, tenantOfSubject } from '../../lib/nats.js';
+import type { Sql } from '../../lib/pg.js';
+import { BatchedConsumer } from '../batched-consumer.js';
 
 /** Told the event names of every message before it is acked (playbooks/event-marks.ts). */
 export interface NamesObserver {
