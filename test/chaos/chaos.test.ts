@@ -56,7 +56,8 @@ if (!process.env.CHAOS) {
     },
     {
       name: 'PostgreSQL down for 30 s',
-      expected: 'none for cached credentials and customers',
+      expected:
+        'surface B (its deduplication and quota live in PostgreSQL): 503 with Retry-After; surface A none (cached credentials and customers)',
       ...serverBack(30_000, 'pg/postmaster.pid'),
     },
     {
