@@ -14,7 +14,8 @@ import { node, say, startTier, type Tier } from './tiers.js';
  * its history, four in five scored. Each endpoint is measured through a core API that never
  * caches (ANALYTICS_CACHE_TTL_MS=0, so every request runs its SQL) under concurrent callers, with
  * varied parameters; beside it the same SQL functions called straight on PostgreSQL one after
- * another, the ceiling the HTTP figure is compared with.
+ * another, the ceiling the HTTP figure is compared with. Then the core API as deployed (its 30 s
+ * cache refreshed in the background while read), each endpoint polled for longer than that life.
  */
 
 const ENDPOINTS = ['portfolio', 'renewals', 'cohorts'] as const;
@@ -24,6 +25,11 @@ export const ANALYTICS_TARGET_MS: Record<Endpoint, number> = { portfolio: 200, r
 
 export interface EndpointFigures {
   http: LatencySummary & { errors: number; statusCounts: Record<string, number> };
+  /**
+   * As deployed (30 s cache, refreshed in the background while read): callers polling the
+   * dashboard's query for longer than the cache's life; the first request, cold, apart.
+   */
+  served?: LatencySummary & { errors: number; coldMs: number };
   /** The same SQL straight on PostgreSQL, one call at a time. */
   sql: LatencySummary;
 }
@@ -39,7 +45,14 @@ export interface AnalyticsResult {
   usage: Usage;
   coreApiCpuS: number;
   postgresCpuS: number;
+  /** Seconds each endpoint was polled in the served phase. */
+  servedS?: number;
 }
+
+/** How long the served phase polls each endpoint: past the cache's 30 s life, so refreshes happen under it. */
+const SERVED_S = 40;
+/** Pause between one caller's polls in the served phase. */
+const POLL_MS = 50;
 
 /** Status after change j (1-based) of customer i: about one change in five is a churn. */
 const change = (i: string, j: string) =>
@@ -176,6 +189,9 @@ export async function analyticsScenario(ctx: BenchContext): Promise<AnalyticsRes
       say(`analytics: ${e} p50 ${h.summary().p50Ms} ms, p99 ${h.summary().p99Ms} ms, ${errors} errors`);
     }
     const usage = s.stop();
+    await api.stop();
+    api = undefined;
+    await served(ctx, ws, endpoints);
     return {
       customers: n,
       historyRows: ws.rows,
@@ -186,9 +202,51 @@ export async function analyticsScenario(ctx: BenchContext): Promise<AnalyticsRes
       usage,
       coreApiCpuS: cpuS(usage, 'core-api'),
       postgresCpuS: cpuS(usage, 'postgres'),
+      servedS: SERVED_S,
     };
   } finally {
     await api?.stop();
+  }
+}
+
+/** The served phase: a core API as deployed, each endpoint's default query polled by every caller. */
+async function served(ctx: BenchContext, ws: { apiKey: string }, endpoints: Record<Endpoint, EndpointFigures>) {
+  const api = await startTier('core-api', 'API_PORT', {
+    NATS_URL: ctx.urls.NATS_URL,
+    DATABASE_URL: ctx.urls.DATABASE_URL,
+    CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL,
+    STACK_PROFILE: ctx.profile.name,
+    API_READS_PER_MIN: '10000000',
+    API_PLAN_LIMITS: JSON.stringify({ enterprise: { reads_per_min: 10_000_000, writes_per_min: 10_000_000 } }),
+  });
+  try {
+    for (const e of ENDPOINTS) {
+      const get = async () => {
+        const t0 = performance.now();
+        const res = await fetch(`${api.url}/v1/analytics/${e}`, { headers: { authorization: `Bearer ${ws.apiKey}` } });
+        await res.arrayBuffer();
+        return { ok: res.status === 200, ms: performance.now() - t0 };
+      };
+      const cold = await get();
+      const h = new Histogram();
+      let errors = cold.ok ? 0 : 1;
+      const until = performance.now() + SERVED_S * 1000;
+      const caller = async () => {
+        while (performance.now() < until) {
+          const r = await get();
+          h.record(r.ms * 1000);
+          if (!r.ok) errors++;
+          await new Promise((r) => setTimeout(r, POLL_MS));
+        }
+      };
+      await Promise.all(Array.from({ length: ctx.opts.analyticsCallers }, caller));
+      endpoints[e].served = { ...h.summary(), errors, coldMs: Math.round(cold.ms) };
+      say(
+        `analytics: ${e} served p99 ${h.summary().p99Ms} ms over ${h.summary().count} requests (cold ${Math.round(cold.ms)} ms)`,
+      );
+    }
+  } finally {
+    await api.stop();
   }
 }
 
@@ -197,13 +255,29 @@ export function analyticsRows(
   r: AnalyticsResult,
   bound: (u: Usage) => string,
 ): Array<{ figure: string; measured: string; target: string; ratio: string; bound: string }> {
-  return ENDPOINTS.map((e) => {
+  const served = ENDPOINTS.filter((e) => r.endpoints[e].served).map((e) => {
+    const f = r.endpoints[e];
+    const v = f.served!;
+    const target = ANALYTICS_TARGET_MS[e];
+    return {
+      figure:
+        `Analytics served as deployed: GET /v1/analytics/${e} polled by ${r.callers} callers for ${r.servedS} s ` +
+        `(answers at most 30 s old, refreshed in the background), ${r.customers / 1000}k customers`,
+      measured:
+        `p50 ${v.p50Ms} ms, p99 ${v.p99Ms} ms over ${v.count} requests, ${v.errors} errors; ` +
+        `the first (cold) request ${v.coldMs} ms`,
+      target: `p99 ≤ ${target} ms`,
+      ratio: `${(v.p99Ms / target).toFixed(2)} of target; cold request ${(v.coldMs / Math.max(f.sql.p50Ms, 0.001)).toFixed(2)} × the bare SQL's p50`,
+      bound: '—',
+    };
+  });
+  const computed = ENDPOINTS.map((e) => {
     const f = r.endpoints[e];
     const target = ANALYTICS_TARGET_MS[e];
     return {
       figure:
         `Analytics: GET /v1/analytics/${e}, ${r.customers / 1000}k customers, ` +
-        `${Math.round(r.historyRows / 1000)}k history rows, ${r.callers} callers, no cache`,
+        `${Math.round(r.historyRows / 1000)}k history rows, ${r.callers} callers, every request computed (no cache)`,
       measured:
         `p50 ${f.http.p50Ms} ms, p99 ${f.http.p99Ms} ms over ${f.http.count} requests, ${f.http.errors} errors; ` +
         `bare SQL p50 ${f.sql.p50Ms} ms, p99 ${f.sql.p99Ms} ms`,
@@ -214,4 +288,5 @@ export function analyticsRows(
       bound: `${bound(r.usage)}; CPU over the three: core-api ${r.coreApiCpuS} s, PostgreSQL ${r.postgresCpuS} s`,
     };
   });
+  return [...served, ...computed];
 }

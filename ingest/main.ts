@@ -5,10 +5,10 @@ import { createLogger } from '../lib/logger.js';
 import { connectNats, subjects, tenantOfSubject } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
 import { SharedRateLimiter } from '../lib/rate-limit.js';
-import { onShutdown, supervise } from '../lib/lifecycle.js';
+import { announceListening, onRebalance, onShutdown, supervise } from '../lib/lifecycle.js';
 import { loadUws, type ListenSocket } from '../lib/http/uws.js';
 import { ingestApp } from './app.js';
-import { drain, traffic as newTraffic } from '../lib/http/traffic.js';
+import { drain, rebalance, traffic as newTraffic } from '../lib/http/traffic.js';
 import { INGEST_LIMITS } from '../schemas/ingest-routes.js';
 import { IngestionKeys } from './keys.js';
 import { IngestMetrics } from './metrics.js';
@@ -282,6 +282,8 @@ async function serve(): Promise<void> {
     process.exit(1);
   });
   log.info({ host: cfg.INGEST_HOST, port: cfg.INGEST_PORT }, 'ingest listening');
+  onRebalance(() => rebalance(traffic));
+  announceListening();
 
   onShutdown(log, async () => {
     // Stop accepting connections; answer what still comes on open ones (closing each after its

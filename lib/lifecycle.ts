@@ -50,18 +50,28 @@ export function supervise(
 ): void {
   const children = new Set<ChildProcess>();
   let stopping = false;
-  const start = (slot: number) => {
+  const start = (slot: number, restart = false) => {
     const child = fork(process.argv[1], process.argv.slice(2), {
       env: { ...env, [childEnv]: String(slot) },
       stdio: 'inherit',
       execArgv: [...process.execArgv, ...execArgv],
     });
     children.add(child);
+    const started = Date.now();
+    // Keep-alive clients that reconnected while this worker was away are all on its siblings, and
+    // would stay there: once it listens again, the siblings hand their connections back to the kernel.
+    child.on('message', (m: { type?: string }) => {
+      if (m?.type !== 'listening' || !restart) return;
+      for (const c of children) if (c !== child && c.connected) c.send({ type: 'rebalance' });
+    });
     child.on('exit', (code, signal) => {
       children.delete(child);
       if (stopping) return;
-      log.error({ slot, code, signal }, 'worker process exited; restarting');
-      setTimeout(() => start(slot), 500).unref();
+      // A worker that ran a while is back at once (its siblings carry its load meanwhile); one that
+      // dies young is not restarted in a tight loop.
+      const delayMs = Date.now() - started > 10_000 ? 50 : 1000;
+      log.error({ slot, code, signal, delay_ms: delayMs }, 'worker process exited; restarting');
+      setTimeout(() => start(slot, true), delayMs).unref();
     });
   };
   for (let i = 0; i < count; i++) start(i);
@@ -81,4 +91,16 @@ export function supervise(
     },
     30_000,
   );
+}
+
+/** A supervised worker tells its supervisor it accepts connections (see supervise). */
+export function announceListening(): void {
+  process.send?.({ type: 'listening' });
+}
+
+/** Calls `fn` when the supervisor asks this worker to spread its connections again (see supervise). */
+export function onRebalance(fn: () => void): void {
+  process.on('message', (m: { type?: string }) => {
+    if (m?.type === 'rebalance') fn();
+  });
 }

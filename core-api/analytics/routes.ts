@@ -34,7 +34,10 @@ const answer = <T>(c: Cached<T>): Reply =>
 /** GET /v1/analytics/portfolio, /renewals and /cohorts (scope analytics:read). */
 export function analyticsRoutes(d: AnalyticsDeps): Route[] {
   const { sql } = d;
-  const cache = new ResponseCache(d.analyticsCacheTtlMs);
+  const cache = new ResponseCache(d.analyticsCacheTtlMs, undefined, undefined, undefined, (err) =>
+    d.log.warn({ err }, 'analytics refresh failed; the previous answer stays until it expires'),
+  );
+  cache.start();
 
   async function getPortfolio(c: Ctx): Promise<Reply> {
     const tenantId = c.principal.tenantId;
@@ -52,16 +55,17 @@ export function analyticsRoutes(d: AnalyticsDeps): Route[] {
     const tenantId = c.principal.tenantId;
     const period = (c.query.cohort_period ?? 'month') as CohortPeriod;
     const monthsOut = (c.query.months_out ?? DEFAULT_MONTHS_OUT) as number;
-    const now = new Date();
-    const w = cohortWindow(period, monthsOut, now);
     // The current period is part of the key: a cached table never outlives the month it was made in.
-    const key = `cohorts ${period} ${monthsOut} ${w.current}`;
+    const key = `cohorts ${period} ${monthsOut} ${cohortWindow(period, monthsOut, new Date()).current}`;
     return answer(
-      await cache.get(tenantId, key, async () => ({
-        cohort_period: period,
-        months_out: monthsOut,
-        data: await cohorts(sql, tenantId, w, now),
-      })),
+      await cache.get(tenantId, key, async () => {
+        const now = new Date();
+        return {
+          cohort_period: period,
+          months_out: monthsOut,
+          data: await cohorts(sql, tenantId, cohortWindow(period, monthsOut, now), now),
+        };
+      }),
     );
   }
 

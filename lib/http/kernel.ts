@@ -96,7 +96,7 @@ export function endpoint<X extends Exchange, A>(d: Dialect<X, A>, e: Endpoint<X,
     // Neither may throw into the promise chain: a failure to answer is logged, never left unhandled.
     const answer = (a: A) => {
       try {
-        d.send(x, a, x.close || t.draining);
+        d.send(x, a, x.close || t.draining || t.rebalancing);
       } catch (err) {
         d.lost(x, err);
       }

@@ -12,10 +12,20 @@ export interface Traffic {
   /** Bytes of request bodies being worked on; a request that would pass the budget is turned away. */
   bodyBytes: number;
   maxBodyBytesInFlight: number;
+  /** Close each connection after its answer for a while, so that clients spread over the processes again. */
+  rebalancing: boolean;
 }
 
 export function traffic(maxBodyBytesInFlight = Number.POSITIVE_INFINITY): Traffic {
-  return { inflight: 0, lastRequestAt: 0, draining: false, closed: false, bodyBytes: 0, maxBodyBytesInFlight };
+  return {
+    inflight: 0,
+    lastRequestAt: 0,
+    draining: false,
+    closed: false,
+    bodyBytes: 0,
+    maxBodyBytesInFlight,
+    rebalancing: false,
+  };
 }
 
 /**
@@ -41,4 +51,15 @@ export async function drain(t: Traffic, deadline: number): Promise<void> {
   while ((t.inflight > 0 || Date.now() - t.lastRequestAt < 250) && Date.now() < deadline) await sleep();
   t.closed = true;
   while (t.inflight > 0 && Date.now() < deadline) await sleep();
+}
+
+/**
+ * For `ms`, every answer closes its connection: keep-alive clients reconnect, and the kernel spreads
+ * the new connections over every process listening on the port (SO_REUSEPORT), a restarted one too.
+ */
+export function rebalance(t: Traffic, ms = 2000): void {
+  t.rebalancing = true;
+  setTimeout(() => {
+    t.rebalancing = false;
+  }, ms).unref();
 }

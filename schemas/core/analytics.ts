@@ -24,7 +24,8 @@ const doc = (...parts: string[]) => parts.join(' ');
 
 export const CACHE_DOC = doc(
   `Responses are computed by SQL aggregates and cached in the serving process for at most ${MAX_CACHE_TTL_MS / 1000} s`,
-  'per workspace and query (`ANALYTICS_CACHE_TTL_MS`), so a change can take that long to show.',
+  'per workspace and query (`ANALYTICS_CACHE_TTL_MS`), so a change can take that long to show; an answer',
+  'read recently is refreshed in the background before it expires, so only a cold query waits for its SQL.',
   "`Cache-Control: private, max-age=N` says how much longer the answer stays; the portfolio's `as_of` is the",
   'time its figures were computed.',
 );

@@ -77,14 +77,51 @@ t.test('ResponseCache: shared while fresh, per workspace, failures forgotten, 0 
   t.equal(a.maxAgeS, 30);
   t.equal((await cache.get('t2', 'k', compute)).value, 2, 'another workspace computes its own');
   now = 29_999;
-  t.same(await cache.get('t1', 'k', compute), { value: 1, maxAgeS: 0 });
-  now = 30_000;
-  t.equal((await cache.get('t1', 'k', compute)).value, 3, 'recomputed once expired');
+  // Past half its life: served at once, refreshed behind it (the refresh started at 29,999).
+  t.same(await cache.get('t1', 'k', compute), { value: 1, maxAgeS: 0 }, 'an old answer is served without waiting');
+  await new Promise((r) => setImmediate(r));
+  t.equal(runs, 3, 'and refreshed in the background');
+  t.same(await cache.get('t1', 'k', compute), { value: 3, maxAgeS: 30 }, 'the refreshed answer follows');
+  now = 29_999 + 30_000;
+  t.equal((await cache.get('t1', 'k', compute)).value, 4, 'an expired answer is never served: the reader waits');
   await t.rejects(cache.get('t1', 'bad', async () => Promise.reject(new Error('down'))));
-  t.equal((await cache.get('t1', 'bad', compute)).value, 4, 'a failure is not cached');
+  t.equal((await cache.get('t1', 'bad', compute)).value, 5, 'a failure is not cached');
   await cache.get('t3', 'k', compute);
   await cache.get('t4', 'k', compute);
   t.ok(cache.size <= 3, 'bounded');
   const off = new ResponseCache(0);
-  t.same([(await off.get('t', 'k', compute)).value, (await off.get('t', 'k', compute)).value], [7, 8]);
+  t.same([(await off.get('t', 'k', compute)).value, (await off.get('t', 'k', compute)).value], [8, 9]);
+});
+
+t.test('ResponseCache.sweep keeps answers in use fresh and forgets the others', async (t) => {
+  let now = 0;
+  const failures: unknown[] = [];
+  const cache = new ResponseCache(30_000, 100, () => now, 60_000, (err) => failures.push(err));
+  let runs = 0;
+  let fail = false;
+  const compute = async () => {
+    runs++;
+    if (fail) throw new Error('down');
+    return runs;
+  };
+  await cache.get('t', 'read', compute);
+  await cache.get('t', 'idle', compute);
+  now = 10_000;
+  cache.sweep();
+  t.equal(runs, 2, 'nothing to refresh before half the life');
+  await cache.get('t', 'read', compute);
+  now = 16_000;
+  cache.sweep();
+  await new Promise((r) => setImmediate(r));
+  t.equal(runs, 4, 'both refreshed past half their life');
+  t.same(await cache.get('t', 'read', compute), { value: 3, maxAgeS: 30 }, 'a reader gets the swept answer at once');
+  fail = true;
+  now = 40_000;
+  cache.sweep();
+  await new Promise((r) => setImmediate(r));
+  t.equal(failures.length, 2, 'a failed refresh is reported');
+  t.equal((await cache.get('t', 'read', compute)).value, 3, 'and the previous answer stays while within the bound');
+  now = 16_000 + 60_000;
+  cache.sweep();
+  t.equal(cache.size, 1, 'an answer nobody read for keepWarmMs is forgotten');
 });
