@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import https from 'node:https';
+import tls from 'node:tls';
 import t from 'tap';
 import { edgeCaFile } from '../../infra/services.js';
 import { bootstrap, profile, seed, startTier } from '../helpers/stack.js';
@@ -18,6 +19,29 @@ function request(
     });
     req.on('error', reject);
     req.end(opts.body);
+  });
+}
+
+/** Raw bytes to the edge over TLS (HTTP/1.1): every response it sends back until it closes or `waitMs` pass. */
+function rawTls(port: number, ca: Buffer, text: string, waitMs = 3000): Promise<string[]> {
+  return new Promise((resolve) => {
+    const s = tls.connect({ host: '127.0.0.1', port, ca, ALPNProtocols: ['http/1.1'] }, () => s.write(text));
+    let out = '';
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      s.destroy();
+      resolve(out.split(/(?=HTTP\/1\.1 \d{3} )/).filter((r) => r.startsWith('HTTP/1.1')));
+    };
+    const timer = setTimeout(finish, waitMs);
+    s.on('data', (d: Buffer) => {
+      out += d.toString('latin1');
+    });
+    s.on('end', finish);
+    s.on('close', finish);
+    s.on('error', finish);
   });
 }
 
@@ -48,4 +72,41 @@ t.test('the edge serves both tiers over HTTPS, routed by path, and redirects pla
   const plain = await fetch(`http://127.0.0.1:${profile.edgeHttpPort}/v1/customers?limit=5`, { redirect: 'manual' });
   t.equal(plain.status, 308, 'plain HTTP is redirected');
   t.equal(plain.headers.get('location'), `https://127.0.0.1:${profile.edgePort}/v1/customers?limit=5`);
+});
+
+t.test('the edge refuses the framing and method shapes the tiers cannot answer', async (t) => {
+  const ws = await bootstrap();
+  await startTier(t, 'ingest', { INGEST_PROCESSES: '1', INGEST_PORT: String(profile.ingestPort) });
+  await startTier(t, 'core-api', { API_PORT: String(profile.apiPort) });
+  const ca = fs.readFileSync(edgeCaFile(profile));
+  const send = (text: string) => rawTls(profile.edgePort, ca, text);
+  const host = 'Host: 127.0.0.1\r\n';
+
+  const two = await send(
+    `POST /v1/ingest/events HTTP/1.1\r\n${host}X-API-Key: ${ws.ingestion_key}\r\nContent-Type: application/json\r\n` +
+      'Content-Length: 2\r\nContent-Length: 30\r\n\r\n{}',
+  );
+  t.equal(two.length, 1, 'one answer to two Content-Lengths');
+  t.match(two[0], /^HTTP\/1\.1 400 /, 'conflicting Content-Length headers: 400 from the edge');
+  t.notMatch(two[0], /x-trace-id/i, 'refused at the edge: the tier never saw it');
+
+  // A body framed both ways, with a second request hidden after the chunked end: the edge reads it
+  // chunked (RFC 9112 §6.1) and forwards one request; the tier answers that one only.
+  const hidden = `GET /v1/users/me HTTP/1.1\r\n${host}\r\n`;
+  const both = await send(
+    `POST /v1/ingest/events HTTP/1.1\r\n${host}Content-Type: application/json\r\n` +
+      `Content-Length: ${7 + hidden.length}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n` +
+      `0\r\n\r\n${hidden}`,
+  );
+  t.equal(both.length, 1, 'Transfer-Encoding with Content-Length: one request reaches a tier, one answer');
+  t.match(both[0], /^HTTP\/1\.1 401 /, "surface A's own answer (no X-API-Key)");
+  t.match(both[0], /x-trace-id/i, 'answered by the tier');
+
+  for (const method of ['post', 'FOO']) {
+    const [r] = await send(
+      `${method} /v1/ingest/events HTTP/1.1\r\n${host}Content-Length: 2\r\nConnection: close\r\n\r\n{}`,
+    );
+    t.match(r, /^HTTP\/1\.1 501 /, `${method}: 501 from the edge, not a 502 after the tier dropped it`);
+    t.match(r, /"detail":"Unknown method/, "with a detail both surfaces' clients read");
+  }
 });
