@@ -6,10 +6,12 @@ import { FAILURE_CLASSES, type FailureClass } from './properties.js';
 import { FIXED } from './known.js';
 
 /**
- * Figures of the fuzz suite. Each test file saves what it measured per surface under the test
- * stack's data folder; `npm run test:fuzz` clears them first (`report.js clear`) and afterwards
- * rewrites the "Fuzzing" section of docs/reliability.md from them (`report.js write`). Run by tap
- * without an argument (it lies among the test files), it does nothing.
+ * Figures of the fuzz suite. Each test file saves what it measured per surface: a long run
+ * (`npm run test:fuzz`, FUZZ_RECORD=1) into docs/fuzz-figures/ in the repository, one file per
+ * surface replaced by that surface's next long run, so a long run can be made a few surfaces at a
+ * time (FUZZ_FILES) and the record still covers all; any other run under the test stack's data
+ * folder. `report.js write` rewrites the "Fuzzing" section of docs/reliability.md from the record.
+ * Run by tap without an argument (it lies among the test files), it does nothing.
  */
 
 export interface Figures {
@@ -28,14 +30,22 @@ export interface Figures {
   /** The same request in full (body in base64), to paste into a case. */
   request?: { method: string; path: string; headers: Array<[string, string]>; chunked?: boolean; body?: string };
   replay?: string;
+  /** When the run ended (ISO 8601). */
+  at?: string;
 }
 
-const DIR = path.join(stackProfile('test').dataDir, 'fuzz');
+const DIR =
+  process.env.FUZZ_RECORD === '1'
+    ? path.join(ROOT, 'docs', 'fuzz-figures')
+    : path.join(stackProfile('test').dataDir, 'fuzz');
 const slug = (s: string) => s.replace(/[^a-z0-9]+/gi, '-').toLowerCase();
 
 export function saveFigures(f: Figures): void {
   fs.mkdirSync(DIR, { recursive: true });
-  fs.writeFileSync(path.join(DIR, `${slug(f.surface)}.json`), JSON.stringify(f, null, 2));
+  fs.writeFileSync(
+    path.join(DIR, `${slug(f.surface)}.json`),
+    `${JSON.stringify({ ...f, at: new Date().toISOString() }, null, 2)}\n`,
+  );
 }
 
 function loadFigures(): Figures[] {
@@ -73,7 +83,11 @@ export function render(figs: Figures[]): string {
   const seconds = figs.reduce((n, f) => n + f.durationMs, 0) / 1000;
   const lines = [
     `Written by \`npm run test:fuzz\` on ${new Date().toISOString().slice(0, 16)}Z (${os.cpus().length} cores, ` +
-      `${Math.round(os.totalmem() / 2 ** 30)} GiB): ${cases} generated requests in ${seconds.toFixed(0)} s of sending.`,
+      `${Math.round(os.totalmem() / 2 ** 30)} GiB) from the record of each surface's last long run ` +
+      `(docs/fuzz-figures/, the date in the table): ${cases} generated requests in ${seconds.toFixed(0)} s of sending.`,
+    'A long run of every surface at 100,000 cases takes about five hours on this machine, so it can be made a few',
+    'surfaces at a time (`FUZZ_FILES=dist/test/fuzz/ingest-a.test.js npm run test:fuzz`); a surface missing from the',
+    'table has had only the quick run of `npm test` since the record began.',
     'Each surface gets the same number of cases (`FUZZ_RUNS`): valid-looking payloads with fields dropped, duplicated',
     'or retyped, boundary sizes and lengths, odd numbers, malformed, truncated and non-UTF-8 JSON, NUL and unpaired',
     'surrogate escapes, nesting up to 100,000 levels, `__proto__` keys, wrong content types, valid and corrupt gzip,',
@@ -89,11 +103,11 @@ export function render(figs: Figures[]): string {
     '',
     ...FIXED.map((f) => `- \`${f.id}\`: ${f.fix}.`),
     '',
-    `| surface | cases | seconds | ${FAILURE_CLASSES.join(' | ')} | known | answers by status |`,
-    `|---|---|---|${FAILURE_CLASSES.map(() => '---|').join('')}---|---|`,
+    `| surface | run at | cases | seconds | ${FAILURE_CLASSES.join(' | ')} | known | answers by status |`,
+    `|---|---|---|---|${FAILURE_CLASSES.map(() => '---|').join('')}---|---|`,
     ...figs.map(
       (f) =>
-        `| ${f.surface} | ${f.cases} | ${(f.durationMs / 1000).toFixed(1)} | ` +
+        `| ${f.surface} | ${f.at?.slice(0, 16).replace('T', ' ') ?? '?'} | ${f.cases} | ${(f.durationMs / 1000).toFixed(1)} | ` +
         `${FAILURE_CLASSES.map((k) => f.failures[k] ?? 0).join(' | ')} | ` +
         `${statusMix(f.known ?? {}) || 'none'} | ${statusMix(f.statuses)} |`,
     ),
