@@ -200,11 +200,21 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
         )
       ).map((r) => [r.b, Number(r.c)]),
     );
+  // Lost means not stored once the pipeline stopped making progress: a long outage leaves a backlog
+  // that takes its time to land, and a fixed wait would count its tail as lost.
   let counts = await stored();
-  const deadline = Date.now() + 180_000;
-  while ([...acked].some(([b, n]) => (counts.get(b) ?? 0) < n) && Date.now() < deadline) {
+  const rows = (c: Map<string, number>) => [...c.values()].reduce((a, b) => a + b, 0);
+  let progressAt = Date.now();
+  const deadline = Date.now() + 900_000;
+  while (
+    [...acked].some(([b, n]) => (counts.get(b) ?? 0) < n) &&
+    Date.now() - progressAt < 30_000 &&
+    Date.now() < deadline
+  ) {
     await sleep(1000);
+    const before = rows(counts);
     counts = await stored();
+    if (rows(counts) > before) progressAt = Date.now();
   }
   await sleep(1500); // a late second copy would show by now
   counts = await stored();
