@@ -226,7 +226,8 @@ export async function streamCount(t: Teardowns, subjects: string[]): Promise<() 
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.New,
       headers_only: true,
-      inactive_threshold: nanos(30 * 60_000),
+      // Removed by the teardown; the threshold only covers a test process that died (a long run lasts hours).
+      inactive_threshold: nanos(24 * 3600_000),
     });
     t.teardown(() => jsm.consumers.delete('EVENTS', name).catch(() => {}));
     names.push(name);
