@@ -96,7 +96,13 @@ t.test('ResponseCache: shared while fresh, per workspace, failures forgotten, 0 
 t.test('ResponseCache.sweep keeps answers in use fresh and forgets the others', async (t) => {
   let now = 0;
   const failures: unknown[] = [];
-  const cache = new ResponseCache(30_000, 100, () => now, 60_000, (err) => failures.push(err));
+  const cache = new ResponseCache(
+    30_000,
+    100,
+    () => now,
+    60_000,
+    (err) => failures.push(err),
+  );
   let runs = 0;
   let fail = false;
   const compute = async () => {
