@@ -2,7 +2,7 @@ import type { AuditLog } from '../../lib/credentials/audit.js';
 import type { Authenticator } from '../../lib/credentials/authenticate.js';
 import { clientIp, type Allowlist } from '../../lib/credentials/ip.js';
 import { requireRole, requireScope } from '../../lib/credentials/scopes.js';
-import { endpoint, type Dialect, type Exchange } from '../../lib/http/kernel.js';
+import { BODY_METHODS, endpoint, type Dialect, type Exchange } from '../../lib/http/kernel.js';
 import { probeRoutes } from '../../lib/http/probes.js';
 import type { Traffic } from '../../lib/http/traffic.js';
 import { reply, STATUS_TEXT, type TemplatedApp } from '../../lib/http/uws.js';
@@ -38,7 +38,6 @@ interface Compiled {
 }
 
 const JSON_TYPE: Array<[string, string]> = [['Content-Type', 'application/json']];
-const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PATCH', 'PUT', 'DELETE']);
 
 /** One core-API request: the exchange, its matched route, and who is asking once that is known. */
 interface ApiExchange extends Exchange {
@@ -66,14 +65,14 @@ export function mount(app: TemplatedApp, deps: ServerDeps): TemplatedApp {
 
   const dialect: Dialect<ApiExchange, Reply> = {
     traffic: deps.traffic,
-    refusal: (r, x) =>
+    refusal: (r) =>
       r.kind === 'framing'
         ? new ApiError('invalid_request', r.message)
         : r.kind === 'too_large'
           ? new ApiError('payload_too_large', `The request body exceeds ${r.maxBytes} bytes.`)
           : r.kind === 'bad_encoding'
             ? new ApiError('unsupported_media_type', r.message)
-            : new ApiError('service_unavailable', `The server is busy; retry shortly (${x.head.url}).`, undefined, [
+            : new ApiError('service_unavailable', 'The server is busy; retry shortly.', undefined, [
                 ['Retry-After', '1'],
               ]),
     render(x, err) {

@@ -61,6 +61,13 @@ interface ExchangeB extends Exchange, Admission {
   ip: string;
 }
 
+/** An answer: the store's (bytes, replayed as recorded) or one written here (problem+json, a page of events). */
+interface Out {
+  status: number;
+  body: string | Buffer;
+  headers: Array<[string, string]>;
+}
+
 const METRIC: Record<Kind, string> = { events: 'events_b', backfill: 'events_backfill', query: 'events_query' };
 const DEFAULT_QUERY_SPAN_MS = 7 * 24 * 3600_000;
 const JSON_TYPE: Array<[string, string]> = [['Content-Type', 'application/json']];
@@ -68,7 +75,7 @@ const JSON_TYPE: Array<[string, string]> = [['Content-Type', 'application/json']
 export function surfaceB(d: SurfaceBDeps) {
   const { log, metrics, opts } = d;
 
-  const dialect: Dialect<ExchangeB, Answer> = {
+  const dialect: Dialect<ExchangeB, Out> = {
     traffic: d.traffic,
     refusal: (r) =>
       r.kind === 'framing'
@@ -110,7 +117,7 @@ export function surfaceB(d: SurfaceBDeps) {
       }
       if (e.status < 500) log.debug({ trace_id: x.traceId, code: e.code }, 'request refused');
       else if (e.status === 503) log.warn({ trace_id: x.traceId, code: e.code, detail: e.message }, 'unavailable');
-      const body = Buffer.from(JSON.stringify(problemBody(d.baseUrl, e, x.head.url, x.traceId)));
+      const body = JSON.stringify(problemBody(d.baseUrl, e, x.head.url, x.traceId));
       return { status: e.status, body, headers: [['Content-Type', 'application/problem+json'], ...e.headers] };
     },
     send(x, a, close) {
@@ -211,7 +218,7 @@ export function surfaceB(d: SurfaceBDeps) {
   }
 
   /** GET /v1/events: a page of stored events, newest first. */
-  async function list(x: ExchangeB): Promise<Answer> {
+  async function list(x: ExchangeB): Promise<Out> {
     const p = await admit(d, x, x.head, x.ip, 'events_read', opts.readsPerMinute, 'events:read');
     const v = queryParams(x.head.query);
     const toMs = v.to !== undefined ? Date.parse(v.to) : Date.now() + opts.futureSkewMs;
@@ -226,7 +233,7 @@ export function surfaceB(d: SurfaceBDeps) {
       limit: v.limit ?? 100,
       cursor: v.cursor,
     });
-    return { status: 200, body: Buffer.from(JSON.stringify(page)), headers: JSON_TYPE };
+    return { status: 200, body: JSON.stringify(page), headers: JSON_TYPE };
   }
 
   const events = endpoint(dialect, {

@@ -74,8 +74,14 @@ export interface DecodedBatch {
   unstorable?: Map<number, string>;
 }
 
+/** The parsed body, and its events holding text no store can hold (as in DecodedBatch). */
+export interface DecodedBody {
+  value: unknown;
+  unstorable?: Map<number, string>;
+}
+
 /** The body as JSON; text a store cannot hold costs only the event holding it, anywhere else the request. */
-export function decode(head: RequestHead, body: Buffer): { value: unknown; unstorable?: Map<number, string> } {
+export function decode(head: RequestHead, body: Buffer): DecodedBody {
   const ct = head.headers['content-type'];
   if (!isJsonContentType(ct))
     throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
@@ -106,7 +112,7 @@ export function decode(head: RequestHead, body: Buffer): { value: unknown; unsto
 }
 
 /** The batch's shape (1 to 1000 events); each event's own rules are checked per event later. */
-export function validate(decoded: { value: unknown; unstorable?: Map<number, string> }): DecodedBatch {
+export function validate(decoded: DecodedBody): DecodedBatch {
   if (!shape.check(decoded.value)) {
     shape.explain(decoded.value);
     throw invalid(fieldErrors(shape.explain.errors ?? shape.check.errors));

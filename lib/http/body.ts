@@ -1,6 +1,7 @@
 import zlib from 'node:zlib';
 import {
-  framingProblem,
+  FRAMING_FIELDS,
+  readHead,
   reply,
   type HttpRequest,
   type HttpResponse,
@@ -67,17 +68,6 @@ export function afterBody(res: HttpResponse, done: (whole: boolean) => void): vo
   res.onData((ab, isLast) => feed(ab.byteLength, isLast));
 }
 
-/** Whether the body's length is in doubt (framingProblem): the answer must close the connection. */
-function framingInDoubt(req: HttpRequest): boolean {
-  const headers: Record<string, string> = {};
-  let framing: string | undefined;
-  req.forEach((k, v) => {
-    framing ??= framingProblem(headers, k, v);
-    if (k !== 'content-length' || headers[k] === undefined) headers[k] = v;
-  });
-  return framing !== undefined;
-}
-
 /**
  * Answers a request whose body no handler wants (an unknown path, a wrong method) once its body is
  * read and dropped (afterBody), closing the connection when the framing is in doubt or the body was
@@ -92,7 +82,8 @@ export function refuseUnread(
   body: string,
 ): void {
   const state: ReplyState = { aborted: false, head };
-  const doubt = framingInDoubt(req);
+  // Whether the body's length is in doubt (framingProblem): the answer must close the connection.
+  const doubt = readHead(req, res, FRAMING_FIELDS).framing !== undefined;
   res.onAborted(() => {
     state.aborted = true;
   });

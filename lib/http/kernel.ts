@@ -2,8 +2,8 @@ import { uuidv7 } from '../ids.js';
 import { afterBody, readBody } from './body.js';
 import { admitBody, type Traffic } from './traffic.js';
 import {
-  framingProblem,
-  methodOf,
+  FRAMING_FIELDS,
+  readHead,
   type HttpRequest,
   type HttpResponse,
   type ReplyState,
@@ -72,12 +72,13 @@ export interface Endpoint<X extends Exchange, A> {
   steps(x: X, body: Buffer | undefined, refused?: unknown): Promise<A>;
 }
 
-const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PATCH', 'PUT', 'DELETE']);
+/** Methods whose body a route may read; any other's body is left to uWS. */
+export const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PATCH', 'PUT', 'DELETE']);
 
 /** The uWS handler of one endpoint. */
 export function endpoint<X extends Exchange, A>(d: Dialect<X, A>, e: Endpoint<X, A>) {
   const t = d.traffic;
-  const wanted = e.headers && new Set([...e.headers, ...FRAMING]);
+  const wanted = e.headers && new Set([...e.headers, ...FRAMING_FIELDS]);
   return (res: HttpResponse, req: HttpRequest): void => {
     if (t.closed) {
       res.close();
@@ -156,29 +157,3 @@ export function endpoint<X extends Exchange, A>(d: Dialect<X, A>, e: Endpoint<X,
     });
   };
 }
-
-/**
- * What a handler copies from the request before its first await (uWS frees it after): every header
- * field, the query string and the client's address, or only the `wanted` fields (which must hold
- * the framing ones) and neither of the others, which is what the ingestion hot path reads.
- */
-export function readHead(req: HttpRequest, res: HttpResponse, wanted?: ReadonlySet<string>): RequestHead {
-  const headers: Record<string, string> = {};
-  let framing: string | undefined;
-  req.forEach((k, v) => {
-    if (wanted && !wanted.has(k)) return;
-    framing ??= framingProblem(headers, k, v);
-    // uWS frames the body by the first Content-Length; so do our checks of the declared size.
-    if (k !== 'content-length' || headers[k] === undefined) headers[k] = v;
-  });
-  return {
-    method: methodOf(req),
-    url: req.getUrl(),
-    query: wanted ? '' : (req.getQuery() ?? ''),
-    headers,
-    remoteAddress: wanted ? '' : Buffer.from(res.getRemoteAddressAsText()).toString(),
-    framing,
-  };
-}
-
-const FRAMING: ReadonlySet<string> = new Set(['content-length', 'transfer-encoding', 'content-encoding']);

@@ -75,6 +75,33 @@ export function framingProblem(headers: Record<string, string>, k: string, v: st
  */
 export const methodOf = (req: HttpRequest): string => req.getCaseSensitiveMethod?.() ?? req.getMethod().toUpperCase();
 
+/**
+ * What a handler copies from the request before its first await (uWS frees it after): every header
+ * field, the query string and the client's address, or only the `wanted` fields (which must hold
+ * the framing ones) and neither of the others, which is what the ingestion hot path reads.
+ */
+export function readHead(req: HttpRequest, res: HttpResponse, wanted?: ReadonlySet<string>): RequestHead {
+  const headers: Record<string, string> = {};
+  let framing: string | undefined;
+  req.forEach((k, v) => {
+    if (wanted && !wanted.has(k)) return;
+    framing ??= framingProblem(headers, k, v);
+    // uWS frames the body by the first Content-Length; so do our checks of the declared size.
+    if (k !== 'content-length' || headers[k] === undefined) headers[k] = v;
+  });
+  return {
+    method: methodOf(req),
+    url: req.getUrl(),
+    query: wanted ? '' : (req.getQuery() ?? ''),
+    headers,
+    remoteAddress: wanted ? '' : Buffer.from(res.getRemoteAddressAsText()).toString(),
+    framing,
+  };
+}
+
+/** The header fields the body's framing and encoding are read from: every head copy holds them. */
+export const FRAMING_FIELDS: ReadonlySet<string> = new Set(['content-length', 'transfer-encoding', 'content-encoding']);
+
 /** State of one response: `aborted` once the client is gone or the answer is written; `head` for HEAD. */
 export interface ReplyState {
   aborted: boolean;
