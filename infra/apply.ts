@@ -18,6 +18,7 @@ export async function applyClickhouse(url: string): Promise<void> {
     .split(/;\s*(?:\n|$)/)
     .map((s) => s.trim())
     .filter(Boolean);
+  const ch = clickhouseDdl(url);
   for (const stmt of ddl) {
     const res = await fetch(url, { method: 'POST', body: stmt });
     if (!res.ok && /^ALTER TABLE \S+ ADD COLUMN /i.test(stmt)) {
@@ -26,7 +27,63 @@ export async function applyClickhouse(url: string): Promise<void> {
       throw new InfraError(`ClickHouse DDL failed: ${text.trim()}\n${stmt.slice(0, 200)}`);
     }
     if (!res.ok) throw new InfraError(`ClickHouse DDL failed: ${(await res.text()).trim()}\n${stmt.slice(0, 200)}`);
+    await regranulate(ch, stmt);
   }
+}
+
+export type Run = (sql: string) => Promise<string>;
+
+export function clickhouseDdl(url: string): Run {
+  return async (sql) => {
+    const res = await fetch(url, { method: 'POST', body: sql });
+    const text = await res.text();
+    if (!res.ok) throw new InfraError(`ClickHouse DDL failed: ${text.trim()}\n${sql.slice(0, 200)}`);
+    return text;
+  };
+}
+
+const GRANULARITY = /\bSETTINGS\b[^;]*\bindex_granularity\s*=\s*(\d+)/i;
+
+/**
+ * ClickHouse 18.16 cannot change a table's index_granularity in place. When schema.sql declares
+ * another one than an existing table was created with (the rollups got finer granules so that a
+ * few customers' rows are read without their neighbours'), the table is rebuilt:
+ * 1. an empty copy with the declared settings takes the table's name in one RENAME, so the
+ *    materialized views write into it from that statement on (they find their target by name);
+ * 2. the old rows are copied into it one partition at a time, each partition dropped from the old
+ *    table once copied; a rerun after a crash goes on from the partitions left. Only a crash
+ *    between one partition's copy and its drop would copy that partition twice.
+ * Rollup rows are partial aggregates, so rows copied beside newer ones merge as any two parts do.
+ * It runs at `infra:up`, before the tiers start, and once per change of the declared settings.
+ */
+export async function regranulate(ch: Run, stmt: string): Promise<void> {
+  const table = /^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+)\s*\(/i.exec(stmt);
+  const declared = GRANULARITY.exec(stmt)?.[1];
+  if (!table || !declared) return;
+  const [, db, name] = table;
+  const old = `${name}__old`;
+  const engine = async (t: string) =>
+    (await ch(`SELECT engine_full FROM system.tables WHERE database = '${db}' AND name = '${t}' FORMAT TSVRaw`)).trim();
+  const stored = GRANULARITY.exec(await engine(name))?.[1] ?? '8192';
+  if (stored !== declared && !(await engine(old))) {
+    const fresh = `${name}__new`;
+    await ch(`DROP TABLE IF EXISTS ${db}.${fresh}`);
+    await ch(stmt.replace(`${db}.${name}`, `${db}.${fresh}`));
+    await ch(`RENAME TABLE ${db}.${name} TO ${db}.${old}, ${db}.${fresh} TO ${db}.${name}`);
+  }
+  if (!(await engine(old))) return;
+  const partitions = (
+    await ch(`SELECT DISTINCT partition_id, partition FROM system.parts
+      WHERE database = '${db}' AND table = '${old}' AND active FORMAT TSVRaw`)
+  )
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.split('\t'));
+  for (const [id, value] of partitions) {
+    await ch(`INSERT INTO ${db}.${name} SELECT * FROM ${db}.${old} WHERE _partition_id = '${id}'`);
+    await ch(`ALTER TABLE ${db}.${old} DROP PARTITION ${value}`);
+  }
+  await ch(`DROP TABLE ${db}.${old}`);
 }
 
 export async function applyPostgres(url: string): Promise<string[]> {

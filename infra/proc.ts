@@ -30,7 +30,7 @@ export function alive(pid: number | undefined): boolean {
   }
 }
 
-export function portOpen(port: number, host = '127.0.0.1', timeoutMs = 500): Promise<boolean> {
+export function portOpen(port: number, host = '127.0.0.1', timeoutMs = 2000): Promise<boolean> {
   return new Promise((resolve) => {
     const sock = net.connect({ port, host });
     const done = (ok: boolean) => {

@@ -56,6 +56,9 @@ ORDER BY (tenant_id, customer_id, ts);
 -- once because the writer never deletes rows it inserted: a partly stored batch is completed by
 -- inserting only its missing rows (processors/writer/), so a view never sees a row twice. Events
 -- the service generates itself (surface 'system') are not product usage and stay out of them.
+-- Their granules are finer than the default 8192 rows: an on-demand recalculation reads a few
+-- customers' rows, and a granule of 8192 would bring hundreds of other customers' aggregate states
+-- with each one (infra/apply.ts rebuilds an existing table whose granularity changed).
 CREATE TABLE IF NOT EXISTS csp.usage_daily (
   tenant_id    UUID,
   customer_id  UUID,
@@ -65,7 +68,8 @@ CREATE TABLE IF NOT EXISTS csp.usage_daily (
   users        AggregateFunction(uniq, String)
 ) ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(day)
-ORDER BY (tenant_id, customer_id, day);
+ORDER BY (tenant_id, customer_id, day)
+SETTINGS index_granularity = 256;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS csp.usage_daily_mv TO csp.usage_daily AS
 SELECT tenant_id, customer_id, toDate(ts) AS day, countState() AS events, uniqState(event_name) AS names,
@@ -81,7 +85,8 @@ CREATE TABLE IF NOT EXISTS csp.usage_daily_names (
   events       UInt64
 ) ENGINE = SummingMergeTree()
 PARTITION BY toYYYYMM(day)
-ORDER BY (tenant_id, customer_id, day, event_name);
+ORDER BY (tenant_id, customer_id, day, event_name)
+SETTINGS index_granularity = 1024;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS csp.usage_daily_names_mv TO csp.usage_daily_names AS
 SELECT tenant_id, customer_id, toDate(ts) AS day, event_name, count() AS events
@@ -101,7 +106,8 @@ CREATE TABLE IF NOT EXISTS csp.billing_daily (
   last_ts      AggregateFunction(max, DateTime)
 ) ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(day)
-ORDER BY (tenant_id, customer_id, day, event_type, status);
+ORDER BY (tenant_id, customer_id, day, event_type, status)
+SETTINGS index_granularity = 1024;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS csp.billing_daily_mv TO csp.billing_daily AS
 SELECT tenant_id, customer_id, toDate(ts) AS day, event_type, status,
