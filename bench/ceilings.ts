@@ -21,8 +21,13 @@ export interface InsertRun {
   usage: Usage;
 }
 
+export type JetStreamCeiling = LoadResult & { usage: Usage; payloadBytes: number };
+
 export interface CeilingsResult {
-  jetstream: LoadResult & { usage: Usage; payloadBytes: number };
+  /** Publishing the rows ingest publishes. */
+  jetstream: JetStreamCeiling;
+  /** Publishing the request bodies as the clients sent them (absent in results of older runs). */
+  jetstreamBody?: JetStreamCeiling;
   clickhouse: { runs: InsertRun[]; best: InsertRun; rowBytes: number };
 }
 
@@ -30,7 +35,7 @@ const BENCH_STREAM = 'BENCH';
 const BENCH_TABLE = 'csp.bench_events';
 
 /** Raw JetStream publish from one Node process, into a temporary stream shaped like EVENTS. */
-async function jetstreamCeiling(ctx: BenchContext): Promise<CeilingsResult['jetstream']> {
+async function jetstreamCeiling(ctx: BenchContext, payload: PublishConfig['payload']): Promise<JetStreamCeiling> {
   const { jsm } = ctx;
   await jsm.streams.delete(BENCH_STREAM).catch(() => undefined);
   // Limits retention with a byte cap keeps the disk bounded however fast the run goes; file
@@ -52,13 +57,14 @@ async function jetstreamCeiling(ctx: BenchContext): Promise<CeilingsResult['jets
     const result = await runChild<PublishConfig, LoadResult>(
       'bench/publish.js',
       {
-        label: 'jetstream-raw',
+        label: `jetstream-${payload}`,
         natsUrl: ctx.urls.NATS_URL,
         subjectPrefix: 'bench.raw',
         tenants: ctx.tenants,
         workload: ctx.workload,
         inflight: ctx.opts.publishInflight,
         durationS: ctx.opts.durationS,
+        payload,
       },
       (pid) => (loadPid = pid),
     );
@@ -233,9 +239,11 @@ async function clickhouseCeiling(ctx: BenchContext): Promise<CeilingsResult['cli
 }
 
 export async function ceilings(ctx: BenchContext): Promise<CeilingsResult> {
-  say('ceiling 1/2: raw JetStream publish');
-  const jetstream = await jetstreamCeiling(ctx);
-  say(`ceiling 2/2: ClickHouse insert`);
+  say('ceiling 1/3: raw JetStream publish of the rows ingest publishes');
+  const jetstream = await jetstreamCeiling(ctx, 'rows');
+  say('ceiling 2/3: raw JetStream publish of the request bodies as sent');
+  const jetstreamBody = await jetstreamCeiling(ctx, 'body');
+  say(`ceiling 3/3: ClickHouse insert`);
   const clickhouse = await clickhouseCeiling(ctx);
-  return { jetstream, clickhouse };
+  return { jetstream, jetstreamBody, clickhouse };
 }

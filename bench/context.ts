@@ -7,6 +7,8 @@ import type { BenchTenant, WorkloadOptions } from './workload.js';
 
 export interface BenchOptions {
   profile: 'dev' | 'test';
+  /** --profile-cpu: V8 CPU profiles of every ingest process the run starts. */
+  profileCpu: boolean;
   only: Set<
     | 'ceilings'
     | 'ingest'

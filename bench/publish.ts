@@ -6,7 +6,9 @@ import { rowsPayload, Workload, type BenchTenant, type WorkloadOptions } from '.
 /**
  * The JetStream ceiling, run as its own process: publishes the payloads ingest would publish for
  * the benchmark's request bodies (same bytes, same headers, a fresh Nats-Msg-Id each time) from
- * one Node process with `inflight` publishes awaiting their PubAck.
+ * one Node process with `inflight` publishes awaiting their PubAck. With `payload: 'body'` it
+ * publishes the request bodies themselves, as sent: what a system that stored each request as
+ * it came would publish, the smallest a stored form can be.
  */
 export interface PublishConfig {
   label: string;
@@ -16,6 +18,7 @@ export interface PublishConfig {
   workload: WorkloadOptions;
   inflight: number;
   durationS: number;
+  payload: 'rows' | 'body';
 }
 
 async function run(c: PublishConfig): Promise<LoadResult> {
@@ -24,7 +27,7 @@ async function run(c: PublishConfig): Promise<LoadResult> {
     const t = c.tenants[b.tenant];
     return {
       subject: `${c.subjectPrefix}.${t.tenantId}`,
-      payload: Buffer.from(rowsPayload(t, b.events, now)),
+      payload: Buffer.from(c.payload === 'body' ? b.json : rowsPayload(t, b.events, now)),
       rows: b.events.length,
       names: [...new Set(b.events.map((e) => e.event_name))].join(','),
     };

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { analyticsRows, type AnalyticsResult } from './analytics.js';
-import type { CeilingsResult } from './ceilings.js';
+import type { CeilingsResult, JetStreamCeiling } from './ceilings.js';
 import type { E2eResult } from './e2e.js';
 import type { HealthResult } from './health.js';
 import type { IngestResult } from './ingest-scenario.js';
@@ -83,6 +83,19 @@ export function boundBy(u: Usage, singleThreaded: string[] = []): string {
   return `${verdict}. CPU (% of one core): ${list || 'idle'}${other}; machine ${u.machineBusyPct} % busy`;
 }
 
+/** µs of one group's CPU per event at `eventsPerSec`. */
+export function usPerEvent(u: Usage, group: string, eventsPerSec: number): number {
+  const g = u.groups[group];
+  return g && eventsPerSec > 0 ? (g.cpuPct / 100) * (1e6 / eventsPerSec) : Number.NaN;
+}
+
+/** "ingest 19.2 µs, nats-server 3.1 µs (sum 22.3 µs)". */
+function cpuPerEvent(u: Usage, eventsPerSec: number, groups: string[]): string {
+  const each = groups.map((g) => [g, usPerEvent(u, g, eventsPerSec)] as const).filter(([, us]) => !Number.isNaN(us));
+  const sum = each.reduce((a, [, us]) => a + us, 0);
+  return `${each.map(([g, us]) => `${g} ${us.toFixed(1)} µs`).join(', ')} (sum ${sum.toFixed(1)} µs)`;
+}
+
 interface Row {
   figure: string;
   measured: string;
@@ -116,9 +129,23 @@ export function rows(s: Stored): Row[] {
       });
     }
   }
+  const jb = c?.jetstreamBody;
+  if (c && jb) {
+    out.push({
+      figure: `Ceiling: raw JetStream publish of the request bodies as sent (${n(jb.payloadBytes)} B per message)`,
+      measured: `${n(jb.eventsPerSec)} events/s (${n(jb.requestsPerSec)} msgs/s × 100, ${n(jb.bytesPerSec / 1024 / 1024)} MB/s; PubAck p50 ${jb.latency.p50Ms} ms, p99 ${jb.latency.p99Ms} ms)`,
+      target: '—',
+      ratio: js
+        ? `${(jb.eventsPerSec / js.eventsPerSec).toFixed(2)} × the rows ceiling; rows payload ${(js.payloadBytes / jb.payloadBytes).toFixed(2)} × the body`
+        : '—',
+      bound: boundBy(jb.usage, ['bench-publisher', 'nats-server']),
+    });
+  }
   const i = s.ingest?.data;
   if (i) {
-    const r = js ? (i.full.eventsPerSec / js.eventsPerSec).toFixed(2) + ' of JetStream ceiling' : 'no ceiling measured';
+    const ofCeiling = (x: JetStreamCeiling | undefined, what: string) =>
+      x ? `${(i.full.eventsPerSec / x.eventsPerSec).toFixed(2)} of the ${what} ceiling` : `no ${what} ceiling`;
+    const r = `${ofCeiling(js, 'rows')}, ${ofCeiling(jb, 'bodies')}`;
     out.push({
       figure: `Surface A, full load (${i.connections} connections, ${i.processes} ingest processes)`,
       measured: `${n(i.full.eventsPerSec)} events/s (${n(i.full.requestsPerSec)} req/s), p50 ${i.full.latency.p50Ms} ms, p99 ${i.full.latency.p99Ms} ms, errors ${i.full.errors}`,
@@ -132,6 +159,13 @@ export function rows(s: Stored): Row[] {
       target: 'p99 ≤ 10 ms at half of 600k',
       ratio: `p99 ${(i.half.latency.p99Ms / 10).toFixed(2)} × target`,
       bound: boundBy(i.half.usage, ['load']),
+    });
+    out.push({
+      figure: 'CPU per accepted event, surface A full load',
+      measured: cpuPerEvent(i.full.usage, i.full.eventsPerSec, ['ingest', 'nats-server']),
+      target: 'ingest ≤ 6 µs',
+      ratio: `${(usPerEvent(i.full.usage, 'ingest', i.full.eventsPerSec) / 6).toFixed(2)} × target`,
+      bound: '—',
     });
     const rss = i.full.usage.groups.ingest;
     out.push({
@@ -172,6 +206,13 @@ export function rows(s: Stored): Row[] {
       target: '≥ 200k events/s for 60 s, p99 ≤ 2 s',
       ratio: `${(su.load.eventsPerSec / 200_000).toFixed(2)} of rate; ${su.lag.unmatchedEvents / su.load.accepted > 0.01 ? 'p99 lag unbounded (events never landed)' : `p99 lag ${(su.lag.p99Ms / 2000).toFixed(2)} × target`}`,
       bound: boundBy(su.load.usage, ['load', 'processors']),
+    });
+    out.push({
+      figure: 'CPU per accepted event, end to end',
+      measured: cpuPerEvent(su.load.usage, su.load.eventsPerSec, ['ingest', 'nats-server', 'processors', 'clickhouse']),
+      target: '—',
+      ratio: '—',
+      bound: '—',
     });
     const g = su.load.usage.groups;
     out.push({

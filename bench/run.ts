@@ -36,8 +36,10 @@ import type { BenchTenant } from './workload.js';
  *   [--outage-events N] [--connections N] [--profile dev|test] [--health-customers N] [--health-events N]
  *   [--metrics-customers N] [--metrics-events N] [--metrics-count N] [--metrics-test-requests N]
  *   [--playbooks-customers N] [--playbooks-events N] [--playbooks-count N] [--playbooks-kinds condition,…]
- *   [--analytics-customers N] [--analytics-requests N] [--analytics-callers N]
+ *   [--analytics-customers N] [--analytics-requests N] [--analytics-callers N] [--profile-cpu]
  * Every option also reads from BENCH_<NAME> (e.g. BENCH_DURATION=30, BENCH_PROFILE=test).
+ * --profile-cpu writes a V8 CPU profile (.cpuprofile, for Chrome DevTools or speedscope) of every
+ * ingest process the run starts, into .data/<profile>/cpu-profiles/<time>/, outside the repository.
  */
 const SCENARIOS = [
   'ceilings',
@@ -86,11 +88,13 @@ function options(): BenchOptions {
       'analytics-customers': { type: 'string' },
       'analytics-requests': { type: 'string' },
       'analytics-callers': { type: 'string' },
+      'profile-cpu': { type: 'boolean' },
     },
   });
-  const get = (name: keyof typeof values) =>
+  type Named = Exclude<keyof typeof values, 'profile-cpu'>;
+  const get = (name: Named) =>
     (values[name] as string | undefined) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`];
-  const num = (name: keyof typeof values, def: number) => {
+  const num = (name: Named, def: number) => {
     const v = get(name);
     if (v === undefined) return def;
     const x = Number(v);
@@ -108,6 +112,7 @@ function options(): BenchOptions {
   if (profile !== 'dev' && profile !== 'test') throw new BenchError(`--profile is dev or test, got "${profile}"`);
   return {
     profile,
+    profileCpu: values['profile-cpu'] === true || process.env.BENCH_PROFILE_CPU === '1',
     only: new Set(only as Scenario[]),
     durationS: num('duration', 20),
     e2eDurationS: num('e2e-duration', 60),
@@ -216,6 +221,13 @@ async function main(): Promise<void> {
   const urls = stackUrls(profile);
   const env = { STACK_PROFILE: profile.name, DATABASE_URL: urls.DATABASE_URL };
   say(`profile ${profile.name}; scenarios ${[...o.only].join(', ')}`);
+  if (o.profileCpu) {
+    const dir = path.join(profile.dataDir, 'cpu-profiles', new Date().toISOString().replace(/[:.]/g, '-'));
+    fs.mkdirSync(dir, { recursive: true });
+    // Read by tiers.ts for every ingest process it starts; the workers inherit it from the supervisor.
+    process.env.BENCH_INGEST_NODE_ARGS = `--cpu-prof --cpu-prof-dir=${dir}`;
+    say(`ingest CPU profiles go to ${path.relative(ROOT, dir)}/ (written when each process exits)`);
+  }
   await stackUp(profile);
   snapshotDist();
   // The health, metrics and playbooks scenarios make their own workspaces; the others share these.
