@@ -89,6 +89,12 @@ export const ProcessorsConfig = Type.Object({
     default: 5000,
     description: 'Workspaces with more customers are scored in worker threads, in chunks; smaller ones inline.',
   }),
+  HEALTH_RECALC_LANES: Type.Integer({
+    minimum: 1,
+    default: 2,
+    description:
+      'On-demand recalculations of one workspace in flight at once per instance; requests arriving meanwhile start the next batch.',
+  }),
   HEALTH_LEASE_TTL_MS: Type.Integer({
     minimum: 1000,
     default: 120_000,
@@ -398,7 +404,12 @@ const scheduler = new HealthScheduler(
     );
   },
 );
-const responder = new RecalculateResponder(nc, scorer, history, healthLog, healthMetrics);
+const responder = new RecalculateResponder(nc, scorer, history, healthLog, healthMetrics, {
+  maxInFlight: 256,
+  maxBatch: 500,
+  windowMs: 2,
+  lanes: cfg.HEALTH_RECALC_LANES,
+});
 const retention = new HistoryRetention(ch, healthLog);
 const metricsLog = log.child({ module: 'metrics' });
 const materializer = new Materializer({ sql, ch, log: metricsLog, instance });

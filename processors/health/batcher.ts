@@ -6,8 +6,10 @@ export type ScoreBatch = (tenantId: string, customerIds: string[]) => Promise<Se
 export interface BatcherOptions {
   /** Customers per calculation, at most (at most store.ts's CHUNK, so that one statement stores them). */
   maxBatch: number;
-  /** How long a request waits for others when its workspace is idle, in ms. */
+  /** How long a request waits for others before its calculation starts, in ms. */
   windowMs: number;
+  /** Calculations of one workspace in flight at once (default 2). */
+  lanes?: number;
 }
 
 interface Waiter {
@@ -18,7 +20,7 @@ interface Waiter {
 
 interface Lane {
   waiting: Waiter[];
-  running: boolean;
+  running: number;
   timer?: NodeJS.Timeout;
 }
 
@@ -26,12 +28,15 @@ interface Lane {
  * Single-flight batching of on-demand recalculations, per workspace: 20 callers recalculating
  * customers of one workspace would otherwise run 20 sets of ClickHouse queries and 20 PostgreSQL
  * transactions, queueing on the same few cores. Here:
- * - a request for an idle workspace waits `windowMs` for others, then one calculation takes all
- *   the requests that arrived (up to `maxBatch` customers);
- * - requests arriving while a calculation of their workspace runs wait for it to end and go into
- *   the next one, never into the running one: its queries may already have read the rollups, and
- *   a recalculation must see the events queryable when it was asked for;
- * - one workspace has at most one calculation in flight; workspaces do not wait for each other;
+ * - a request waits `windowMs` for others, then one calculation takes all the requests that
+ *   arrived (up to `maxBatch` customers);
+ * - a request never joins a calculation already started: its queries may already have read the
+ *   rollups, and a recalculation must see the events queryable when it was asked for;
+ * - one workspace has at most `lanes` calculations in flight (2 by default): requests arriving
+ *   while one runs start the next after the window instead of waiting for it to end, which halves
+ *   what a request waits under steady load; with every lane busy they wait for the first to end.
+ *   Two calculations of one customer at once are safe: store.ts locks its row and stamps the later
+ *   one later; workspaces do not wait for each other;
  * - requests for the same customer in one batch share its calculation (the store statement takes
  *   each customer once);
  * - a failed calculation fails each of its requests, and the next batch runs as usual.
@@ -55,24 +60,28 @@ export class RecalculateBatcher {
   recalculate(tenantId: string, customerId: string): Promise<boolean> {
     let lane = this.lanes.get(tenantId);
     if (!lane) {
-      lane = { waiting: [], running: false };
+      lane = { waiting: [], running: 0 };
       this.lanes.set(tenantId, lane);
     }
     const l = lane;
     this.pending++;
     const p = new Promise<boolean>((resolve, reject) => l.waiting.push({ customerId, resolve, reject }));
-    if (!l.running && !l.timer) l.timer = setTimeout(() => this.next(tenantId, l), this.o.windowMs);
+    if (l.running < this.maxLanes && !l.timer) l.timer = setTimeout(() => this.next(tenantId, l), this.o.windowMs);
     return p.finally(() => this.pending--);
+  }
+
+  private get maxLanes(): number {
+    return this.o.lanes ?? 2;
   }
 
   private next(tenantId: string, lane: Lane): void {
     lane.timer = undefined;
     if (!lane.waiting.length) {
-      this.lanes.delete(tenantId);
+      if (!lane.running) this.lanes.delete(tenantId);
       return;
     }
     const batch = this.take(lane);
-    lane.running = true;
+    lane.running++;
     const ids = [...new Set(batch.map((w) => w.customerId))];
     const t0 = performance.now();
     this.score(tenantId, ids)
@@ -88,8 +97,8 @@ export class RecalculateBatcher {
         },
       )
       .finally(() => {
-        lane.running = false;
-        this.next(tenantId, lane);
+        lane.running--;
+        if (!lane.timer) this.next(tenantId, lane);
       });
   }
 

@@ -40,9 +40,9 @@ t.test('requests of an idle workspace arriving together make one calculation', a
   t.equal(b.size, 0);
 });
 
-t.test('requests arriving during a calculation go into the next one, all together', async (t) => {
+t.test('with one lane, requests arriving during a calculation go into the next one, all together', async (t) => {
   const r = recorder();
-  const b = new RecalculateBatcher(r.score, log, { maxBatch: 100, windowMs: 1 });
+  const b = new RecalculateBatcher(r.score, log, { maxBatch: 100, windowMs: 1, lanes: 1 });
   const first = b.recalculate('w1', 'c1');
   const running = await r.nextCall(1);
   const later = ['c1', 'c4', 'c5'].map((c) => b.recalculate('w1', c));
@@ -54,6 +54,26 @@ t.test('requests arriving during a calculation go into the next one, all togethe
   t.same(next.ids, ['c1', 'c4', 'c5'], 'c1 is calculated again: its first calculation may predate the request');
   next.done();
   t.same(await Promise.all(later), [true, true, true]);
+});
+
+t.test('with two lanes, requests arriving during a calculation start the next at once, never join it', async (t) => {
+  const r = recorder();
+  const b = new RecalculateBatcher(r.score, log, { maxBatch: 100, windowMs: 1, lanes: 2 });
+  const first = b.recalculate('w1', 'c1');
+  const running = await r.nextCall(1);
+  const second = ['c1', 'c4'].map((c) => b.recalculate('w1', c));
+  const parallel = await r.nextCall(2);
+  t.same(parallel.ids, ['c1', 'c4'], 'a second calculation while the first runs; c1 again, the first may predate it');
+  const third = b.recalculate('w1', 'c5');
+  await new Promise((res) => setTimeout(res, 20));
+  t.equal(r.calls.length, 2, 'both lanes busy: the third request waits');
+  parallel.done();
+  const next = await r.nextCall(3);
+  t.same(next.ids, ['c5'], 'it starts when a lane frees');
+  running.done();
+  next.done();
+  t.same(await Promise.all([first, ...second, third]), [true, true, true, true]);
+  t.equal(b.size, 0);
 });
 
 t.test('workspaces do not wait for each other', async (t) => {
@@ -70,7 +90,7 @@ t.test('workspaces do not wait for each other', async (t) => {
 
 t.test('a batch holds at most maxBatch customers; the rest follow in order', async (t) => {
   const r = recorder();
-  const b = new RecalculateBatcher(r.score, log, { maxBatch: 2, windowMs: 1 });
+  const b = new RecalculateBatcher(r.score, log, { maxBatch: 2, windowMs: 1, lanes: 1 });
   const all = ['c1', 'c2', 'c2', 'c3', 'c4', 'c5'].map((c) => b.recalculate('w1', c));
   (await r.nextCall(1)).done();
   (await r.nextCall(2)).done();
@@ -84,7 +104,7 @@ t.test('a batch holds at most maxBatch customers; the rest follow in order', asy
 
 t.test('a failed calculation fails its own requests only', async (t) => {
   const r = recorder();
-  const b = new RecalculateBatcher(r.score, log, { maxBatch: 100, windowMs: 1 });
+  const b = new RecalculateBatcher(r.score, log, { maxBatch: 100, windowMs: 1, lanes: 1 });
   const doomed = b.recalculate('w1', 'c1');
   const running = await r.nextCall(1);
   const after = b.recalculate('w1', 'c2');
