@@ -84,7 +84,7 @@ export function boundBy(u: Usage, singleThreaded: string[] = []): string {
 }
 
 /** µs of one group's CPU per event at `eventsPerSec`. */
-export function usPerEvent(u: Usage, group: string, eventsPerSec: number): number {
+function usPerEvent(u: Usage, group: string, eventsPerSec: number): number {
   const g = u.groups[group];
   return g && eventsPerSec > 0 ? (g.cpuPct / 100) * (1e6 / eventsPerSec) : Number.NaN;
 }

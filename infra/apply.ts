@@ -20,13 +20,13 @@ export async function applyClickhouse(url: string): Promise<void> {
     .filter(Boolean);
   const ch = clickhouseDdl(url);
   for (const stmt of ddl) {
-    const res = await fetch(url, { method: 'POST', body: stmt });
-    if (!res.ok && /^ALTER TABLE \S+ ADD COLUMN /i.test(stmt)) {
-      const text = await res.text();
-      if (/already exists/i.test(text)) continue;
-      throw new InfraError(`ClickHouse DDL failed: ${text.trim()}\n${stmt.slice(0, 200)}`);
+    try {
+      await ch(stmt);
+    } catch (err) {
+      // 18.16 has no ADD COLUMN IF NOT EXISTS: a column added by an earlier run is done.
+      if (/^ALTER TABLE \S+ ADD COLUMN /i.test(stmt) && /already exists/i.test((err as Error).message)) continue;
+      throw err;
     }
-    if (!res.ok) throw new InfraError(`ClickHouse DDL failed: ${(await res.text()).trim()}\n${stmt.slice(0, 200)}`);
     await regranulate(ch, stmt);
   }
 }

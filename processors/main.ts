@@ -405,9 +405,6 @@ const scheduler = new HealthScheduler(
   },
 );
 const responder = new RecalculateResponder(nc, scorer, history, healthLog, healthMetrics, {
-  maxInFlight: 256,
-  maxBatch: 500,
-  windowMs: 2,
   lanes: cfg.HEALTH_RECALC_LANES,
 });
 const retention = new HistoryRetention(ch, healthLog);

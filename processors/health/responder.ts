@@ -15,6 +15,8 @@ export interface ResponderOptions extends BatcherOptions {
   maxInFlight: number;
 }
 
+const DEFAULTS: ResponderOptions = { maxInFlight: 256, maxBatch: 500, windowMs: 2 };
+
 /**
  * On-demand recalculation (POST /v1/customers/{id}/health/recalculate): core NATS requests on
  * cmd.health.recalculate, shared by every processors instance through one queue group, answered
@@ -27,6 +29,7 @@ export class RecalculateResponder {
   private sub?: Subscription;
   private inFlight = new Set<Promise<void>>();
   private batcher: RecalculateBatcher;
+  private readonly o: ResponderOptions;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -34,9 +37,14 @@ export class RecalculateResponder {
     history: HistoryBuffer,
     private readonly log: Logger,
     private readonly metrics: HealthMetrics,
-    private readonly o: ResponderOptions = { maxInFlight: 256, maxBatch: 500, windowMs: 2 },
+    options: Partial<ResponderOptions> = {},
   ) {
-    this.batcher = new RecalculateBatcher((tenantId, ids) => scorer.scoreCustomers(tenantId, ids, history), log, o);
+    this.o = { ...DEFAULTS, ...options };
+    this.batcher = new RecalculateBatcher(
+      (tenantId, ids) => scorer.scoreCustomers(tenantId, ids, history),
+      log,
+      this.o,
+    );
   }
 
   start(): void {
