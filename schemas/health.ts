@@ -106,4 +106,16 @@ export interface RecalculateRequest {
   tenant_id: string;
   customer_id: string;
 }
-export type RecalculateReply = { ok: true } | { ok: false; error: string };
+/** The customer's health as the calculation stored it: what GET …/health shows for it. */
+export interface RecalculatedHealth {
+  score: number;
+  status: HealthStatus;
+  /** ISO 8601. */
+  calculated_at: string;
+  dimensions: DimensionScore[];
+}
+/**
+ * `health` is absent from a scorer older than the field: the core API then reads the stored score
+ * back, as it did before.
+ */
+export type RecalculateReply = { ok: true; health?: RecalculatedHealth } | { ok: false; error: string };

@@ -2,14 +2,18 @@ import type { NatsConnection } from 'nats';
 import type { Logger } from '../../lib/logger.js';
 import { subjects } from '../../lib/nats.js';
 import { RECALC_RETRY_AFTER_S } from '../../schemas/core/health.js';
-import type { RecalculateReply, RecalculateRequest } from '../../schemas/health.js';
+import type { RecalculatedHealth, RecalculateReply, RecalculateRequest } from '../../schemas/health.js';
 import { ApiError } from '../../lib/problem.js';
+
+/** What the scorer said: the customer's new health, or that it has no such customer. */
+export type RecalculateOutcome = { found: true; health?: RecalculatedHealth } | { found: false };
 
 /**
  * On-demand recalculation: the core API does not score, it asks a scorer (processors, queue group
- * `health-scorer`) over core NATS request/reply and waits for `{ok: true}`, which the scorer sends
- * after customer_health is committed. No scorer, a scorer too slow or one that failed all look the
- * same to the client: 503 `scorer_unavailable` with Retry-After, the stored score unchanged.
+ * `health-scorer`) over core NATS request/reply and waits for `{ok: true, health}`, which the
+ * scorer sends after customer_health is committed. No scorer, a scorer too slow or one that failed
+ * all look the same to the client: 503 `scorer_unavailable` with Retry-After, the stored score
+ * unchanged.
  */
 export class Recalculator {
   constructor(
@@ -18,7 +22,7 @@ export class Recalculator {
     private readonly log: Logger,
   ) {}
 
-  async recalculate(req: RecalculateRequest): Promise<void> {
+  async recalculate(req: RecalculateRequest): Promise<RecalculateOutcome> {
     let text: string;
     try {
       const msg = await this.nc.request(subjects.healthRecalculate, JSON.stringify(req), { timeout: this.timeoutMs });
@@ -39,10 +43,10 @@ export class Recalculator {
     } catch {
       /* an unreadable reply is a failed recalculation */
     }
-    if (reply?.ok !== true) {
-      this.log.warn({ reply: text.slice(0, 300), ...req }, 'health recalculation failed in the scorer');
-      throw unavailable('The health scorer could not recalculate this customer now; the stored score is unchanged.');
-    }
+    if (reply?.ok === true) return { found: true, health: reply.health };
+    if (reply?.error === 'unknown_customer') return { found: false };
+    this.log.warn({ reply: text.slice(0, 300), ...req }, 'health recalculation failed in the scorer');
+    throw unavailable('The health scorer could not recalculate this customer now; the stored score is unchanged.');
   }
 }
 

@@ -62,9 +62,16 @@ export function healthRoutes(d: HealthDeps): Route[] {
   async function recalculate(c: Ctx): Promise<Reply> {
     const tenantId = c.principal.tenantId;
     const customerId = c.params.id.toLowerCase();
+    // The check and the calculation run side by side: the scorer checks the customer too, but an
+    // unknown or another workspace's customer must answer 404 at once, even while no scorer runs.
+    const recalc = d.recalculator.recalculate({ tenant_id: tenantId, customer_id: customerId });
+    recalc.catch(() => {}); // awaited below unless the customer does not exist
     if (!(await customerExists(sql, tenantId, customerId))) throw notFound('Customer');
-    await d.recalculator.recalculate({ tenant_id: tenantId, customer_id: customerId });
-    // The scorer replies after its write is committed, so this read sees the new score.
+    const outcome = await recalc;
+    // Not found by the scorer: deleted in the meantime.
+    if (!outcome.found) throw notFound('Customer');
+    if (outcome.health) return json(200, { customer_id: customerId, ...outcome.health });
+    // A scorer that does not send the health yet replies after its write is committed: read it back.
     return current(tenantId, customerId);
   }
 

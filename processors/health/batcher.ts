@@ -1,7 +1,7 @@
 import type { Logger } from '../../lib/logger.js';
 
-/** Scores some customers of one workspace at once; resolves with the ids it scored. */
-export type ScoreBatch = (tenantId: string, customerIds: string[]) => Promise<Set<string>>;
+/** Scores some customers of one workspace at once; resolves with a result per customer it scored. */
+export type ScoreBatch<R> = (tenantId: string, customerIds: string[]) => Promise<Map<string, R>>;
 
 export interface BatcherOptions {
   /** Customers per calculation, at most (at most store.ts's CHUNK, so that one statement stores them). */
@@ -12,14 +12,14 @@ export interface BatcherOptions {
   lanes?: number;
 }
 
-interface Waiter {
+interface Waiter<R> {
   customerId: string;
-  resolve: (scored: boolean) => void;
+  resolve: (result: R | undefined) => void;
   reject: (err: unknown) => void;
 }
 
-interface Lane {
-  waiting: Waiter[];
+interface Lane<R> {
+  waiting: Array<Waiter<R>>;
   running: number;
   timer?: NodeJS.Timeout;
 }
@@ -41,12 +41,12 @@ interface Lane {
  *   each customer once);
  * - a failed calculation fails each of its requests, and the next batch runs as usual.
  */
-export class RecalculateBatcher {
-  private lanes = new Map<string, Lane>();
+export class RecalculateBatcher<R> {
+  private lanes = new Map<string, Lane<R>>();
   private pending = 0;
 
   constructor(
-    private readonly score: ScoreBatch,
+    private readonly score: ScoreBatch<R>,
     private readonly log: Logger,
     private readonly o: BatcherOptions,
   ) {}
@@ -56,8 +56,8 @@ export class RecalculateBatcher {
     return this.pending;
   }
 
-  /** Resolves true once the customer's score is stored, false for a customer it could not score. */
-  recalculate(tenantId: string, customerId: string): Promise<boolean> {
+  /** Resolves with the customer's result once its score is stored, undefined for a customer it could not score. */
+  recalculate(tenantId: string, customerId: string): Promise<R | undefined> {
     let lane = this.lanes.get(tenantId);
     if (!lane) {
       lane = { waiting: [], running: 0 };
@@ -65,7 +65,7 @@ export class RecalculateBatcher {
     }
     const l = lane;
     this.pending++;
-    const p = new Promise<boolean>((resolve, reject) => l.waiting.push({ customerId, resolve, reject }));
+    const p = new Promise<R | undefined>((resolve, reject) => l.waiting.push({ customerId, resolve, reject }));
     if (l.running < this.maxLanes && !l.timer) l.timer = setTimeout(() => this.next(tenantId, l), this.o.windowMs);
     return p.finally(() => this.pending--);
   }
@@ -74,7 +74,7 @@ export class RecalculateBatcher {
     return this.o.lanes ?? 2;
   }
 
-  private next(tenantId: string, lane: Lane): void {
+  private next(tenantId: string, lane: Lane<R>): void {
     lane.timer = undefined;
     if (!lane.waiting.length) {
       if (!lane.running) this.lanes.delete(tenantId);
@@ -87,7 +87,7 @@ export class RecalculateBatcher {
     this.score(tenantId, ids)
       .then(
         (scored) => {
-          for (const w of batch) w.resolve(scored.has(w.customerId));
+          for (const w of batch) w.resolve(scored.get(w.customerId));
           const ms = Math.round(performance.now() - t0);
           this.log.debug({ tenantId, requests: batch.length, customers: ids.length, ms }, 'health recalculation batch');
         },
@@ -103,7 +103,7 @@ export class RecalculateBatcher {
   }
 
   /** The oldest waiting requests covering at most maxBatch distinct customers. */
-  private take(lane: Lane): Waiter[] {
+  private take(lane: Lane<R>): Array<Waiter<R>> {
     const ids = new Set<string>();
     let n = 0;
     for (; n < lane.waiting.length; n++) {

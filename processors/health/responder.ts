@@ -28,7 +28,7 @@ const DEFAULTS: ResponderOptions = { maxInFlight: 256, maxBatch: 500, windowMs: 
 export class RecalculateResponder {
   private sub?: Subscription;
   private inFlight = new Set<Promise<void>>();
-  private batcher: RecalculateBatcher;
+  private batcher: RecalculateBatcher<string>;
   private readonly o: ResponderOptions;
 
   constructor(
@@ -73,9 +73,11 @@ export class RecalculateResponder {
       return;
     }
     try {
-      const found = await this.batcher.recalculate(req.tenant_id, req.customer_id);
-      this.metrics.recalculated(found ? 'ok' : 'unknown_customer');
-      this.reply(msg, found ? { ok: true } : { ok: false, error: 'unknown_customer' });
+      const health = await this.batcher.recalculate(req.tenant_id, req.customer_id);
+      this.metrics.recalculated(health ? 'ok' : 'unknown_customer');
+      // The health is JSON text already: spliced in, not parsed and serialized again.
+      if (health) this.respond(msg, `{"ok":true,"health":${health}}`);
+      else this.reply(msg, { ok: false, error: 'unknown_customer' });
     } catch {
       // Logged once per batch by the batcher.
       this.metrics.recalculated('failed');
@@ -84,9 +86,13 @@ export class RecalculateResponder {
   }
 
   private reply(msg: Msg, r: RecalculateReply): void {
+    this.respond(msg, JSON.stringify(r));
+  }
+
+  private respond(msg: Msg, text: string): void {
     if (!msg.reply) return;
     try {
-      msg.respond(JSON.stringify(r));
+      msg.respond(text);
     } catch (err) {
       this.log.warn({ err: String(err) }, 'health recalculation reply failed');
     }

@@ -103,17 +103,19 @@ export class HealthScorer {
   /**
    * Some customers of one workspace now (a batch of on-demand requests, see batcher.ts): one
    * PostgreSQL read, one set of ClickHouse queries over `customer_id IN (…)`, one customer_health
-   * statement (one transaction) for all of them. Returns the ids scored; a customer missing from
-   * it is unknown, deleted (also meanwhile) or another workspace's.
+   * statement (one transaction) for all of them. Returns, per customer scored, its health as
+   * stored (RecalculatedHealth as JSON text, the dimensions copied as they are); a customer
+   * missing from it is unknown, deleted (also meanwhile) or another workspace's.
    */
-  async scoreCustomers(tenantId: string, customerIds: string[], history: HistoryBuffer): Promise<Set<string>> {
+  async scoreCustomers(tenantId: string, customerIds: string[], history: HistoryBuffer): Promise<Map<string, string>> {
     const calculatedAt = runTime();
     const [row] = await this.d.sql<Array<{ model: Partial<HealthModel> | null; ids: string[] | null }>>`
       SELECT (SELECT model FROM health_models WHERE tenant_id = ${tenantId}) AS model,
         (SELECT array_agg(id::text ORDER BY id) FROM customers
          WHERE tenant_id = ${tenantId} AND id = ANY(${customerIds}::uuid[]) AND deleted_at IS NULL) AS ids`;
     const ids = row?.ids ?? [];
-    if (!ids.length) return new Set();
+    const out = new Map<string, string>();
+    if (!ids.length) return out;
     const model = effectiveModel(row.model);
     const scope = { tenantId, customerIds: ids, today: calculatedAt.toISOString().slice(0, 10) };
     const scored = scoreAggregates(model, await aggregate(this.d.ch, scope, model, ids));
@@ -121,10 +123,16 @@ export class HealthScorer {
     const stamped = w.stamped ?? new Map<string, Date>();
     for (let i = 0; i < ids.length; i++) {
       const at = stamped.get(ids[i]);
-      if (at) history.add(ids[i], historyPoint(tenantId, ids[i], scored.score[i], scored.status[i], at));
+      if (!at) continue;
+      history.add(ids[i], historyPoint(tenantId, ids[i], scored.score[i], scored.status[i], at));
+      out.set(
+        ids[i],
+        `{"score":${scored.score[i]},"status":"${scored.status[i]}","calculated_at":"${at.toISOString()}",` +
+          `"dimensions":${scored.dimensions[i]}}`,
+      );
     }
     this.d.metrics.scored(stamped.size);
-    return new Set(stamped.keys());
+    return out;
   }
 
   /** Chunks of CHUNK customers through the pool, a few in flight so every thread stays busy. */

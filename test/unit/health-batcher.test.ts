@@ -17,8 +17,14 @@ function recorder() {
   const calls: Call[] = [];
   let wake: (() => void) | undefined;
   const score = (tenantId: string, ids: string[]) =>
-    new Promise<Set<string>>((resolve, reject) => {
-      calls.push({ tenantId, ids, done: (s = ids) => resolve(new Set(s)), fail: reject });
+    // Each customer's result names its workspace and itself, so a mix-up shows.
+    new Promise<Map<string, string>>((resolve, reject) => {
+      calls.push({
+        tenantId,
+        ids,
+        done: (s = ids) => resolve(new Map(s.map((id) => [id, `${tenantId}/${id}`]))),
+        fail: reject,
+      });
       wake?.();
     });
   const nextCall = async (n: number) => {
@@ -35,7 +41,11 @@ t.test('requests of an idle workspace arriving together make one calculation', a
   const call = await r.nextCall(1);
   t.same(call.ids, ['c1', 'c2', 'c3'], 'each customer once');
   call.done(['c1', 'c2']);
-  t.same(await answers, [true, true, false, true], 'a customer the calculation did not score answers false');
+  t.same(
+    await answers,
+    ['w1/c1', 'w1/c2', undefined, 'w1/c2'],
+    "each request gets its own customer's result; one the calculation did not score gets none",
+  );
   t.equal(r.calls.length, 1);
   t.equal(b.size, 0);
 });
@@ -49,11 +59,11 @@ t.test('with one lane, requests arriving during a calculation go into the next o
   await new Promise((res) => setTimeout(res, 20));
   t.equal(r.calls.length, 1, 'nothing joins or overtakes the running calculation');
   running.done();
-  t.equal(await first, true);
+  t.equal(await first, 'w1/c1');
   const next = await r.nextCall(2);
   t.same(next.ids, ['c1', 'c4', 'c5'], 'c1 is calculated again: its first calculation may predate the request');
   next.done();
-  t.same(await Promise.all(later), [true, true, true]);
+  t.same(await Promise.all(later), ['w1/c1', 'w1/c4', 'w1/c5']);
 });
 
 t.test('with two lanes, requests arriving during a calculation start the next at once, never join it', async (t) => {
@@ -72,7 +82,7 @@ t.test('with two lanes, requests arriving during a calculation start the next at
   t.same(next.ids, ['c5'], 'it starts when a lane frees');
   running.done();
   next.done();
-  t.same(await Promise.all([first, ...second, third]), [true, true, true, true]);
+  t.same(await Promise.all([first, ...second, third]), ['w1/c1', 'w1/c1', 'w1/c4', 'w1/c5']);
   t.equal(b.size, 0);
 });
 
@@ -85,7 +95,7 @@ t.test('workspaces do not wait for each other', async (t) => {
   t.same(new Set([c1.tenantId, c2.tenantId]), new Set(['w1', 'w2']));
   c2.done();
   c1.done();
-  t.same(await Promise.all([a, w2]), [true, true]);
+  t.same(await Promise.all([a, w2]), ['w1/c1', 'w2/d1']);
 });
 
 t.test('a batch holds at most maxBatch customers; the rest follow in order', async (t) => {
@@ -99,7 +109,7 @@ t.test('a batch holds at most maxBatch customers; the rest follow in order', asy
     r.calls.map((c) => c.ids),
     [['c1', 'c2'], ['c3', 'c4'], ['c5']],
   );
-  t.same(await Promise.all(all), [true, true, true, true, true, true]);
+  t.same(await Promise.all(all), ['w1/c1', 'w1/c2', 'w1/c2', 'w1/c3', 'w1/c4', 'w1/c5']);
 });
 
 t.test('a failed calculation fails its own requests only', async (t) => {
@@ -111,6 +121,6 @@ t.test('a failed calculation fails its own requests only', async (t) => {
   running.fail(Object.assign(new Error('ClickHouse is down'), { code: 'ECONNREFUSED' }));
   await t.rejects(doomed, { code: 'ECONNREFUSED' });
   (await r.nextCall(2)).done();
-  t.equal(await after, true, 'the next batch runs as usual');
+  t.equal(await after, 'w1/c2', 'the next batch runs as usual');
   t.equal(b.size, 0);
 });
