@@ -12,6 +12,11 @@ export interface IngestResult {
   connections: number;
   full: Measured;
   half: Measured;
+  /**
+   * What JetStream stored per request during the full-load run (payload, subject and headers, from
+   * the stream's byte count) against the requests the load sent (head and body).
+   */
+  stored?: { bytesPerMessage: number; requestBytes: number };
 }
 
 export function startIngest(ctx: BenchContext): Promise<Tier> {
@@ -79,8 +84,18 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
   say(`ingest: ${ctx.opts.ingestProcesses} processes ready on ${ingest.url} in ${ingest.readyMs} ms`);
   try {
     await load(ctx, ingest, {}, { label: 'ingest-warmup', durationS: 3 });
+    const before = (await ctx.jsm.streams.info(STREAM_EVENTS)).state;
     const full = await load(ctx, ingest, {}, { label: 'ingest-full', durationS: ctx.opts.durationS });
+    const after = (await ctx.jsm.streams.info(STREAM_EVENTS)).state;
     failOnErrors(full, ingest);
+    const messages = after.messages - before.messages;
+    const stored =
+      messages > 0 && full.requests > 0
+        ? {
+            bytesPerMessage: Math.round((after.bytes - before.bytes) / messages),
+            requestBytes: Math.round((full.bytesPerSec * full.durationS) / full.requests),
+          }
+        : undefined;
     const rate = Math.round(full.eventsPerSec / 2 / 1000) * 1000;
     const half = await load(
       ctx,
@@ -89,7 +104,7 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
       { label: 'ingest-half', durationS: ctx.opts.durationS, rateEventsPerSec: rate },
     );
     failOnErrors(half, ingest);
-    return { processes: ctx.opts.ingestProcesses, connections: ctx.opts.connections, full, half };
+    return { processes: ctx.opts.ingestProcesses, connections: ctx.opts.connections, full, half, stored };
   } finally {
     await ingest.stop();
     await purgeBenchSubjects(ctx);

@@ -167,6 +167,14 @@ export function rows(s: Stored): Row[] {
       ratio: `${(usPerEvent(i.full.usage, 'ingest', i.full.eventsPerSec) / 6).toFixed(2)} × target`,
       bound: '—',
     });
+    if (i.stored)
+      out.push({
+        figure: 'JetStream message per surface-A request (stored bytes, headers included)',
+        measured: `${i.stored.bytesPerMessage} B per message for a ${i.stored.requestBytes} B request (head and body)`,
+        target: '≤ the request',
+        ratio: `${(i.stored.bytesPerMessage / i.stored.requestBytes).toFixed(2)} × the request`,
+        bound: '—',
+      });
     const rss = i.full.usage.groups.ingest;
     out.push({
       figure: 'Ingest RSS at full load (max)',

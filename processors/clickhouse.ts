@@ -1,12 +1,14 @@
 import { Readable } from 'node:stream';
 import { createClient, ClickHouseLogLevel, type ClickHouseClient } from '@clickhouse/client';
+import { columnsOf, type RowFormat } from '../lib/row-binary.js';
+import type { SinkTable } from '../schemas/rows.js';
 
 /**
  * ClickHouse error codes that mean "this data can never be inserted": retrying cannot help, the
  * message is isolated and dead-lettered. Every other failure (connection refused, timeouts, too
  * many parts, memory) is an outage and is retried without limit.
  */
-const DATA_ERROR_CODES = new Set([6, 25, 26, 27, 32, 33, 38, 41, 53, 69, 70, 72, 117, 131]);
+const DATA_ERROR_CODES = new Set([6, 25, 26, 27, 32, 33, 38, 41, 53, 69, 70, 72, 117, 131, 376]);
 
 export function chErrorCode(err: unknown): number | undefined {
   const m = /Code: (\d+)/.exec(String((err as Error)?.message ?? ''));
@@ -38,10 +40,19 @@ export class ClickHouse {
     });
   }
 
-  /** Inserts a prebuilt JSONEachRow body: no per-row work in this process. */
-  async insert(table: string, body: Buffer, queryId: string): Promise<void> {
+  /**
+   * Inserts a prebuilt body: no per-row work in this process. RowBinary names its columns (those of
+   * the format's list), so a table may have more, filled with their defaults.
+   */
+  async insert(table: string, body: Buffer, queryId: string, format: RowFormat = 'JSONEachRow'): Promise<void> {
+    const into =
+      format === 'JSONEachRow'
+        ? `${this.database}.${table} FORMAT JSONEachRow`
+        : `${this.database}.${table} (${columnsOf(format, table as SinkTable)
+            .map(([c]) => c)
+            .join(', ')}) FORMAT RowBinary`;
     const res = await this.client.exec({
-      query: `INSERT INTO ${this.database}.${table} FORMAT JSONEachRow`,
+      query: `INSERT INTO ${into}`,
       values: Readable.from([body]),
       query_id: queryId,
     });

@@ -3,9 +3,11 @@ import type { BillingEvent } from '../../schemas/ingest.js';
 import { unprocessable, type Detail } from './errors.js';
 import type { Resolver } from '../resolver.js';
 import type { BillingRow } from '../../schemas/rows.js';
+import { BILLING_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
 
 export interface PreparedBilling {
-  rows: string;
+  /** csp.billing_events rows in RowBinary (lib/row-binary.ts). */
+  rows: Buffer;
   accepted: number;
 }
 
@@ -34,8 +36,10 @@ export async function prepareBilling(
   }
   if (details.length) throw unprocessable(details);
   const ts = Math.floor(ctx.now / 1000);
-  const rows = events.map(
-    (e, i): BillingRow => ({
+  const w = new RowBinaryWriter(events.length * 128);
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i];
+    w.row(BILLING_ROW_COLUMNS, {
       tenant_id: tenantId,
       customer_id: ids[i],
       event_type: e.event_type,
@@ -47,7 +51,7 @@ export async function prepareBilling(
       event_id: uuidv7(ctx.now),
       batch_id: ctx.batchId,
       received_at: ts,
-    }),
-  );
-  return { rows: JSON.stringify(rows).slice(1, -1), accepted: rows.length };
+    } satisfies BillingRow);
+  }
+  return { rows: w.take(), accepted: events.length };
 }

@@ -1,3 +1,4 @@
+import { FORMAT_HEADER, ROW_BINARY_V1 } from '../../lib/row-binary.js';
 import { decodeJson, isJsonContentType } from '../../lib/json.js';
 import { subjects } from '../../lib/nats.js';
 import type { SharedRateLimiter } from '../../lib/rate-limit.js';
@@ -107,16 +108,18 @@ export async function quota(d: SurfaceADeps, org: Org, events: number): Promise<
 /** One JetStream message for the request's accepted usage events, stored before the answer. */
 export async function publishUsage(d: SurfaceADeps, org: Org, p: Prepared, traceId: string): Promise<void> {
   if (p.accepted === 0) return;
-  await d.publisher.publish(subjects.usage(org.tenantId), Buffer.from(p.rows), traceId, {
+  await d.publisher.publish(subjects.usage(org.tenantId), p.rows, traceId, {
     'Cs-Rows': String(p.accepted),
+    [FORMAT_HEADER]: ROW_BINARY_V1,
     'Cs-Names': p.names.join(','),
   });
 }
 
 /** One JetStream message for the request's billing events, stored before the answer. */
 export async function publishBilling(d: SurfaceADeps, org: Org, p: PreparedBilling, traceId: string): Promise<void> {
-  await d.publisher.publish(subjects.billing(org.tenantId), Buffer.from(p.rows), traceId, {
+  await d.publisher.publish(subjects.billing(org.tenantId), p.rows, traceId, {
     'Cs-Rows': String(p.accepted),
+    [FORMAT_HEADER]: ROW_BINARY_V1,
   });
 }
 

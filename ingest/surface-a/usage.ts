@@ -1,6 +1,7 @@
 import { isUuid } from '../../lib/ids.js';
 import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
 import { MAX_EVENT_AGE_MS, type UsageEventA } from '../../schemas/ingest.js';
+import { EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
 import { eventRow, eventTime, isRejection, storedProperties } from '../event-rules.js';
 import { unprocessable, type Detail } from './errors.js';
 import type { Resolver } from '../resolver.js';
@@ -22,8 +23,8 @@ export interface EventError {
 }
 
 export interface Prepared {
-  /** Accepted events as ClickHouse JSONEachRow rows separated by commas (ClickHouse accepts that). */
-  rows: string;
+  /** Accepted events as csp.events rows in RowBinary (lib/row-binary.ts). */
+  rows: Buffer;
   accepted: number;
   errors: EventError[];
   /** Distinct event names of the accepted events, for the event catalog. */
@@ -80,7 +81,8 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
     products ? resolver.prepareProducts(tenantId) : undefined,
   ]);
 
-  const rows: object[] = [];
+  const rows = new RowBinaryWriter(events.length * 512);
+  let accepted = 0;
   const errors: EventError[] = [];
   const names = new Set<string>();
   const stamp = { tenantId, batchId: ctx.batchId, now: ctx.now, surface: 'a' as const };
@@ -136,7 +138,9 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
       continue;
     }
     names.add(e.event_name);
-    rows.push(
+    accepted++;
+    rows.row(
+      EVENT_ROW_COLUMNS,
       eventRow(stamp, {
         customerId,
         eventName: e.event_name,
@@ -153,6 +157,5 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
       }),
     );
   }
-  const json = rows.length ? JSON.stringify(rows) : '[]';
-  return { rows: json.slice(1, -1), accepted: rows.length, errors, names: [...names] };
+  return { rows: rows.take(), accepted, errors, names: [...names] };
 }

@@ -1,3 +1,4 @@
+import { EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
 import type { ErrorObject } from 'ajv';
 import { isUuid } from '../../lib/ids.js';
 import { UNSTORABLE_MESSAGE } from '../../lib/json.js';
@@ -11,6 +12,7 @@ import {
 } from '../../schemas/events.js';
 import { eventRow, eventTime, isRejection, storedProperties } from '../event-rules.js';
 import type { Resolver } from '../resolver.js';
+import type { EventRow } from '../../schemas/rows.js';
 
 export interface EventErrorB {
   index: number;
@@ -23,7 +25,7 @@ export interface PreparedB {
   accepted: number;
   errors: EventErrorB[];
   /** Valid events in the sink's row format, before deduplication. */
-  rows: object[];
+  rows: EventRow[];
   /** Per row: index into `keyCustomers`/`keyExternal`, or -1 when the event has no external_id. */
   rowKey: Int32Array;
   /** Distinct (customer_id, external_id) pairs of the valid events, first occurrence first. */
@@ -116,7 +118,7 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
     if ((!valid || valid[i]) && isUuid(list[i].customer_id)) ids.push(list[i].customer_id.toLowerCase());
   const customers = await ctx.resolver.prepare(tenantId, ids, []);
 
-  const rows: object[] = [];
+  const rows: EventRow[] = [];
   const rowKey: number[] = [];
   const keyCustomers: string[] = [];
   const keyExternal: string[] = [];
@@ -199,17 +201,20 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
   };
 }
 
-/** Drops the rows whose key was already recorded; `fresh[k]` says key k was new. Returns the JSONEachRow payload. */
+/** Drops the rows whose key was already recorded; `fresh[k]` says key k was new. Returns the RowBinary payload. */
 export function payloadOf(
   p: PreparedB,
   fresh: Uint8Array | null,
-): { payload: string; stored: number; names: string[] } {
-  let keep = p.rows;
-  if (fresh) {
-    keep = [];
-    for (let i = 0; i < p.rows.length; i++) if (p.rowKey[i] < 0 || fresh[p.rowKey[i]] === 1) keep.push(p.rows[i]);
-  }
+): { payload: Buffer; stored: number; names: string[] } {
+  const w = new RowBinaryWriter(p.rows.length * 512);
   const names = new Set<string>();
-  for (const r of keep) names.add((r as { event_name: string }).event_name);
-  return { payload: keep.length ? JSON.stringify(keep).slice(1, -1) : '', stored: keep.length, names: [...names] };
+  let stored = 0;
+  for (let i = 0; i < p.rows.length; i++) {
+    if (fresh && p.rowKey[i] >= 0 && fresh[p.rowKey[i]] !== 1) continue;
+    const r = p.rows[i];
+    w.row(EVENT_ROW_COLUMNS, r);
+    names.add(r.event_name);
+    stored++;
+  }
+  return { payload: w.take(), stored, names: [...names] };
 }

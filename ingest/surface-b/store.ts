@@ -1,3 +1,4 @@
+import { FORMAT_HEADER, ROW_BINARY_V1 } from '../../lib/row-binary.js';
 import { type IdempotencyClaim, onceWithKey } from '../../lib/idempotency.js';
 import { ApiError } from '../../lib/problem.js';
 import type { Sql } from '../../lib/pg.js';
@@ -109,8 +110,7 @@ export class SurfaceBStore {
 
   /** Size, quota, job row: what every request does before its publish, inside the transaction when there is one. */
   private async charge(r: StoreRequest, fresh: Uint8Array | null, tx?: Sql): Promise<Ready> {
-    const { payload, stored, names } = payloadOf(r.prepared, fresh);
-    const bytes = Buffer.from(payload);
+    const { payload: bytes, stored, names } = payloadOf(r.prepared, fresh);
     if (bytes.length > this.o.maxPayloadBytes) {
       throw new ApiError(
         'payload_too_large',
@@ -146,7 +146,11 @@ export class SurfaceBStore {
 
   private async send({ r, bytes, names, result }: Ready): Promise<StoreResult> {
     if (result.stored > 0) {
-      const meta: Record<string, string> = { 'Cs-Rows': String(result.stored), 'Cs-Names': names.join(',') };
+      const meta: Record<string, string> = {
+        'Cs-Rows': String(result.stored),
+        'Cs-Names': names.join(','),
+        [FORMAT_HEADER]: ROW_BINARY_V1,
+      };
       if (r.job) meta['Cs-Job-Id'] = r.job.id;
       await this.publisher.publish(r.subject, bytes, r.msgId, meta);
     }

@@ -1,3 +1,4 @@
+import { EVENT_ROW_COLUMNS, FORMAT_HEADER, ROW_BINARY_V1, RowBinaryWriter } from '../../lib/row-binary.js';
 import { headers, type JetStreamClient } from 'nats';
 import type { TransactionSql } from 'postgres';
 import type { Logger } from '../../lib/logger.js';
@@ -175,7 +176,10 @@ export class SystemEvents implements RelaySource<OutboxRow> {
     const h = headers();
     h.set('Cs-Rows', '1');
     h.set('Cs-Names', r.event_name);
-    const payload = Buffer.from(JSON.stringify(systemEventRow(r, now)));
+    h.set(FORMAT_HEADER, ROW_BINARY_V1);
+    const w = new RowBinaryWriter(512);
+    w.row(EVENT_ROW_COLUMNS, systemEventRow(r, now));
+    const payload = w.take();
     await this.js.publish(subjects.system(r.tenant_id), payload, {
       msgID: r.id,
       headers: h,
@@ -212,8 +216,7 @@ export class SystemEvents implements RelaySource<OutboxRow> {
 }
 
 /**
- * The csp.events row of a generated event, in the ingest tier's JSONEachRow form (same keys, same
- * order): event_id and batch_id are the outbox id, surface 'system', properties as raw JSON plus
+ * The csp.events row of a generated event, as the ingest tier writes its rows: event_id and batch_id are the outbox id, surface 'system', properties as raw JSON plus
  * the top-level keys and their values as strings (non-strings as JSON), so that filters on
  * properties work on generated events as on ingested ones.
  */

@@ -1,13 +1,19 @@
 import { isUuid } from '../../lib/ids.js';
+import { columnsOf, type RowFormat, RowBinaryError, rowSpans } from '../../lib/row-binary.js';
+import type { SinkTable } from '../../schemas/rows.js';
 
 /**
  * piscina worker: finds which messages of a batch ClickHouse cannot take, and why, by parsing
  * every row against the table's columns. Runs only after an insert failed with a data error, so
  * the writer's normal path stays free of per-row work. Pure CPU: plain data in, plain data out.
+ * A RowBinary payload can only be refused for its framing (a row cut short, a malformed length):
+ * any bytes are a value of its column types.
  */
 export interface CheckInput {
+  table: SinkTable;
   columns: Record<string, ColumnKind>;
   payloads: Uint8Array[];
+  formats: RowFormat[];
 }
 
 export type ColumnKind = 'uuid' | 'string' | 'uint' | 'int' | 'float' | 'nullable_float' | 'strings';
@@ -33,9 +39,21 @@ function checkValue(kind: ColumnKind, v: unknown): string | undefined {
   }
 }
 
-export default function checkRows({ columns, payloads }: CheckInput): Array<string | null> {
+function checkRowBinary(payload: Uint8Array, format: Exclude<RowFormat, 'JSONEachRow'>, table: SinkTable) {
+  try {
+    rowSpans(payload, columnsOf(format, table));
+    return null;
+  } catch (err) {
+    if (err instanceof RowBinaryError) return `payload is not ${format} rows: ${err.message}`;
+    throw err;
+  }
+}
+
+export default function checkRows({ table, columns, payloads, formats }: CheckInput): Array<string | null> {
   const decoder = new TextDecoder('utf-8', { fatal: true });
-  return payloads.map((payload) => {
+  return payloads.map((payload, k) => {
+    const format = formats[k];
+    if (format !== 'JSONEachRow') return checkRowBinary(payload, format, table);
     let rows: unknown;
     try {
       rows = JSON.parse(`[${decoder.decode(payload)}]`);

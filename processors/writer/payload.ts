@@ -1,11 +1,15 @@
 import type { JsMsg } from 'nats';
 import { isUuid } from '../../lib/ids.js';
+import { columnsOf, FORMAT_HEADER, formatOf, type RowFormat, rowSpans } from '../../lib/row-binary.js';
+import type { SinkTable } from '../../schemas/rows.js';
 
 /**
- * What the writer reads of a JetStream message. The ingest tier (and the outbox relay) write each
- * message as ClickHouse JSONEachRow rows separated by commas, with headers:
+ * What the writer reads of a JetStream message. The ingest tier and the outbox relay write each
+ * message's rows in the sink's own format, with headers:
  * - Nats-Msg-Id: the request's id, stored as every row's batch_id;
  * - Cs-Rows: how many rows the payload holds;
+ * - Cs-Format: the rows' format (lib/row-binary.ts); absent for JSONEachRow rows separated by
+ *   commas, the first format, which messages written before RowBinary still have;
  * - Cs-Republished: set when the publisher sent the message again after a lost PubAck, so the
  *   stream may hold it twice.
  */
@@ -28,15 +32,36 @@ export function isSuspect(m: JsMsg): boolean {
   return m.redelivered || m.headers?.has('Cs-Republished') === true;
 }
 
-/** Concatenates payloads into one insert body; `override` replaces a message's payload. */
-export function body(batch: JsMsg[], override?: Map<JsMsg, Buffer>): Buffer {
+/** The message's row format; undefined for one this build cannot read (written by a newer one). */
+export function formatOfMessage(m: JsMsg): RowFormat | undefined {
+  return formatOf(m.headers?.get(FORMAT_HEADER));
+}
+
+/** Messages grouped by row format, in order of first appearance: one insert per format. */
+export function byFormat(batch: JsMsg[]): Map<RowFormat, JsMsg[]> {
+  const out = new Map<RowFormat, JsMsg[]>();
+  for (const m of batch) {
+    const f = formatOfMessage(m)!;
+    const list = out.get(f);
+    if (list) list.push(m);
+    else out.set(f, [m]);
+  }
+  return out;
+}
+
+/**
+ * Concatenates the payloads of messages of one format into one insert body; `override` replaces a
+ * message's payload. JSONEachRow payloads are joined by commas, RowBinary ones simply follow.
+ */
+export function body(batch: JsMsg[], format: RowFormat, override?: Map<JsMsg, Buffer>): Buffer {
   const parts: Buffer[] = [];
   let size = 0;
+  const comma = format === 'JSONEachRow';
   for (const m of batch) {
     const o = override?.get(m);
     const d = o ?? Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
     if (d.byteLength === 0) continue;
-    if (size) {
+    if (size && comma) {
       parts.push(COMMA);
       size += 1;
     }
@@ -48,10 +73,17 @@ export function body(batch: JsMsg[], override?: Map<JsMsg, Buffer>): Buffer {
 
 /**
  * The payload without the rows whose event_id is in `stored`, and how many rows remain. Only for
- * a partly stored message (rare): it parses the rows, where the normal path never does.
+ * a partly stored message (rare): it reads the rows, where the normal path never does.
  */
-export function withoutRows(m: JsMsg, stored: Set<string>): { payload: Buffer; rows: number } {
-  const rows = JSON.parse(`[${Buffer.from(m.data).toString('utf8')}]`) as Array<{ event_id?: string }>;
-  const missing = rows.filter((r) => !stored.has(String(r.event_id).toLowerCase()));
-  return { payload: Buffer.from(JSON.stringify(missing).slice(1, -1)), rows: missing.length };
+export function withoutRows(m: JsMsg, table: SinkTable, stored: Set<string>): { payload: Buffer; rows: number } {
+  const format = formatOfMessage(m);
+  if (format === 'JSONEachRow') {
+    const rows = JSON.parse(`[${Buffer.from(m.data).toString('utf8')}]`) as Array<{ event_id?: string }>;
+    const missing = rows.filter((r) => !stored.has(String(r.event_id).toLowerCase()));
+    return { payload: Buffer.from(JSON.stringify(missing).slice(1, -1)), rows: missing.length };
+  }
+  if (format === undefined) throw new Error(`unknown row format ${m.headers?.get(FORMAT_HEADER)}`);
+  const keep = rowSpans(m.data, columnsOf(format, table)).filter((r) => !stored.has(r.eventId));
+  const data = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+  return { payload: Buffer.concat(keep.map((r) => data.subarray(r.start, r.end))), rows: keep.length };
 }

@@ -83,7 +83,7 @@ export class Reconciler {
     );
     const ids = new Set(stored.map((r) => r.e));
     for (const m of partial) {
-      const rest = withoutRows(m, ids);
+      const rest = withoutRows(m, this.table, ids);
       if (rest.rows === 0) v.stored.push(m);
       else {
         v.insert.push(m);

@@ -6,7 +6,8 @@ import { type ClickHouse, isDataError } from '../clickhouse.js';
 import type { WriterMetrics } from '../metrics.js';
 import type { CheckInput } from './check-rows.js';
 import { publishDeadLetter } from './dead-letter.js';
-import { batchIdOf, body, isSuspect, rowsOf } from './payload.js';
+import { batchIdOf, body, byFormat, formatOfMessage, isSuspect, rowsOf } from './payload.js';
+import type { RowFormat } from '../../lib/row-binary.js';
 import { Reconciler } from './reconcile.js';
 import { TABLES } from './tables.js';
 
@@ -222,6 +223,10 @@ export class ClickhouseWriter {
     }
     try {
       if (others.length) await Promise.all(others);
+      // Rows in a format this build cannot read (a newer ingest tier's): never storable here.
+      for (const m of batch.filter((m) => formatOfMessage(m) === undefined))
+        await this.deadLetter(m, `unknown row format: ${m.headers?.get('Cs-Format')}; upgrade processors first`);
+      batch = batch.filter((m) => formatOfMessage(m) !== undefined);
       await this.writeOnce(batch, others.length > 0 || batch.some(isSuspect));
     } finally {
       for (const id of mine) this.writing.delete(id);
@@ -238,13 +243,19 @@ export class ClickhouseWriter {
         await this.done(v.stored);
         batch = [...v.insert, ...v.copies];
         if (!v.insert.length) return;
-        const t0 = performance.now();
-        await this.insert(body(v.insert, v.override), queryId);
-        this.d.metrics.inserted(
-          this.o.table,
-          v.insert.reduce((n, m) => n + rowsOf(m), 0),
-          performance.now() - t0,
-        );
+        // One insert per row format (several only while messages of an older format drain after
+        // an upgrade). An outage after the first leaves it stored: the retry's reconcile finds it.
+        let first = true;
+        for (const [format, msgs] of byFormat(v.insert)) {
+          const t0 = performance.now();
+          await this.insert(body(msgs, format, v.override), first ? queryId : this.nextQueryId(), format);
+          first = false;
+          this.d.metrics.inserted(
+            this.o.table,
+            msgs.reduce((n, m) => n + rowsOf(m), 0),
+            performance.now() - t0,
+          );
+        }
         // From here on the rows are stored: a failing hook retries through reconcile, never re-inserts.
         thorough = true;
         await this.done(batch);
@@ -292,10 +303,10 @@ export class ClickhouseWriter {
   }
 
   /** Every insert in flight in this process is registered, so reconcile can tell them apart. */
-  private async insert(payload: Buffer, queryId: string): Promise<void> {
+  private async insert(payload: Buffer, queryId: string, format: RowFormat): Promise<void> {
     this.d.running.add(queryId);
     try {
-      await this.d.ch.insert(this.o.table, payload, queryId);
+      await this.d.ch.insert(this.o.table, payload, queryId, format);
     } finally {
       this.d.running.delete(queryId);
     }
@@ -304,8 +315,10 @@ export class ClickhouseWriter {
   /** A data error: find the messages ClickHouse cannot take, dead-letter them, return the rest. */
   private async isolate(batch: JsMsg[], err: unknown): Promise<JsMsg[]> {
     const reasons = (await this.d.pool.run({
+      table: this.o.table,
       columns: TABLES[this.o.table],
       payloads: batch.map((m) => m.data),
+      formats: batch.map((m) => formatOfMessage(m)!),
     } satisfies CheckInput)) as Array<string | null>;
     const bad = batch.filter((_, i) => reasons[i] !== null);
     for (const m of bad) await this.deadLetter(m, reasons[batch.indexOf(m)]!);
@@ -324,7 +337,8 @@ export class ClickhouseWriter {
           await this.done(v.stored);
           continue;
         }
-        await this.insert(body([m], v.override), this.nextQueryId());
+        const format = formatOfMessage(m)!;
+        await this.insert(body([m], format, v.override), this.nextQueryId(), format);
         this.d.metrics.inserted(this.o.table, rowsOf(m), 0);
         await this.done([m]);
       } catch (e) {

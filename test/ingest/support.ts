@@ -1,3 +1,4 @@
+import { columnsOf, decodeRows, FORMAT_HEADER, formatOf } from '../../lib/row-binary.js';
 import net from 'node:net';
 import http from 'node:http';
 import type { Test } from 'tap';
@@ -233,6 +234,14 @@ export async function productIds(tenantId: string): Promise<Map<string, string>>
   return new Map(rows.map((r) => [r.code, r.id]));
 }
 
+/** A message's rows as objects of the row contract, whichever format it was written in. */
+export function rowsOf(subject: string, format: string | undefined, data: Uint8Array): any[] {
+  const f = formatOf(format);
+  if (f === 'JSONEachRow') return JSON.parse(`[${Buffer.from(data).toString('utf8')}]`) as any[];
+  if (f === undefined) throw new Error(`unknown row format ${format}`);
+  return decodeRows(data, columnsOf(f, subject.startsWith('ev.billing.') ? 'billing_events' : 'events'));
+}
+
 export interface Published {
   subject: string;
   msgId: string;
@@ -286,7 +295,7 @@ export class StreamTap {
         subject: m.subject,
         msgId: headers['Nats-Msg-Id'] ?? '',
         headers,
-        rows: JSON.parse(`[${m.string()}]`) as any[],
+        rows: rowsOf(m.subject, headers[FORMAT_HEADER], m.data),
       });
     }
     return out;

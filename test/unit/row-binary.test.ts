@@ -1,0 +1,142 @@
+import t from 'tap';
+import {
+  columnsOf,
+  decodeRows,
+  formatOf,
+  readUuid,
+  ROW_BINARY_V1,
+  RowBinaryWriter,
+  rowSpans,
+} from '../../lib/row-binary.js';
+import type { EventRow } from '../../schemas/rows.js';
+
+const columns = columnsOf(ROW_BINARY_V1, 'events');
+
+const row = (i: number, over: Partial<EventRow> = {}): EventRow => ({
+  tenant_id: '0190f3a2-7b1c-7d4e-8f00-123456789abc',
+  customer_id: 'FFFFFFFF-0000-4000-8000-00000000000A',
+  event_name: `feature_${i}`,
+  ts: 1_764_000_000 + i,
+  ts_ms: i % 1000,
+  event_id: `0190f3a2-7b1c-7d4e-8f00-${i.toString(16).padStart(12, '0')}`,
+  batch_id: '0190f3a2-7b1c-7d4e-8f00-000000000000',
+  received_at: 1_764_000_100,
+  external_customer_id: 'cust-000001',
+  external_source: 'internal',
+  user_id: 'u1',
+  product_id: '',
+  product_code: '',
+  surface: 'a',
+  external_id: '',
+  properties: '{}',
+  prop_keys: [],
+  prop_values: [],
+  user_email: '',
+  user_external_id: '',
+  ...over,
+});
+
+t.test('a UUID goes as two little-endian halves and reads back in lowercase', async (t) => {
+  const w = new RowBinaryWriter(4);
+  w.uuid('00112233-4455-6677-8899-AABBCCDDEEFF');
+  const b = w.take();
+  t.same([...b], [0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x00, 0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99, 0x88]);
+  t.equal(readUuid(b, 0), '00112233-4455-6677-8899-aabbccddeeff');
+  t.equal(w.length, 0, 'take empties the writer');
+});
+
+t.test('strings carry their UTF-8 length as LEB128, at every size', async (t) => {
+  for (const s of ['', 'a', 'é'.repeat(42), 'x'.repeat(127), 'x'.repeat(128), '€'.repeat(43), 'y'.repeat(20_000)]) {
+    const w = new RowBinaryWriter(1);
+    w.string(s);
+    const b = w.take();
+    const n = Buffer.byteLength(s);
+    let len = 0;
+    let mul = 1;
+    let at = 0;
+    for (;;) {
+      const x = b[at++];
+      len += (x & 0x7f) * mul;
+      mul *= 128;
+      if (x < 0x80) break;
+    }
+    t.equal(len, n, `length of a ${s.length}-character string`);
+    t.equal(b.subarray(at).toString('utf8'), s, 'then its bytes');
+  }
+});
+
+t.test('rows are walked back with their byte ranges and event ids', async (t) => {
+  const w = new RowBinaryWriter(16);
+  const rows = [
+    row(1),
+    row(2, { properties: '{"plan":"pro","n":1}', prop_keys: ['plan', 'n'], prop_values: ['pro', '1'] }),
+    row(3, { user_email: 'ünïcode@example.com', properties: JSON.stringify({ long: 'z'.repeat(5000) }) }),
+  ];
+  const ends: number[] = [];
+  for (const r of rows) {
+    w.row(columns, r);
+    ends.push(w.length);
+  }
+  const payload = w.take();
+  const spans = rowSpans(payload, columns);
+  t.same(
+    spans.map((s) => [s.start, s.end, s.eventId]),
+    rows.map((r, i) => [i ? ends[i - 1] : 0, ends[i], r.event_id]),
+  );
+  t.same(rowSpans(Buffer.alloc(0), columns), [], 'an empty payload has no rows');
+  t.same(
+    decodeRows(payload, columns),
+    rows.map((r) => ({ ...r, customer_id: r.customer_id.toLowerCase() })),
+    'and decoded to the values written, UUIDs in lowercase',
+  );
+});
+
+t.test('a payload cut short or with a malformed length is refused with the row and column', async (t) => {
+  const w = new RowBinaryWriter();
+  w.row(columns, row(1));
+  w.row(columns, row(2));
+  const payload = w.take();
+  t.throws(() => rowSpans(payload.subarray(0, payload.length - 3), columns), {
+    name: 'RowBinaryError',
+    message: /^row 1: column prop_values runs past the end/,
+  });
+  const bad = Buffer.concat([payload, Buffer.alloc(16), Buffer.alloc(16), Buffer.from([0xff, 0xff, 0xff, 0xff])]);
+  t.throws(() => rowSpans(bad, columns), /row 2: column event_name/);
+});
+
+t.test('billing rows: a NULL amount is one byte, a number nine', async (t) => {
+  const billing = columnsOf(ROW_BINARY_V1, 'billing_events');
+  const base = {
+    tenant_id: '0190f3a2-7b1c-7d4e-8f00-123456789abc',
+    customer_id: '0190f3a2-7b1c-7d4e-8f00-123456789abd',
+    event_type: 'payment_failed',
+    currency: 'USD',
+    status: 'pending',
+    ts: 1,
+    ts_ms: 2,
+    event_id: '0190f3a2-7b1c-7d4e-8f00-123456789abe',
+    batch_id: '0190f3a2-7b1c-7d4e-8f00-123456789abf',
+    received_at: 3,
+  };
+  const w = new RowBinaryWriter();
+  w.row(billing, { ...base, amount: null });
+  const a = w.length;
+  w.row(billing, { ...base, amount: 12.5 });
+  t.equal(w.length - a, a + 8);
+  const payload = w.take();
+  const spans = rowSpans(payload, billing);
+  t.equal(spans.length, 2);
+  t.equal(spans[1].eventId, base.event_id);
+  t.same(
+    decodeRows(payload, billing).map((r) => r.amount),
+    [null, 12.5],
+  );
+});
+
+t.test('the format header: absent is JSONEachRow, unknown values are not guessed', async (t) => {
+  t.equal(formatOf(undefined), 'JSONEachRow');
+  t.equal(formatOf(''), 'JSONEachRow');
+  t.equal(formatOf(ROW_BINARY_V1), ROW_BINARY_V1);
+  t.equal(formatOf('RowBinary;v=9'), undefined);
+  t.equal(formatOf('rowbinary;v=1'), undefined);
+});
