@@ -2,7 +2,8 @@ import { connect, headers } from 'nats';
 import { uuidv7 } from '../lib/ids.js';
 import { subjects } from '../lib/nats.js';
 import { childMain } from './meter.js';
-import { rowsPayload, Workload, type BenchTenant, type WorkloadOptions } from './workload.js';
+import { FORMAT_HEADER, ROW_BINARY_V1 } from '../lib/row-binary.js';
+import { rowsPayload, uuidBytes, Workload, type BenchTenant, type WorkloadOptions } from './workload.js';
 
 /**
  * Publishes a backlog straight into EVENTS, as its own process: `messages` messages exactly as
@@ -33,31 +34,23 @@ interface Template {
   payload: Buffer;
   rows: number;
   names: string;
-  /** Byte offsets of the 36-character batch_id and event_id values, rewritten per message. */
+  /** Byte offsets of the 16-byte batch_id and event_id values, rewritten per message. */
   batchAt: number[];
   eventAt: number[];
-}
-
-function offsets(buf: Buffer, key: string): number[] {
-  const needle = Buffer.from(`"${key}":"`);
-  const out: number[] = [];
-  for (let i = buf.indexOf(needle); i >= 0; i = buf.indexOf(needle, i + needle.length + 36))
-    out.push(i + needle.length);
-  return out;
 }
 
 async function run(c: BacklogConfig): Promise<BacklogResult> {
   const now = Date.now();
   const templates: Template[] = new Workload(c.tenants, c.workload).bodies().map((b) => {
     const t = c.tenants[b.tenant];
-    const payload = Buffer.from(rowsPayload(t, b.events, now));
+    const { payload, batchAt, eventAt } = rowsPayload(t, b.events, now);
     const tpl = {
       subject: subjects.usage(t.tenantId),
       payload,
       rows: b.events.length,
       names: [...new Set(b.events.map((e) => e.event_name))].join(','),
-      batchAt: offsets(payload, 'batch_id'),
-      eventAt: offsets(payload, 'event_id'),
+      batchAt,
+      eventAt,
     };
     if (tpl.batchAt.length !== tpl.rows || tpl.eventAt.length !== tpl.rows)
       throw new Error(
@@ -81,9 +74,11 @@ async function run(c: BacklogConfig): Promise<BacklogResult> {
       // The writer reconciles by batch_id = Nats-Msg-Id, and every row gets its own event id, as from ingest.
       const id = uuidv7();
       const payload = Buffer.from(tpl.payload);
-      for (const at of tpl.batchAt) payload.write(id, at, 'latin1');
-      for (const at of tpl.eventAt) payload.write(uuidv7(now), at, 'latin1');
+      const batch = uuidBytes(id);
+      for (const at of tpl.batchAt) batch.copy(payload, at);
+      for (const at of tpl.eventAt) uuidBytes(uuidv7(now)).copy(payload, at);
       const h = headers();
+      h.set(FORMAT_HEADER, ROW_BINARY_V1);
       h.set('Cs-Rows', String(tpl.rows));
       h.set('Cs-Names', tpl.names);
       let ok = false;

@@ -1,3 +1,4 @@
+import { EVENT_ROW_COLUMNS } from '../lib/row-binary.js';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -33,6 +34,8 @@ export interface CeilingsResult {
 
 const BENCH_STREAM = 'BENCH';
 const BENCH_TABLE = 'csp.bench_events';
+/** The writer's own statement for RowBinary;v=1 rows (processors/clickhouse.ts). */
+const INSERT_ROWS = `INSERT INTO ${BENCH_TABLE} (${EVENT_ROW_COLUMNS.map(([c]) => c).join(', ')}) FORMAT RowBinary`;
 
 /** Raw JetStream publish from one Node process, into a temporary stream shaped like EVENTS. */
 async function jetstreamCeiling(ctx: BenchContext, payload: PublishConfig['payload']): Promise<JetStreamCeiling> {
@@ -79,26 +82,35 @@ async function jetstreamCeiling(ctx: BenchContext, payload: PublishConfig['paylo
   }
 }
 
-/** The rows ingest would publish for the benchmark's bodies, one message payload per line. */
-function writeRowsFile(ctx: BenchContext, rows: number): { file: string; rows: number; bytes: number } {
+/** The rows ingest would publish for the benchmark's bodies: message payloads one after another. */
+function writeRowsFile(
+  ctx: BenchContext,
+  rows: number,
+): { file: string; rows: number; bytes: number; httpChunk: { body: Buffer; rows: number } } {
   const now = Date.now();
   const payloads = new Workload(ctx.tenants, ctx.workload)
     .bodies()
-    .map((b) => ({ text: rowsPayload(ctx.tenants[b.tenant], b.events, now), rows: b.events.length }));
-  const file = path.join(os.tmpdir(), `bench-rows-${process.pid}.json`);
+    .map((b) => ({ payload: rowsPayload(ctx.tenants[b.tenant], b.events, now).payload, rows: b.events.length }));
+  const file = path.join(os.tmpdir(), `bench-rows-${process.pid}.bin`);
   const fd = fs.openSync(file, 'w');
   let n = 0;
   let bytes = 0;
+  const chunk: Buffer[] = [];
+  let chunkRows = 0;
   try {
     for (let i = 0; n < rows; i = (i + 1) % payloads.length) {
-      const chunk = payloads[i].text + '\n';
-      bytes += fs.writeSync(fd, chunk);
+      bytes += fs.writeSync(fd, payloads[i].payload);
       n += payloads[i].rows;
+      // The first HTTP_BATCH_ROWS rows (or all), the body of each HTTP insert.
+      if (chunkRows < Math.min(HTTP_BATCH_ROWS, rows)) {
+        chunk.push(payloads[i].payload);
+        chunkRows += payloads[i].rows;
+      }
     }
   } finally {
     fs.closeSync(fd);
   }
-  return { file, rows: n, bytes };
+  return { file, rows: n, bytes, httpChunk: { body: Buffer.concat(chunk), rows: chunkRows } };
 }
 
 function clientInsert(ctx: BenchContext, file: string, onPid: (pid: number) => void): Promise<void> {
@@ -106,14 +118,7 @@ function clientInsert(ctx: BenchContext, file: string, onPid: (pid: number) => v
     const fd = fs.openSync(file, 'r');
     const p = spawn(
       'clickhouse-client',
-      [
-        '--host',
-        '127.0.0.1',
-        '--port',
-        String(ctx.profile.chTcpPort),
-        '--query',
-        `INSERT INTO ${BENCH_TABLE} FORMAT JSONEachRow`,
-      ],
+      ['--host', '127.0.0.1', '--port', String(ctx.profile.chTcpPort), '--query', INSERT_ROWS],
       { stdio: [fd, 'ignore', 'pipe'] },
     );
     fs.closeSync(fd);
@@ -131,7 +136,7 @@ function clientInsert(ctx: BenchContext, file: string, onPid: (pid: number) => v
 
 function httpPost(ctx: BenchContext, body: Buffer): Promise<void> {
   return new Promise((resolve, reject) => {
-    const q = new URLSearchParams({ query: `INSERT INTO ${BENCH_TABLE} FORMAT JSONEachRow` });
+    const q = new URLSearchParams({ query: INSERT_ROWS });
     const req = http.request(
       `${ctx.urls.CLICKHOUSE_URL}/?${q}`,
       { method: 'POST', headers: { 'Content-Length': body.length } },
@@ -160,27 +165,6 @@ async function httpInsert(ctx: BenchContext, chunk: { body: Buffer; rows: number
 
 const HTTP_BATCH_ROWS = 100_000;
 
-/** The first `rows` rows of the file (its lines hold 100 rows each). */
-function readChunk(file: string, rows: number): { body: Buffer; rows: number } {
-  const fd = fs.openSync(file, 'r');
-  try {
-    const want = Math.ceil(rows / 100);
-    const buf = Buffer.alloc(Math.min(fs.fstatSync(fd).size, want * 400_000));
-    const n = fs.readSync(fd, buf, 0, buf.length, 0);
-    let end = 0;
-    let lines = 0;
-    while (lines < want) {
-      const nl = buf.indexOf(10, end);
-      if (nl < 0 || nl >= n) break;
-      end = nl + 1;
-      lines++;
-    }
-    return { body: buf.subarray(0, end), rows: lines * 100 };
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
 /**
  * `clickhouse-client` inserting the same rows (one stream, then two at once), and for reference
  * the same body POSTed over HTTP, which is how a Node writer talks to ClickHouse.
@@ -191,7 +175,7 @@ async function clickhouseCeiling(ctx: BenchContext): Promise<CeilingsResult['cli
     `clickhouse ceiling: ${f.rows.toLocaleString('en-US')} rows, ${(f.bytes / 1024 / 1024).toFixed(0)} MB per stream`,
   );
   const runs: InsertRun[] = [];
-  const chunk = readChunk(f.file, Math.min(HTTP_BATCH_ROWS, f.rows));
+  const chunk = f.httpChunk;
   const httpRows = Math.ceil(f.rows / chunk.rows) * chunk.rows;
   try {
     for (const [method, streams] of [

@@ -1,6 +1,7 @@
 import { connect, headers } from 'nats';
 import { uuidv7 } from '../lib/ids.js';
 import { childMain, Meter, type LoadResult } from './meter.js';
+import { FORMAT_HEADER, ROW_BINARY_V1 } from '../lib/row-binary.js';
 import { rowsPayload, Workload, type BenchTenant, type WorkloadOptions } from './workload.js';
 
 /**
@@ -27,7 +28,7 @@ async function run(c: PublishConfig): Promise<LoadResult> {
     const t = c.tenants[b.tenant];
     return {
       subject: `${c.subjectPrefix}.${t.tenantId}`,
-      payload: Buffer.from(c.payload === 'body' ? b.json : rowsPayload(t, b.events, now)),
+      payload: c.payload === 'body' ? Buffer.from(b.json) : rowsPayload(t, b.events, now).payload,
       rows: b.events.length,
       names: [...new Set(b.events.map((e) => e.event_name))].join(','),
     };
@@ -46,6 +47,7 @@ async function run(c: PublishConfig): Promise<LoadResult> {
       const h = headers();
       h.set('Cs-Rows', String(m.rows));
       h.set('Cs-Names', m.names);
+      if (c.payload === 'rows') h.set(FORMAT_HEADER, ROW_BINARY_V1);
       const t0 = performance.now();
       inflight++;
       try {

@@ -1,3 +1,5 @@
+import { EVENT_ROW_COLUMNS, RowBinaryWriter } from '../lib/row-binary.js';
+import type { EventRow } from '../schemas/rows.js';
 import { uuidv7 } from '../lib/ids.js';
 
 /** A benchmark workspace: its ingestion key and the seeded customers and products it references. */
@@ -162,16 +164,39 @@ export class Workload {
   }
 }
 
+/** A message payload as ingest writes it, with where each row's ids sit (rewritten per copy). */
+export interface RowsPayload {
+  payload: Buffer;
+  /** Byte offsets of every row's 16-byte batch_id and event_id. */
+  batchAt: number[];
+  eventAt: number[];
+}
+
+/** The 16 wire bytes of a UUID in RowBinary. */
+export function uuidBytes(id: string): Buffer {
+  const w = new RowBinaryWriter(16);
+  w.uuid(id);
+  return w.take();
+}
+
+const strBytes = (s: string) => {
+  const n = Buffer.byteLength(s);
+  return n + (n < 0x80 ? 1 : n < 0x4000 ? 2 : 3);
+};
+
 /**
- * The rows ingest publishes for a request whose events were all accepted, in the same shape and
- * field order (ingest/usage.ts): JSONEachRow objects separated by commas.
+ * The RowBinary rows ingest would publish for these events (Cs-Format: RowBinary;v=1), stamped as
+ * ingest stamps them.
  */
-export function rowsPayload(t: BenchTenant, events: UsageEvent[], now: number): string {
+export function rowsPayload(t: BenchTenant, events: UsageEvent[], now: number): RowsPayload {
   const byExt = extIndex(t);
   const products = new Map(t.products.map(([id, code]) => [code, id]));
   const batchId = uuidv7(now);
   const receivedAt = Math.floor(now / 1000);
-  const rows = events.map((e) => {
+  const w = new RowBinaryWriter(events.length * 1024);
+  const batchAt: number[] = [];
+  const eventAt: number[] = [];
+  for (const e of events) {
     const ts = e.timestamp ? Date.parse(e.timestamp) : now;
     const keys: string[] = [];
     const values: string[] = [];
@@ -180,7 +205,11 @@ export function rowsPayload(t: BenchTenant, events: UsageEvent[], now: number): 
       keys.push(k);
       values.push(typeof v === 'string' ? v : JSON.stringify(v));
     }
-    return {
+    // tenant_id, customer_id, event_name, ts, ts_ms precede event_id; batch_id follows it.
+    const at = w.length + 32 + strBytes(e.event_name) + 6;
+    eventAt.push(at);
+    batchAt.push(at + 16);
+    w.row(EVENT_ROW_COLUMNS, {
       tenant_id: t.tenantId,
       customer_id: e.customer_id ?? byExt.get(e.external_customer_id!)!,
       event_name: e.event_name,
@@ -199,9 +228,11 @@ export function rowsPayload(t: BenchTenant, events: UsageEvent[], now: number): 
       properties: e.properties ? JSON.stringify(e.properties) : '{}',
       prop_keys: keys,
       prop_values: values,
-    };
-  });
-  return JSON.stringify(rows).slice(1, -1);
+      user_email: '',
+      user_external_id: '',
+    } satisfies EventRow);
+  }
+  return { payload: w.take(), batchAt, eventAt };
 }
 
 const extIndexes = new WeakMap<BenchTenant, Map<string, string>>();
