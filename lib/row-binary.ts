@@ -114,9 +114,19 @@ export class RowBinaryWriter {
     // One byte of length covers up to 127 bytes; longer strings are measured first.
     if (s.length <= 42) {
       this.room(1 + 3 * s.length);
-      const n = this.buf.write(s, this.at + 1, 'utf8');
-      this.buf[this.at] = n;
-      this.at += 1 + n;
+      const b = this.buf;
+      const at = this.at;
+      // Most strings here are short ASCII (names, ids, keys): copied by hand, which costs less
+      // than a call into the encoder; the first other character hands the string to it.
+      let i = 0;
+      for (; i < s.length; i++) {
+        const c = s.charCodeAt(i);
+        if (c >= 0x80) break;
+        b[at + 1 + i] = c;
+      }
+      const n = i === s.length ? i : b.write(s, at + 1, 'utf8');
+      b[at] = n;
+      this.at = at + 1 + n;
       return;
     }
     const n = Buffer.byteLength(s);

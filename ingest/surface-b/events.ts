@@ -206,7 +206,7 @@ export function payloadOf(
   p: PreparedB,
   fresh: Uint8Array | null,
 ): { payload: Buffer; stored: number; names: string[] } {
-  const w = new RowBinaryWriter(p.rows.length * 512);
+  const w = new RowBinaryWriter(p.rows.length * 1024);
   const names = new Set<string>();
   let stored = 0;
   for (let i = 0; i < p.rows.length; i++) {
