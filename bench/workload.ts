@@ -1,4 +1,4 @@
-import { EVENT_ROW_COLUMNS, RowBinaryWriter } from '../lib/row-binary.js';
+import { EVENT_ROW_COLUMNS, RowBinaryWriter, rowSpans } from '../lib/row-binary.js';
 import type { EventRow } from '../schemas/rows.js';
 import { uuidv7 } from '../lib/ids.js';
 
@@ -179,11 +179,6 @@ export function uuidBytes(id: string): Buffer {
   return w.take();
 }
 
-const strBytes = (s: string) => {
-  const n = Buffer.byteLength(s);
-  return n + (n < 0x80 ? 1 : n < 0x4000 ? 2 : 3);
-};
-
 /**
  * The RowBinary rows ingest would publish for these events (Cs-Format: RowBinary;v=1), stamped as
  * ingest stamps them.
@@ -194,8 +189,6 @@ export function rowsPayload(t: BenchTenant, events: UsageEvent[], now: number): 
   const batchId = uuidv7(now);
   const receivedAt = Math.floor(now / 1000);
   const w = new RowBinaryWriter(events.length * 1024);
-  const batchAt: number[] = [];
-  const eventAt: number[] = [];
   for (const e of events) {
     const ts = e.timestamp ? Date.parse(e.timestamp) : now;
     const keys: string[] = [];
@@ -205,10 +198,6 @@ export function rowsPayload(t: BenchTenant, events: UsageEvent[], now: number): 
       keys.push(k);
       values.push(typeof v === 'string' ? v : JSON.stringify(v));
     }
-    // tenant_id, customer_id, event_name, ts, ts_ms precede event_id; batch_id follows it.
-    const at = w.length + 32 + strBytes(e.event_name) + 6;
-    eventAt.push(at);
-    batchAt.push(at + 16);
     w.row(EVENT_ROW_COLUMNS, {
       tenant_id: t.tenantId,
       customer_id: e.customer_id ?? byExt.get(e.external_customer_id!)!,
@@ -232,7 +221,15 @@ export function rowsPayload(t: BenchTenant, events: UsageEvent[], now: number): 
       user_external_id: '',
     } satisfies EventRow);
   }
-  return { payload: w.take(), batchAt, eventAt };
+  // Where each row's ids sit, found in the bytes written rather than computed from the layout.
+  const payload = w.take();
+  const batch = uuidBytes(batchId);
+  const spans = rowSpans(payload, EVENT_ROW_COLUMNS);
+  return {
+    payload,
+    eventAt: spans.map((r) => payload.indexOf(uuidBytes(r.eventId), r.start)),
+    batchAt: spans.map((r) => payload.indexOf(batch, r.start)),
+  };
 }
 
 const extIndexes = new WeakMap<BenchTenant, Map<string, string>>();

@@ -43,6 +43,11 @@ export function columnsOf(format: typeof ROW_BINARY_V1, table: SinkTable): Array
   return COLUMNS[format][table];
 }
 
+/** The column list of an INSERT of such rows: `(tenant_id, customer_id, …)`. */
+export function insertColumns(format: typeof ROW_BINARY_V1, table: SinkTable): string {
+  return `(${COLUMNS[format][table].map(([c]) => c).join(', ')})`;
+}
+
 const EMPTY = Buffer.alloc(0);
 const HEX_VALUE = new Int8Array(128).fill(-1);
 for (let i = 0; i < 10; i++) HEX_VALUE[48 + i] = i;
@@ -57,9 +62,9 @@ const HEX_AT: number[] = [];
 for (let i = 0; i < 36; i++) if (i !== 8 && i !== 13 && i !== 18 && i !== 23) HEX_AT.push(i);
 
 /**
- * Rows written into one growing buffer: the ingest tier writes a request's accepted events here
- * one value at a time, with no per-row objects. Strings are written in place (UTF-8), their length
- * prefix fixed up afterwards.
+ * Rows written into one growing buffer, value by value: the ingest tier writes a request's
+ * accepted events here. Strings are encoded straight into it (UTF-8); a short one's one-byte
+ * length is set after its bytes are written, a longer one is measured first.
  */
 export class RowBinaryWriter {
   private buf: Buffer;
@@ -133,15 +138,6 @@ export class RowBinaryWriter {
     this.varint(n);
     this.room(n);
     this.at += this.buf.write(s, this.at, n, 'utf8');
-  }
-
-  /** Bytes already in UTF-8 (e.g. a slice of the request body), written as one String. */
-  bytes(src: Uint8Array, start = 0, end = src.length): void {
-    const n = end - start;
-    this.varint(n);
-    this.room(n);
-    this.buf.set(src.subarray(start, end), this.at);
-    this.at += n;
   }
 
   strings(list: readonly string[]): void {
@@ -225,6 +221,49 @@ export interface RowSpan {
   eventId: string;
 }
 
+/** Reads a payload value by value, refusing to run past its end (RowBinaryError names where). */
+class Cursor {
+  at = 0;
+  row = 0;
+  readonly b: Buffer;
+
+  constructor(payload: Uint8Array) {
+    this.b = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  }
+
+  get done(): boolean {
+    return this.at >= this.b.length;
+  }
+
+  /** Where `n` bytes of `col` start; the cursor moves past them. */
+  take(n: number, col: string): number {
+    if (this.at + n > this.b.length)
+      throw new RowBinaryError(`row ${this.row}: column ${col} runs past the end of the payload`);
+    const at = this.at;
+    this.at += n;
+    return at;
+  }
+
+  varint(col: string): number {
+    let n = 0;
+    let mul = 1;
+    for (let i = 0; i < 9; i++) {
+      const x = this.b[this.take(1, col)];
+      n += (x & 0x7f) * mul;
+      if (x < 0x80) return n;
+      mul *= 128;
+    }
+    throw new RowBinaryError(`row ${this.row}: column ${col} has a malformed length`);
+  }
+
+  /** A String's byte range [start, end). */
+  string(col: string): [number, number] {
+    const n = this.varint(col);
+    const at = this.take(n, col);
+    return [at, at + n];
+  }
+}
+
 /**
  * Walks a payload row by row without decoding strings: the byte range and event_id of each row,
  * for the rare paths that need them (a partly stored message, a payload ClickHouse refused).
@@ -232,118 +271,71 @@ export interface RowSpan {
  */
 export function rowSpans(payload: Uint8Array, columns: Array<[string, ChType]>): RowSpan[] {
   const spans: RowSpan[] = [];
-  let at = 0;
-  const need = (n: number, col: string) => {
-    if (at + n > payload.length)
-      throw new RowBinaryError(`row ${spans.length}: column ${col} runs past the end of the payload`);
-  };
-  const varint = (col: string): number => {
-    let n = 0;
-    let mul = 1;
-    for (let i = 0; i < 9; i++) {
-      need(1, col);
-      const b = payload[at++];
-      n += (b & 0x7f) * mul;
-      if (b < 0x80) return n;
-      mul *= 128;
-    }
-    throw new RowBinaryError(`row ${spans.length}: column ${col} has a malformed length`);
-  };
-  const skipString = (col: string) => {
-    const n = varint(col);
-    need(n, col);
-    at += n;
-  };
-  while (at < payload.length) {
-    const start = at;
+  const c = new Cursor(payload);
+  for (; !c.done; c.row++) {
+    const start = c.at;
     let eventId = '';
     for (const [col, type] of columns) {
       switch (type) {
-        case 'UUID':
-          need(16, col);
-          if (col === 'event_id') eventId = readUuid(payload, at);
-          at += 16;
-          break;
-        case 'String':
-        case 'LowCardinality(String)':
-          skipString(col);
-          break;
-        case 'DateTime':
-          need(4, col);
-          at += 4;
-          break;
-        case 'UInt16':
-          need(2, col);
-          at += 2;
-          break;
-        case 'Array(String)': {
-          const n = varint(col);
-          for (let i = 0; i < n; i++) skipString(col);
+        case 'UUID': {
+          const at = c.take(16, col);
+          if (col === 'event_id') eventId = readUuid(c.b, at);
           break;
         }
+        case 'String':
+        case 'LowCardinality(String)':
+          c.string(col);
+          break;
+        case 'DateTime':
+          c.take(4, col);
+          break;
+        case 'UInt16':
+          c.take(2, col);
+          break;
+        case 'Array(String)':
+          for (let n = c.varint(col); n > 0; n--) c.string(col);
+          break;
         case 'Nullable(Float64)':
-          need(1, col);
-          if (payload[at++] === 0) {
-            need(8, col);
-            at += 8;
-          }
+          if (c.b[c.take(1, col)] === 0) c.take(8, col);
           break;
       }
     }
-    spans.push({ start, end: at, eventId });
+    spans.push({ start, end: c.at, eventId });
   }
   return spans;
 }
 
 /**
  * The rows of a payload as objects of the row contract (the values JSONEachRow would carry): for
- * inspecting a message (tests, a dead letter), never on the normal path.
+ * inspecting a message (tests, a dead letter), never on the normal path. Throws RowBinaryError as
+ * rowSpans does.
  */
 export function decodeRows(payload: Uint8Array, columns: Array<[string, ChType]>): Array<Record<string, unknown>> {
-  const b = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
   const rows: Array<Record<string, unknown>> = [];
-  for (const span of rowSpans(payload, columns)) {
-    let at = span.start;
-    const varint = () => {
-      let n = 0;
-      let mul = 1;
-      for (;;) {
-        const x = b[at++];
-        n += (x & 0x7f) * mul;
-        if (x < 0x80) return n;
-        mul *= 128;
-      }
-    };
-    const str = () => {
-      const n = varint();
-      at += n;
-      return b.toString('utf8', at - n, at);
-    };
+  const c = new Cursor(payload);
+  const str = (col: string) => c.b.toString('utf8', ...c.string(col));
+  for (; !c.done; c.row++) {
     const row: Record<string, unknown> = {};
     for (const [col, type] of columns) {
       switch (type) {
         case 'UUID':
-          row[col] = readUuid(b, at);
-          at += 16;
+          row[col] = readUuid(c.b, c.take(16, col));
           break;
         case 'String':
         case 'LowCardinality(String)':
-          row[col] = str();
+          row[col] = str(col);
           break;
         case 'DateTime':
-          row[col] = b.readUInt32LE(at);
-          at += 4;
+          row[col] = c.b.readUInt32LE(c.take(4, col));
           break;
         case 'UInt16':
-          row[col] = b.readUInt16LE(at);
-          at += 2;
+          row[col] = c.b.readUInt16LE(c.take(2, col));
           break;
         case 'Array(String)':
-          row[col] = Array.from({ length: varint() }, str);
+          row[col] = Array.from({ length: c.varint(col) }, () => str(col));
           break;
         case 'Nullable(Float64)':
-          row[col] = b[at++] === 1 ? null : b.readDoubleLE(at);
-          if (row[col] !== null) at += 8;
+          row[col] = c.b[c.take(1, col)] === 0 ? c.b.readDoubleLE(c.take(8, col)) : null;
           break;
       }
     }

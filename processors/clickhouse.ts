@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { createClient, ClickHouseLogLevel, type ClickHouseClient } from '@clickhouse/client';
-import { columnsOf, type RowFormat } from '../lib/row-binary.js';
+import { insertColumns, type RowFormat } from '../lib/row-binary.js';
 import type { SinkTable } from '../schemas/rows.js';
 
 /**
@@ -48,9 +48,7 @@ export class ClickHouse {
     const into =
       format === 'JSONEachRow'
         ? `${this.database}.${table} FORMAT JSONEachRow`
-        : `${this.database}.${table} (${columnsOf(format, table as SinkTable)
-            .map(([c]) => c)
-            .join(', ')}) FORMAT RowBinary`;
+        : `${this.database}.${table} ${insertColumns(format, table as SinkTable)} FORMAT RowBinary`;
     const res = await this.client.exec({
       query: `INSERT INTO ${into}`,
       values: Readable.from([body]),

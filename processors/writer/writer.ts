@@ -7,7 +7,7 @@ import type { WriterMetrics } from '../metrics.js';
 import type { CheckInput } from './check-rows.js';
 import { publishDeadLetter } from './dead-letter.js';
 import { batchIdOf, body, byFormat, formatOfMessage, isSuspect, rowsOf } from './payload.js';
-import type { RowFormat } from '../../lib/row-binary.js';
+import { FORMAT_HEADER, type RowFormat } from '../../lib/row-binary.js';
 import { Reconciler } from './reconcile.js';
 import { TABLES } from './tables.js';
 
@@ -224,9 +224,11 @@ export class ClickhouseWriter {
     try {
       if (others.length) await Promise.all(others);
       // Rows in a format this build cannot read (a newer ingest tier's): never storable here.
-      for (const m of batch.filter((m) => formatOfMessage(m) === undefined))
-        await this.deadLetter(m, `unknown row format: ${m.headers?.get('Cs-Format')}; upgrade processors first`);
-      batch = batch.filter((m) => formatOfMessage(m) !== undefined);
+      const readable: JsMsg[] = [];
+      for (const m of batch)
+        if (formatOfMessage(m)) readable.push(m);
+        else await this.deadLetter(m, `unknown row format: ${m.headers?.get(FORMAT_HEADER)}; upgrade processors first`);
+      batch = readable;
       await this.writeOnce(batch, others.length > 0 || batch.some(isSuspect));
     } finally {
       for (const id of mine) this.writing.delete(id);
