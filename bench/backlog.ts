@@ -2,7 +2,7 @@ import { connect, headers } from 'nats';
 import { uuidv7 } from '../lib/ids.js';
 import { subjects } from '../lib/nats.js';
 import { childMain } from './meter.js';
-import { FORMAT_HEADER, ROW_BINARY_V1 } from '../lib/row-binary.js';
+import { FORMAT_HEADER, ROW_FORMAT } from '../lib/row-binary.js';
 import { rowsPayload, uuidBytes, Workload, type BenchTenant, type WorkloadOptions } from './workload.js';
 
 /**
@@ -78,7 +78,7 @@ async function run(c: BacklogConfig): Promise<BacklogResult> {
       for (const at of tpl.batchAt) batch.copy(payload, at);
       for (const at of tpl.eventAt) uuidBytes(uuidv7(now)).copy(payload, at);
       const h = headers();
-      h.set(FORMAT_HEADER, ROW_BINARY_V1);
+      h.set(FORMAT_HEADER, ROW_FORMAT);
       h.set('Cs-Rows', String(tpl.rows));
       h.set('Cs-Names', tpl.names);
       let ok = false;

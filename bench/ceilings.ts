@@ -1,4 +1,4 @@
-import { insertColumns, ROW_BINARY_V1 } from '../lib/row-binary.js';
+import { insertColumns, ROW_FORMAT } from '../lib/row-binary.js';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -35,7 +35,7 @@ export interface CeilingsResult {
 const BENCH_STREAM = 'BENCH';
 const BENCH_TABLE = 'csp.bench_events';
 /** The writer's own statement for RowBinary;v=1 rows (processors/clickhouse.ts). */
-const INSERT_ROWS = `INSERT INTO ${BENCH_TABLE} ${insertColumns(ROW_BINARY_V1, 'events')} FORMAT RowBinary`;
+const INSERT_ROWS = `INSERT INTO ${BENCH_TABLE} ${insertColumns(ROW_FORMAT, 'events')} FORMAT RowBinary`;
 
 /** Raw JetStream publish from one Node process, into a temporary stream shaped like EVENTS. */
 async function jetstreamCeiling(ctx: BenchContext, payload: PublishConfig['payload']): Promise<JetStreamCeiling> {

@@ -1,7 +1,7 @@
 import { connect, headers } from 'nats';
 import { uuidv7 } from '../lib/ids.js';
 import { childMain, Meter, type LoadResult } from './meter.js';
-import { FORMAT_HEADER, ROW_BINARY_V1 } from '../lib/row-binary.js';
+import { FORMAT_HEADER, ROW_FORMAT } from '../lib/row-binary.js';
 import { rowsPayload, Workload, type BenchTenant, type WorkloadOptions } from './workload.js';
 
 /**
@@ -47,7 +47,7 @@ async function run(c: PublishConfig): Promise<LoadResult> {
       const h = headers();
       h.set('Cs-Rows', String(m.rows));
       h.set('Cs-Names', m.names);
-      if (c.payload === 'rows') h.set(FORMAT_HEADER, ROW_BINARY_V1);
+      if (c.payload === 'rows') h.set(FORMAT_HEADER, ROW_FORMAT);
       const t0 = performance.now();
       inflight++;
       try {

@@ -1,3 +1,4 @@
+import { NO_PROPERTIES, splitProperties } from '../lib/event-properties.js';
 import { EVENT_ROW_COLUMNS, RowBinaryWriter, rowSpans } from '../lib/row-binary.js';
 import type { EventRow } from '../schemas/rows.js';
 import { uuidv7 } from '../lib/ids.js';
@@ -180,7 +181,7 @@ export function uuidBytes(id: string): Buffer {
 }
 
 /**
- * The RowBinary rows ingest would publish for these events (Cs-Format: RowBinary;v=1), stamped as
+ * The RowBinary rows ingest would publish for these events (Cs-Format: ROW_FORMAT), stamped as
  * ingest stamps them.
  */
 export function rowsPayload(t: BenchTenant, events: UsageEvent[], now: number): RowsPayload {
@@ -191,13 +192,7 @@ export function rowsPayload(t: BenchTenant, events: UsageEvent[], now: number): 
   const w = new RowBinaryWriter(events.length * 1024);
   for (const e of events) {
     const ts = e.timestamp ? Date.parse(e.timestamp) : now;
-    const keys: string[] = [];
-    const values: string[] = [];
-    for (const k in e.properties ?? {}) {
-      const v = e.properties![k];
-      keys.push(k);
-      values.push(typeof v === 'string' ? v : JSON.stringify(v));
-    }
+    const props = e.properties ? splitProperties(e.properties) : NO_PROPERTIES;
     w.row(EVENT_ROW_COLUMNS, {
       tenant_id: t.tenantId,
       customer_id: e.customer_id ?? byExt.get(e.external_customer_id!)!,
@@ -214,11 +209,12 @@ export function rowsPayload(t: BenchTenant, events: UsageEvent[], now: number): 
       product_code: e.product_code ?? '',
       surface: 'a',
       external_id: '',
-      properties: e.properties ? JSON.stringify(e.properties) : '{}',
-      prop_keys: keys,
-      prop_values: values,
+      properties: props.raw,
+      prop_keys: props.keys,
+      prop_values: props.values,
       user_email: '',
       user_external_id: '',
+      prop_kinds: props.kinds,
     } satisfies EventRow);
   }
   // Where each row's ids sit, found in the bytes written rather than computed from the layout.

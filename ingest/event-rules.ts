@@ -1,3 +1,4 @@
+import { jsonBytesBounds, NO_PROPERTIES, type SplitProperties, splitProperties } from '../lib/event-properties.js';
 import { uuidv7 } from '../lib/ids.js';
 import { MAX_PROPERTIES_BYTES } from '../schemas/ingest.js';
 import type { EventRow } from '../schemas/rows.js';
@@ -25,46 +26,38 @@ export function eventTime(timestamp: string | undefined, w: Window): number | Re
   return ts;
 }
 
-export interface StoredProperties {
-  json: string;
-  keys: string[];
-  values: string[];
-}
-
-const EMPTY: StoredProperties = { json: '{}', keys: [], values: [] };
+const tooDeep = (): Rejection => ({
+  code: 'invalid_properties',
+  message: 'properties nest too deeply to be stored',
+});
+const tooLarge = (): Rejection => ({
+  code: 'properties_too_large',
+  message: `properties exceed ${MAX_PROPERTIES_BYTES} bytes serialized as JSON`,
+});
 
 /**
- * Properties as stored: the raw JSON (at most 10,240 bytes) and the top-level keys with their
- * values as strings (non-strings as JSON), so `properties.plan = 'pro'` needs no JSON parsing.
+ * Properties as stored (lib/event-properties.ts), or why they are refused: the JSON text may take
+ * at most 10,240 bytes. Its length is bounded from the split values, so the whole object is
+ * serialized only when the limit falls between the bounds.
  */
-export function storedProperties(properties: Record<string, unknown> | undefined): StoredProperties | Rejection {
-  if (properties === undefined) return EMPTY;
+export function storedProperties(properties: Record<string, unknown> | undefined): SplitProperties | Rejection {
+  if (properties === undefined) return NO_PROPERTIES;
+  let p: SplitProperties;
+  try {
+    p = splitProperties(properties);
+  } catch {
+    return tooDeep();
+  }
+  const [lo, hi] = jsonBytesBounds(p);
+  if (hi <= MAX_PROPERTIES_BYTES) return p;
+  if (lo > MAX_PROPERTIES_BYTES) return tooLarge();
   let json: string;
   try {
-    json = JSON.stringify(properties);
+    json = p.raw || JSON.stringify(properties);
   } catch {
-    return { code: 'invalid_properties', message: 'properties nest too deeply to be stored' };
+    return tooDeep();
   }
-  // Bytes ≥ UTF-16 length ≥ bytes / 3: only the middle band needs the exact count.
-  if (
-    json.length > MAX_PROPERTIES_BYTES ||
-    (json.length * 3 > MAX_PROPERTIES_BYTES && Buffer.byteLength(json) > MAX_PROPERTIES_BYTES)
-  ) {
-    return {
-      code: 'properties_too_large',
-      message: `properties exceed ${MAX_PROPERTIES_BYTES} bytes serialized as JSON`,
-    };
-  }
-  const keys: string[] = [];
-  const values: string[] = [];
-  for (const k in properties) {
-    const v = properties[k];
-    keys.push(k);
-    values.push(
-      typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v),
-    );
-  }
-  return { json, keys, values };
+  return Buffer.byteLength(json) > MAX_PROPERTIES_BYTES ? tooLarge() : p;
 }
 
 export const isRejection = (v: unknown): v is Rejection => typeof v === 'object' && v !== null && 'code' in v;
@@ -82,7 +75,7 @@ export interface EventRowFields {
   externalId: string;
   userEmail: string;
   userExternalId: string;
-  props: StoredProperties;
+  props: SplitProperties;
 }
 
 export interface RequestStamp {
@@ -114,10 +107,11 @@ export function eventRow(r: RequestStamp, f: EventRowFields): EventRow {
     product_code: f.productCode,
     surface: r.surface,
     external_id: f.externalId,
-    properties: f.props.json,
+    properties: f.props.raw,
     prop_keys: f.props.keys,
     prop_values: f.props.values,
     user_email: f.userEmail,
     user_external_id: f.userExternalId,
+    prop_kinds: f.props.kinds,
   };
 }

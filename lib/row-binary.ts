@@ -18,33 +18,43 @@ import { type ChType, SINK_TABLES, type SinkTable } from '../schemas/rows.js';
  */
 
 export const FORMAT_HEADER = 'Cs-Format';
+/** The first RowBinary list: every csp.events column up to user_external_id, raw properties filled. */
 export const ROW_BINARY_V1 = 'RowBinary;v=1';
-export type RowFormat = 'JSONEachRow' | typeof ROW_BINARY_V1;
+/** v1 plus prop_kinds, `properties` empty but where the kinds cannot rebuild it (lib/event-properties.ts). */
+export const ROW_BINARY_V2 = 'RowBinary;v=2';
+/** What the producers (ingest, the outbox relay) write. */
+export const ROW_FORMAT = ROW_BINARY_V2;
+export type RowBinaryFormat = typeof ROW_BINARY_V1 | typeof ROW_BINARY_V2;
+export type RowFormat = 'JSONEachRow' | RowBinaryFormat;
+
+const eventColumns = Object.entries(SINK_TABLES.events);
+const billingColumns = Object.entries(SINK_TABLES.billing_events);
 
 /** The columns a RowBinary payload holds per format and table, in their order. */
-const COLUMNS: Record<typeof ROW_BINARY_V1, Record<SinkTable, Array<[string, ChType]>>> = {
+const COLUMNS: Record<RowBinaryFormat, Record<SinkTable, Array<[string, ChType]>>> = {
   [ROW_BINARY_V1]: {
-    events: Object.entries(SINK_TABLES.events),
-    billing_events: Object.entries(SINK_TABLES.billing_events),
+    events: eventColumns.filter(([c]) => c !== 'prop_kinds'),
+    billing_events: billingColumns,
   },
+  [ROW_BINARY_V2]: { events: eventColumns, billing_events: billingColumns },
 };
 
 /** The format a message header names; undefined for a value this build does not know. */
 export function formatOf(header: string | undefined): RowFormat | undefined {
   if (header === undefined || header === '') return 'JSONEachRow';
-  return header === ROW_BINARY_V1 ? header : undefined;
+  return header === ROW_BINARY_V2 || header === ROW_BINARY_V1 ? header : undefined;
 }
 
 /** The columns producers write today. */
-export const EVENT_ROW_COLUMNS = COLUMNS[ROW_BINARY_V1].events;
-export const BILLING_ROW_COLUMNS = COLUMNS[ROW_BINARY_V1].billing_events;
+export const EVENT_ROW_COLUMNS = COLUMNS[ROW_FORMAT].events;
+export const BILLING_ROW_COLUMNS = COLUMNS[ROW_FORMAT].billing_events;
 
-export function columnsOf(format: typeof ROW_BINARY_V1, table: SinkTable): Array<[string, ChType]> {
+export function columnsOf(format: RowBinaryFormat, table: SinkTable): Array<[string, ChType]> {
   return COLUMNS[format][table];
 }
 
 /** The column list of an INSERT of such rows: `(tenant_id, customer_id, …)`. */
-export function insertColumns(format: typeof ROW_BINARY_V1, table: SinkTable): string {
+export function insertColumns(format: RowBinaryFormat, table: SinkTable): string {
   return `(${COLUMNS[format][table].map(([c]) => c).join(', ')})`;
 }
 

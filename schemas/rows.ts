@@ -35,6 +35,7 @@ export const EVENT_COLUMNS = {
   prop_values: 'Array(String)',
   user_email: 'String',
   user_external_id: 'String',
+  prop_kinds: 'String',
 } as const satisfies Record<string, ChType>;
 
 export const BILLING_COLUMNS = {
@@ -67,7 +68,8 @@ type RowOf<C extends Record<string, ChType>> = { [K in keyof C]: JsonOf<C[K]> };
 
 /**
  * One csp.events row. `surface`: 'a', 'b' (both ingestion surfaces), 'system' (generated events) or
- * 'integration' (activity pushed by a connected provider).
+ * 'integration' (activity pushed by a connected provider). `properties`, `prop_keys`, `prop_values`
+ * and `prop_kinds` hold the event's properties as lib/event-properties.ts describes.
  */
 export type EventRow = RowOf<typeof EVENT_COLUMNS>;
 export type BillingRow = RowOf<typeof BILLING_COLUMNS>;

@@ -1,7 +1,7 @@
 -- ClickHouse DDL. Runs on 18.16 and on current releases: no DateTime64, JSON type, CODEC, TTL.
--- Timestamps are DateTime (seconds, UTC) plus a millisecond column; properties are kept raw and
--- as parallel key/value arrays so that properties.plan = 'pro' compiles to
--- prop_values[indexOf(prop_keys, 'plan')] = 'pro'.
+-- Timestamps are DateTime (seconds, UTC) plus a millisecond column; properties are kept as
+-- parallel key/value arrays so that properties.plan = 'pro' compiles to
+-- prop_values[indexOf(prop_keys, 'plan')] = 'pro', and the raw JSON is rebuilt from them.
 
 CREATE DATABASE IF NOT EXISTS csp;
 
@@ -34,6 +34,10 @@ ORDER BY (tenant_id, customer_id, event_name, ts);
 -- ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS: infra/apply.ts treats "already exists" as done.
 ALTER TABLE csp.events ADD COLUMN user_email String;
 ALTER TABLE csp.events ADD COLUMN user_external_id String;
+-- One character per property key, 's' (the value is the string itself) or 'j' (the value is JSON
+-- text): the raw JSON is rebuilt from keys, values and kinds, and `properties` is left empty on
+-- rows written since (lib/event-properties.ts).
+ALTER TABLE csp.events ADD COLUMN prop_kinds String;
 
 CREATE TABLE IF NOT EXISTS csp.billing_events (
   tenant_id    UUID,

@@ -1,4 +1,4 @@
-import { FORMAT_HEADER, ROW_BINARY_V1 } from '../../lib/row-binary.js';
+import { FORMAT_HEADER, ROW_FORMAT } from '../../lib/row-binary.js';
 import { decodeJson, isJsonContentType } from '../../lib/json.js';
 import { subjects } from '../../lib/nats.js';
 import type { SharedRateLimiter } from '../../lib/rate-limit.js';
@@ -110,7 +110,7 @@ export async function publishUsage(d: SurfaceADeps, org: Org, p: Prepared, trace
   if (p.accepted === 0) return;
   await d.publisher.publish(subjects.usage(org.tenantId), p.rows, traceId, {
     'Cs-Rows': String(p.accepted),
-    [FORMAT_HEADER]: ROW_BINARY_V1,
+    [FORMAT_HEADER]: ROW_FORMAT,
     'Cs-Names': p.names.join(','),
   });
 }
@@ -119,7 +119,7 @@ export async function publishUsage(d: SurfaceADeps, org: Org, p: Prepared, trace
 export async function publishBilling(d: SurfaceADeps, org: Org, p: PreparedBilling, traceId: string): Promise<void> {
   await d.publisher.publish(subjects.billing(org.tenantId), p.rows, traceId, {
     'Cs-Rows': String(p.accepted),
-    [FORMAT_HEADER]: ROW_BINARY_V1,
+    [FORMAT_HEADER]: ROW_FORMAT,
   });
 }
 

@@ -1,4 +1,5 @@
 import { decodeEventCursor, encodeEventCursor, MAX_DATETIME_S } from '../../lib/cursor.js';
+import { propertiesJson } from '../../lib/event-properties.js';
 import { isUuid } from '../../lib/ids.js';
 import { ApiError } from '../../lib/problem.js';
 
@@ -27,6 +28,9 @@ interface Row {
   user_email: string;
   user_external_id: string;
   properties: string;
+  prop_keys: string[];
+  prop_values: string[];
+  prop_kinds: string;
 }
 
 /** ClickHouse errors that pass: overload, memory, timeouts, cancelled queries. */
@@ -83,7 +87,8 @@ export class EventQuery {
     }
     // Aliases differ from column names: ClickHouse resolves aliases in WHERE too.
     const query = `SELECT toString(event_id) AS eid, toString(customer_id) AS cid, event_name, toUInt32(ts) AS t, ts_ms,
-        toUInt32(received_at) AS r, surface, external_id, user_id, user_email, user_external_id, properties
+        toUInt32(received_at) AS r, surface, external_id, user_id, user_email, user_external_id,
+        properties, prop_keys, prop_values, prop_kinds
       FROM ${this.database}.events WHERE ${where.join(' AND ')}
       ORDER BY ts DESC, ts_ms DESC, eid DESC LIMIT ${f.limit + 1} FORMAT JSONEachRow`;
     let res: Response;
@@ -120,7 +125,7 @@ export class EventQuery {
         user_id: r.user_id || null,
         user_email: r.user_email || null,
         user_external_id: r.user_external_id || null,
-        properties: safeJson(r.properties),
+        properties: safeJson(propertiesJson(r.properties, r.prop_keys, r.prop_values, r.prop_kinds)),
       })),
       next_cursor: hasMore && last ? encodeEventCursor({ ts: last.t, ms: last.ts_ms, id: last.eid }) : null,
       has_more: hasMore,

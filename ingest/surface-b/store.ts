@@ -1,4 +1,4 @@
-import { FORMAT_HEADER, ROW_BINARY_V1 } from '../../lib/row-binary.js';
+import { FORMAT_HEADER, ROW_FORMAT } from '../../lib/row-binary.js';
 import { type IdempotencyClaim, onceWithKey } from '../../lib/idempotency.js';
 import { ApiError } from '../../lib/problem.js';
 import type { Sql } from '../../lib/pg.js';
@@ -149,7 +149,7 @@ export class SurfaceBStore {
       const meta: Record<string, string> = {
         'Cs-Rows': String(result.stored),
         'Cs-Names': names.join(','),
-        [FORMAT_HEADER]: ROW_BINARY_V1,
+        [FORMAT_HEADER]: ROW_FORMAT,
       };
       if (r.job) meta['Cs-Job-Id'] = r.job.id;
       await this.publisher.publish(r.subject, bytes, r.msgId, meta);

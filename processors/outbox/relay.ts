@@ -1,4 +1,5 @@
-import { EVENT_ROW_COLUMNS, FORMAT_HEADER, ROW_BINARY_V1, RowBinaryWriter } from '../../lib/row-binary.js';
+import { splitProperties } from '../../lib/event-properties.js';
+import { EVENT_ROW_COLUMNS, FORMAT_HEADER, ROW_FORMAT, RowBinaryWriter } from '../../lib/row-binary.js';
 import { headers, type JetStreamClient } from 'nats';
 import type { TransactionSql } from 'postgres';
 import type { Logger } from '../../lib/logger.js';
@@ -176,7 +177,7 @@ export class SystemEvents implements RelaySource<OutboxRow> {
     const h = headers();
     h.set('Cs-Rows', '1');
     h.set('Cs-Names', r.event_name);
-    h.set(FORMAT_HEADER, ROW_BINARY_V1);
+    h.set(FORMAT_HEADER, ROW_FORMAT);
     const w = new RowBinaryWriter(512);
     w.row(EVENT_ROW_COLUMNS, systemEventRow(r, now));
     const payload = w.take();
@@ -216,21 +217,13 @@ export class SystemEvents implements RelaySource<OutboxRow> {
 }
 
 /**
- * The csp.events row of a generated event, as the ingest tier writes its rows: event_id and batch_id are the outbox id, surface 'system', properties as raw JSON plus
- * the top-level keys and their values as strings (non-strings as JSON), so that filters on
- * properties work on generated events as on ingested ones.
+ * The csp.events row of a generated event, as the ingest tier writes its rows: event_id and
+ * batch_id are the outbox id, surface 'system', properties split as lib/event-properties.ts
+ * describes, so that filters on properties work on generated events as on ingested ones.
  */
 export function systemEventRow(r: OutboxRow, now: number): EventRow {
   const ms = r.occurred_at.getTime();
-  const keys: string[] = [];
-  const values: string[] = [];
-  for (const k in r.properties) {
-    const v = r.properties[k];
-    keys.push(k);
-    values.push(
-      typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v),
-    );
-  }
+  const props = splitProperties(r.properties);
   return {
     tenant_id: r.tenant_id,
     customer_id: r.customer_id,
@@ -247,10 +240,11 @@ export function systemEventRow(r: OutboxRow, now: number): EventRow {
     product_code: '',
     surface: r.surface,
     external_id: '',
-    properties: JSON.stringify(r.properties),
-    prop_keys: keys,
-    prop_values: values,
+    properties: props.raw,
+    prop_keys: props.keys,
+    prop_values: props.values,
     user_email: '',
     user_external_id: '',
+    prop_kinds: props.kinds,
   };
 }

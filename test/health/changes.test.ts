@@ -1,5 +1,15 @@
 import t from 'tap';
-import { bootstrap, ch, closeDb, db, seed, waitFor } from '../helpers/stack.js';
+import {
+  bootstrap,
+  ch,
+  closeDb,
+  db,
+  seed,
+  waitFor,
+  PROPERTY_COLUMNS,
+  propertiesText,
+  type StoredPropertyColumns,
+} from '../helpers/stack.js';
 import { processorsTier, setModel } from './support.js';
 
 // health_changed exactly once per status change, also when the scorer is SIGKILLed in the middle
@@ -77,12 +87,12 @@ t.test('a run killed midway and started again stores one health_changed per cust
     [CUSTOMERS, CUSTOMERS, CUSTOMERS],
     'stored exactly once each',
   );
-  const kinds = await ch<{ surface: string; p: string; n: string }>(
-    `SELECT surface, properties AS p, count() AS n FROM events
-     WHERE tenant_id = '${tenant}' AND event_name = 'health_changed' GROUP BY surface, p`,
+  const kinds = await ch<{ surface: string; n: string } & StoredPropertyColumns>(
+    `SELECT surface, ${PROPERTY_COLUMNS}, count() AS n FROM events
+     WHERE tenant_id = '${tenant}' AND event_name = 'health_changed' GROUP BY surface, ${PROPERTY_COLUMNS}`,
   );
   t.same(
-    kinds.map((k) => [k.surface, JSON.parse(k.p), Number(k.n)]),
+    kinds.map((k) => [k.surface, JSON.parse(propertiesText(k)), Number(k.n)]),
     [['system', { from_status: 'at_risk', to_status: 'healthy', score: 29, previous_score: 29 }, CUSTOMERS]],
   );
 });

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { Tier } from '../helpers/stack.js';
-import { bootstrap, ch, closeDb, db, seed, waitFor } from '../helpers/stack.js';
+import { bootstrap, ch, closeDb, db, seed, waitFor, propertiesText } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
 import { daysAgo, ingestTier, processorsTier, sendBilling, sendUsage, stored, storedChanges } from './support.js';
 
@@ -65,7 +65,7 @@ t.test('the scheduled run picks up new events and stores one health_changed per 
   t.equal(e.event_id, outbox.id, 'event_id is the outbox id');
   t.equal(e.batch_id, outbox.id);
   t.equal(e.surface, 'system');
-  t.same(JSON.parse(e.properties), outbox.properties);
+  t.same(JSON.parse(propertiesText(e)), outbox.properties);
   t.same(
     Object.fromEntries(e.prop_keys.map((k: string, i: number) => [k, e.prop_values[i]])),
     { from_status: 'at_risk', to_status: 'healthy', score: '100', previous_score: '29' },

@@ -1,7 +1,17 @@
 import { connect, type NatsConnection } from 'nats';
 import { subjects } from '../../lib/nats.js';
 import type { DimensionScore, HealthModel } from '../../schemas/health.js';
-import { ch, db, startTier, urls, waitFor, type Teardowns, type Tier, type Workspace } from '../helpers/stack.js';
+import {
+  ch,
+  db,
+  startTier,
+  urls,
+  waitFor,
+  type Teardowns,
+  type Tier,
+  type Workspace,
+  PROPERTY_COLUMNS,
+} from '../helpers/stack.js';
 import { BILLING, USAGE, send } from '../ingest/support.js';
 
 /** Helpers of the health scorer tests: events through surface A, recalculation over NATS, stored rows. */
@@ -130,7 +140,7 @@ export async function storedChanges(tenantId: string, customerId?: string): Prom
   const customer = customerId ? ` AND customer_id = '${customerId}'` : '';
   return ch(
     `SELECT toString(event_id) AS event_id, toString(batch_id) AS batch_id, toString(customer_id) AS customer_id,
-       surface, properties, prop_keys, prop_values, ts
+       surface, ${PROPERTY_COLUMNS}, ts
      FROM events WHERE tenant_id = '${tenantId}' AND event_name = 'health_changed'${customer} ORDER BY ts, event_id`,
   );
 }

@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import postgres from 'postgres';
 import { integrationTokenKey, ROOT, stackProfile, stackUrls } from '../../infra/stack.js';
 import { freePort } from '../../infra/proc.js';
+import { propertiesJson } from '../../lib/event-properties.js';
 
 const run = promisify(execFile);
 
@@ -157,6 +158,20 @@ export async function closeDb(): Promise<void> {
 }
 
 /** Runs a ClickHouse query and returns the rows (JSONEachRow). */
+/** The csp.events columns an event's properties are stored in; `propertiesText` rebuilds the raw JSON of them. */
+export const PROPERTY_COLUMNS = 'properties, prop_keys, prop_values, prop_kinds';
+
+export interface StoredPropertyColumns {
+  properties: string;
+  prop_keys: string[];
+  prop_values: string[];
+  prop_kinds: string;
+}
+
+/** The raw JSON of a row read with PROPERTY_COLUMNS, as GET /v1/events shows it. */
+export const propertiesText = (r: StoredPropertyColumns): string =>
+  propertiesJson(r.properties, r.prop_keys, r.prop_values, r.prop_kinds);
+
 export async function ch<T = Record<string, unknown>>(query: string): Promise<T[]> {
   const res = await fetch(`${urls.CLICKHOUSE_URL}/?database=csp`, {
     method: 'POST',

@@ -3,7 +3,18 @@ import net from 'node:net';
 import http from 'node:http';
 import type { Test } from 'tap';
 import { AckPolicy, DeliverPolicy, connect, nanos, nuid, type JetStreamManager, type NatsConnection } from 'nats';
-import { bootstrap, db, seed, startTier, urls, type Teardowns, type Tier, type Workspace } from '../helpers/stack.js';
+import {
+  bootstrap,
+  db,
+  propertiesText,
+  seed,
+  type StoredPropertyColumns,
+  startTier,
+  urls,
+  type Teardowns,
+  type Tier,
+  type Workspace,
+} from '../helpers/stack.js';
 
 export const USAGE = '/v1/ingest/events';
 export const BILLING = '/v1/ingest/billing-events';
@@ -234,12 +245,22 @@ export async function productIds(tenantId: string): Promise<Map<string, string>>
   return new Map(rows.map((r) => [r.code, r.id]));
 }
 
-/** A message's rows as objects of the row contract, whichever format it was written in. */
-export function rowsOf(subject: string, format: string | undefined, data: Uint8Array): any[] {
+/** A message's rows with the values of its columns, whichever format it was written in. */
+export function messageRows(subject: string, format: string | undefined, data: Uint8Array): any[] {
   const f = formatOf(format);
   if (f === 'JSONEachRow') return JSON.parse(`[${Buffer.from(data).toString('utf8')}]`) as any[];
   if (f === undefined) throw new Error(`unknown row format ${format}`);
   return decodeRows(data, columnsOf(f, subject.startsWith('ev.billing.') ? 'billing_events' : 'events'));
+}
+
+/**
+ * A message's rows as a reader sees them: an event's `properties` is its raw JSON, rebuilt from
+ * keys, values and kinds where the column is empty (lib/event-properties.ts).
+ */
+export function rowsOf(subject: string, format: string | undefined, data: Uint8Array): any[] {
+  const rows = messageRows(subject, format, data);
+  if (subject.startsWith('ev.billing.')) return rows;
+  return rows.map((r) => ({ ...r, properties: propertiesText(r as StoredPropertyColumns) }));
 }
 
 export interface Published {

@@ -1,6 +1,15 @@
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
-import { ch, closeDb, seed, startTier, waitFor } from '../helpers/stack.js';
+import {
+  ch,
+  closeDb,
+  seed,
+  startTier,
+  waitFor,
+  PROPERTY_COLUMNS,
+  propertiesText,
+  type StoredPropertyColumns,
+} from '../helpers/stack.js';
 import {
   USAGE,
   UUID_RE,
@@ -266,8 +275,8 @@ t.test('a __proto__ key inside properties is stored faithfully and pollutes noth
   const stored = await waitFor(
     'the event in ClickHouse',
     async () => {
-      const rows = await ch<{ properties: string; prop_keys: string[] }>(
-        `SELECT properties, prop_keys FROM events WHERE tenant_id = '${ws.tenant_id}' AND batch_id = '${trace}'`,
+      const rows = await ch<StoredPropertyColumns>(
+        `SELECT ${PROPERTY_COLUMNS} FROM events WHERE tenant_id = '${ws.tenant_id}' AND batch_id = '${trace}'`,
       );
       return rows.length > 0 ? rows : undefined;
     },
@@ -275,7 +284,7 @@ t.test('a __proto__ key inside properties is stored faithfully and pollutes noth
     250,
   );
   t.equal(stored.length, 1);
-  t.equal(stored[0].properties, '{"__proto__":{"polluted":"yes"},"plan":"pro"}');
+  t.equal(propertiesText(stored[0]), '{"__proto__":{"polluted":"yes"},"plan":"pro"}');
   t.same(stored[0].prop_keys, ['__proto__', 'plan']);
 });
 

@@ -2,7 +2,16 @@ import { createHmac } from 'node:crypto';
 import t from 'tap';
 import { call, client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
 import { startFakeProvider } from '../helpers/fake-provider.js';
-import { bootstrap, ch, closeDb, db, waitFor } from '../helpers/stack.js';
+import {
+  bootstrap,
+  ch,
+  closeDb,
+  db,
+  waitFor,
+  PROPERTY_COLUMNS,
+  propertiesText,
+  type StoredPropertyColumns,
+} from '../helpers/stack.js';
 import { apiKey } from '../metrics/support.js';
 import { processorsTier } from '../playbooks/support.js';
 
@@ -158,8 +167,8 @@ t.test('pushed activity: signature, contact then domain, deduplicated, stored as
   const rows = await waitFor(
     'the activity events in csp.events',
     async () => {
-      const r = await ch<{ event_name: string; customer_id: string; surface: string; properties: string }>(
-        `SELECT event_name, toString(customer_id) AS customer_id, surface, properties FROM csp.events
+      const r = await ch<{ event_name: string; customer_id: string; surface: string } & StoredPropertyColumns>(
+        `SELECT event_name, toString(customer_id) AS customer_id, surface, ${PROPERTY_COLUMNS} FROM csp.events
          WHERE tenant_id = '${ws.tenant_id}' AND surface = 'integration' ORDER BY event_name`,
       );
       return r.length === 2 ? r : undefined;
@@ -174,7 +183,7 @@ t.test('pushed activity: signature, contact then domain, deduplicated, stored as
     ],
     'm-1 → Acme by domain; m-2 → Globex only (its contact wins over the domain); m-3 unmatched',
   );
-  t.match(JSON.parse(rows[1].properties), { activity_id: 'm-1', integration: 'gmail', subject: 'Hello' });
+  t.match(JSON.parse(propertiesText(rows[1])), { activity_id: 'm-1', integration: 'gmail', subject: 'Hello' });
   t.match(await entry('gmail'), { activities: 2, unmatched_activities: 1 });
   const other = await push({ activities: body.activities.slice(0, 1) });
   t.equal(other.body.duplicates, 1);

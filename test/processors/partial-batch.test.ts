@@ -3,7 +3,7 @@ import t, { type Test } from 'tap';
 import { STREAM_EVENTS, subjects } from '../../lib/nats.js';
 import { bootstrap, ch, post, seed, startTier, urls, waitFor } from '../helpers/stack.js';
 import { rollupsAndDirect } from './rollups.js';
-import { rowsOf } from '../ingest/support.js';
+import { messageRows } from '../ingest/support.js';
 import { FORMAT_HEADER } from '../../lib/row-binary.js';
 
 const DAY = 86_400_000;
@@ -36,7 +36,10 @@ async function storedRequest(t: Test, keep: (row: { ts: number }) => boolean) {
   t.equal(res.status, 202);
   await ingest.stop();
   const msg = await jsm.streams.getMessage(STREAM_EVENTS, { last_by_subj: subjects.usage(ws.tenant_id) });
-  const rows = rowsOf(msg.subject, msg.header.get(FORMAT_HEADER), msg.data) as Array<{ ts: number; event_id: string }>;
+  const rows = messageRows(msg.subject, msg.header.get(FORMAT_HEADER), msg.data) as Array<{
+    ts: number;
+    event_id: string;
+  }>;
   const earlier = rows.filter(keep);
   const ins = await fetch(
     `${urls.CLICKHOUSE_URL}/?query=${encodeURIComponent('INSERT INTO csp.events FORMAT JSONEachRow')}`,

@@ -1,6 +1,15 @@
 import t from 'tap';
 import { client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
-import { bootstrap, ch, closeDb, db, waitFor } from '../helpers/stack.js';
+import {
+  bootstrap,
+  ch,
+  closeDb,
+  db,
+  waitFor,
+  PROPERTY_COLUMNS,
+  propertiesText,
+  type StoredPropertyColumns,
+} from '../helpers/stack.js';
 import { apiKey } from '../metrics/support.js';
 import { processorsTier } from '../playbooks/support.js';
 
@@ -52,8 +61,8 @@ t.test('a manual task: owner from the customer, unassigned, events generated', a
   const events = await waitFor(
     'task_created and task_completed in csp.events',
     async () => {
-      const rows = await ch<{ event_name: string; properties: string }>(
-        `SELECT event_name, properties FROM csp.events WHERE tenant_id = '${ws.tenant_id}'
+      const rows = await ch<{ event_name: string } & StoredPropertyColumns>(
+        `SELECT event_name, ${PROPERTY_COLUMNS} FROM csp.events WHERE tenant_id = '${ws.tenant_id}'
          AND customer_id = '${acme.id}' AND event_name IN ('task_created', 'task_completed') ORDER BY event_name`,
       );
       return rows.length === 2 ? rows : undefined;
@@ -61,7 +70,7 @@ t.test('a manual task: owner from the customer, unassigned, events generated', a
     30_000,
   );
   t.same(
-    events.map((e) => [e.event_name, JSON.parse(e.properties)]),
+    events.map((e) => [e.event_name, JSON.parse(propertiesText(e))]),
     [
       ['task_completed', { task_id: made.body.id, playbook_id: null, run_id: null, outcome: 'successful' }],
       ['task_created', { task_id: made.body.id, playbook_id: null, run_id: null }],

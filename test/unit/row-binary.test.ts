@@ -5,12 +5,16 @@ import {
   formatOf,
   readUuid,
   ROW_BINARY_V1,
+  ROW_BINARY_V2,
   RowBinaryWriter,
   rowSpans,
 } from '../../lib/row-binary.js';
 import type { EventRow } from '../../schemas/rows.js';
 
-const columns = columnsOf(ROW_BINARY_V1, 'events');
+/** What a string reads back as once written as UTF-8: a lone surrogate becomes U+FFFD. */
+const utf8 = (s: string) => Buffer.from(s).toString('utf8');
+
+const columns = columnsOf(ROW_BINARY_V2, 'events');
 
 const row = (i: number, over: Partial<EventRow> = {}): EventRow => ({
   tenant_id: '0190f3a2-7b1c-7d4e-8f00-123456789abc',
@@ -28,11 +32,12 @@ const row = (i: number, over: Partial<EventRow> = {}): EventRow => ({
   product_code: '',
   surface: 'a',
   external_id: '',
-  properties: '{}',
+  properties: '',
   prop_keys: [],
   prop_values: [],
   user_email: '',
   user_external_id: '',
+  prop_kinds: '',
   ...over,
 });
 
@@ -69,8 +74,14 @@ t.test('rows are walked back with their byte ranges and event ids', async (t) =>
   const w = new RowBinaryWriter(16);
   const rows = [
     row(1),
-    row(2, { properties: '{"plan":"pro","n":1}', prop_keys: ['plan', 'n'], prop_values: ['pro', '1'] }),
-    row(3, { user_email: 'ünïcode@example.com', properties: JSON.stringify({ long: 'z'.repeat(5000) }) }),
+    row(2, { prop_keys: ['plan', 'n'], prop_values: ['pro', '1'], prop_kinds: 'sj' }),
+    row(3, {
+      user_email: 'ünïcode@example.com',
+      prop_keys: ['long'],
+      prop_values: ['z'.repeat(5000)],
+      prop_kinds: 's',
+    }),
+    row(4, { properties: '{"k\\ud800":1}', prop_keys: ['k\ud800'], prop_values: ['1'], prop_kinds: 'j' }),
   ];
   const ends: number[] = [];
   for (const r of rows) {
@@ -86,7 +97,7 @@ t.test('rows are walked back with their byte ranges and event ids', async (t) =>
   t.same(rowSpans(Buffer.alloc(0), columns), [], 'an empty payload has no rows');
   t.same(
     decodeRows(payload, columns),
-    rows.map((r) => ({ ...r, customer_id: r.customer_id.toLowerCase() })),
+    rows.map((r) => ({ ...r, customer_id: r.customer_id.toLowerCase(), prop_keys: r.prop_keys.map(utf8) })),
     'and decoded to the values written, UUIDs in lowercase',
   );
 });
@@ -98,7 +109,7 @@ t.test('a payload cut short or with a malformed length is refused with the row a
   const payload = w.take();
   t.throws(() => rowSpans(payload.subarray(0, payload.length - 3), columns), {
     name: 'RowBinaryError',
-    message: /^row 1: column prop_values runs past the end/,
+    message: /^row 1: column user_email runs past the end/,
   });
   const bad = Buffer.concat([payload, Buffer.alloc(16), Buffer.alloc(16), Buffer.from([0xff, 0xff, 0xff, 0xff])]);
   t.throws(() => rowSpans(bad, columns), /row 2: column event_name/);
@@ -137,6 +148,21 @@ t.test('the format header: absent is JSONEachRow, unknown values are not guessed
   t.equal(formatOf(undefined), 'JSONEachRow');
   t.equal(formatOf(''), 'JSONEachRow');
   t.equal(formatOf(ROW_BINARY_V1), ROW_BINARY_V1);
+  t.equal(formatOf(ROW_BINARY_V2), ROW_BINARY_V2);
   t.equal(formatOf('RowBinary;v=9'), undefined);
   t.equal(formatOf('rowbinary;v=1'), undefined);
+});
+
+t.test('a v1 payload has no prop_kinds and keeps the raw properties; v2 adds the kinds last', async (t) => {
+  const v1 = columnsOf(ROW_BINARY_V1, 'events');
+  t.same(
+    columns.map(([c]) => c),
+    [...v1.map(([c]) => c), 'prop_kinds'],
+  );
+  const w = new RowBinaryWriter();
+  const { prop_kinds: _, ...old } = row(7, { properties: '{"plan":"pro"}', prop_keys: ['plan'], prop_values: ['pro'] });
+  w.row(v1, old);
+  const [back] = decodeRows(w.take(), v1);
+  t.same(back, { ...old, customer_id: old.customer_id.toLowerCase() });
+  t.notOk('prop_kinds' in back);
 });

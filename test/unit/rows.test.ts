@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { eventRow } from '../../ingest/event-rules.js';
+import { NO_PROPERTIES } from '../../lib/event-properties.js';
 import { ROOT } from '../../infra/stack.js';
 import { SINK_TABLES } from '../../schemas/rows.js';
 
@@ -46,7 +47,7 @@ t.test('the ingest tier builds csp.events rows with exactly the contract keys, i
       externalId: '',
       userEmail: '',
       userExternalId: '',
-      props: { json: '{}', keys: [], values: [] },
+      props: NO_PROPERTIES,
     },
   );
   t.same(Object.keys(row), Object.keys(SINK_TABLES.events));
