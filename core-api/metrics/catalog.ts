@@ -12,8 +12,9 @@ import type { Route } from '../http/router.js';
 /**
  * GET /v1/event-catalog. Names and first_seen_at come from PostgreSQL (event_catalog, written by
  * the processors on first ingestion), paged by event_name; last_seen_at and the most frequent
- * property keys of the page's names from ClickHouse (csp.event_names, csp.event_property_keys)
- * in one query per page.
+ * property keys of the page's names from ClickHouse (csp.event_names; csp.event_property_keysets,
+ * counted per key set, plus csp.event_property_keys, per-key counts of events stored before the
+ * key sets existed) in one query per page.
  */
 
 interface Seen {
@@ -33,8 +34,13 @@ export async function seenInClickHouse(ch: ClickHouseReader, tenantId: string, n
      FROM ${db}.event_names WHERE tenant_id = ${t} AND event_name IN (${list}) GROUP BY event_name
      UNION ALL
      SELECT event_name, key, n, 2 AS kind FROM (
-       SELECT event_name, key, sum(events) AS n
-       FROM ${db}.event_property_keys WHERE tenant_id = ${t} AND event_name IN (${list})
+       SELECT event_name, key, sum(events) AS n FROM (
+         SELECT event_name, key, events
+         FROM ${db}.event_property_keysets ARRAY JOIN keys AS key
+         WHERE tenant_id = ${t} AND event_name IN (${list})
+         UNION ALL
+         SELECT event_name, key, events
+         FROM ${db}.event_property_keys WHERE tenant_id = ${t} AND event_name IN (${list}))
        GROUP BY event_name, key ORDER BY event_name, n DESC, key LIMIT ${MAX_PROPERTY_KEYS} BY event_name)`,
     'The event store',
   );

@@ -167,6 +167,12 @@ SELECT tenant_id, event_name, minState(ts) AS first_ts, maxState(ts) AS last_ts
 FROM csp.events
 GROUP BY tenant_id, event_name;
 
+-- Top-level property keys per event name, counted per distinct key set: readers ARRAY JOIN the
+-- few sets of a name at query time. The view used to arrayJoin every inserted row into one row
+-- per key, which on 18.16 copies every column of the inserted block once per key: that alone
+-- took as long as the rest of the insert (0.5 x the insert rate of csp.events, measured with
+-- clickhouse-client on 300k benchmark rows). event_property_keys holds the per-key counts of
+-- the events stored before, and readers add both; its view is dropped.
 CREATE TABLE IF NOT EXISTS csp.event_property_keys (
   tenant_id    UUID,
   event_name   String,
@@ -175,10 +181,21 @@ CREATE TABLE IF NOT EXISTS csp.event_property_keys (
 ) ENGINE = SummingMergeTree()
 ORDER BY (tenant_id, event_name, key);
 
-CREATE MATERIALIZED VIEW IF NOT EXISTS csp.event_property_keys_mv TO csp.event_property_keys AS
-SELECT tenant_id, event_name, arrayJoin(prop_keys) AS key, count() AS events
+DROP TABLE IF EXISTS csp.event_property_keys_mv;
+
+CREATE TABLE IF NOT EXISTS csp.event_property_keysets (
+  tenant_id    UUID,
+  event_name   String,
+  keys_hash    UInt64,
+  keys         Array(String),
+  events       UInt64
+) ENGINE = SummingMergeTree(events)
+ORDER BY (tenant_id, event_name, keys_hash);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS csp.event_property_keysets_mv TO csp.event_property_keysets AS
+SELECT tenant_id, event_name, cityHash64(prop_keys) AS keys_hash, any(prop_keys) AS keys, count() AS events
 FROM csp.events
-GROUP BY tenant_id, event_name, key;
+GROUP BY tenant_id, event_name, keys_hash;
 
 -- Materialized metric values: one row per metric, customer and period, the latest computation
 -- winning (ReplacingMergeTree over computed_at; readers take argMax(value, computed_at) before the

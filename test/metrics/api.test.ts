@@ -333,6 +333,29 @@ t.test('event catalog: names from the catalog, last_seen_at and keys by frequenc
   );
 });
 
+t.test('event catalog: key counts kept from before the key sets exist add to the new ones', async (t) => {
+  const w = await bootstrap();
+  await known(w, 'a_event');
+  await stored(w.tenant_id, [
+    { name: 'a_event', ts: '2026-01-02 00:00:00', props: { plan: 'pro', seats: '3' } },
+    { name: 'a_event', ts: '2026-01-03 00:00:00', props: { plan: 'basic', seats: '1' } },
+    { name: 'a_event', ts: '2026-01-04 00:00:00', props: { plan: 'basic' } },
+  ]);
+  // Per-key counts as an installation's earlier view wrote them, for events stored before.
+  const q = encodeURIComponent('INSERT INTO csp.event_property_keys FORMAT JSONEachRow');
+  const before = [
+    { key: 'legacy', events: 5 },
+    { key: 'seats', events: 2 },
+  ].map((r) => JSON.stringify({ tenant_id: w.tenant_id, event_name: 'a_event', ...r }));
+  t.ok((await fetch(`${urls.CLICKHOUSE_URL}/?query=${q}`, { method: 'POST', body: before.join('\n') })).ok);
+  const r = await client(api.url, w.api_key).get('/v1/event-catalog');
+  t.same(
+    r.body.data.map((e: any) => [e.event_name, e.property_keys]),
+    [['a_event', ['legacy', 'seats', 'plan']]],
+    'legacy 5; seats 2 before + 2 since; plan 3 since',
+  );
+});
+
 t.test('usage widgets: 8 per workspace, the 9th 409; delete; unknown event 422; isolation', async (t) => {
   const w = await bootstrap();
   await known(w, 'login');
