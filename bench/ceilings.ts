@@ -1,3 +1,4 @@
+import { clickhouseStatements } from '../infra/apply.js';
 import { insertColumns, ROW_FORMAT } from '../lib/row-binary.js';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -15,6 +16,8 @@ import { rowsPayload, Workload } from './workload.js';
 export interface InsertRun {
   method: string;
   streams: number;
+  /** Into a copy of csp.events with copies of its materialized views (absent: the bare table). */
+  views?: boolean;
   rows: number;
   seconds: number;
   rowsPerSec: number;
@@ -34,8 +37,30 @@ export interface CeilingsResult {
 
 const BENCH_STREAM = 'BENCH';
 const BENCH_TABLE = 'csp.bench_events';
-/** The writer's own statement for RowBinary;v=1 rows (processors/clickhouse.ts). */
+/** The writer's own statement for the rows producers write (processors/clickhouse.ts). */
 const INSERT_ROWS = `INSERT INTO ${BENCH_TABLE} ${insertColumns(ROW_FORMAT, 'events')} FORMAT RowBinary`;
+const BENCH_PREFIX = 'bench_';
+
+/**
+ * The materialized views schema.sql puts on csp.events, rewritten onto the bench table, each
+ * into a copy of its target: an insert into the bench table then does what an insert into
+ * csp.events does, without touching the real tables.
+ */
+function viewCopies(): { create: string[]; drop: string[] } {
+  const create: string[] = [];
+  const drop: string[] = [];
+  for (const stmt of clickhouseStatements()) {
+    const m = /^CREATE MATERIALIZED VIEW IF NOT EXISTS csp\.(\w+) TO csp\.(\w+) AS\s+([\s\S]+)$/.exec(stmt);
+    if (!m || !/\bFROM csp\.events\b/.test(m[3])) continue;
+    const [, view, target, select] = m;
+    create.push(
+      `CREATE TABLE csp.${BENCH_PREFIX}${target} AS csp.${target}`,
+      `CREATE MATERIALIZED VIEW csp.${BENCH_PREFIX}${view} TO csp.${BENCH_PREFIX}${target} AS ${select.replace(/\bcsp\.events\b/g, BENCH_TABLE)}`,
+    );
+    drop.push(`DROP TABLE IF EXISTS csp.${BENCH_PREFIX}${view}`, `DROP TABLE IF EXISTS csp.${BENCH_PREFIX}${target}`);
+  }
+  return { create, drop };
+}
 
 /** Raw JetStream publish from one Node process, into a temporary stream shaped like EVENTS. */
 async function jetstreamCeiling(ctx: BenchContext, payload: PublishConfig['payload']): Promise<JetStreamCeiling> {
@@ -175,17 +200,20 @@ async function clickhouseCeiling(ctx: BenchContext): Promise<CeilingsResult['cli
     `clickhouse ceiling: ${f.rows.toLocaleString('en-US')} rows, ${(f.bytes / 1024 / 1024).toFixed(0)} MB per stream`,
   );
   const runs: InsertRun[] = [];
+  const copies = viewCopies();
   const chunk = f.httpChunk;
   const httpRows = Math.ceil(f.rows / chunk.rows) * chunk.rows;
   try {
-    for (const [method, streams] of [
-      ['clickhouse-client', 1],
-      ['clickhouse-client', 2],
-      ['http', 1],
-      ['http', 2],
+    for (const [method, streams, views] of [
+      ['clickhouse-client', 1, false],
+      ['clickhouse-client', 2, false],
+      ['http', 1, false],
+      ['http', 2, false],
+      ['clickhouse-client', 2, true],
     ] as const) {
-      await ctx.ch.query(`DROP TABLE IF EXISTS ${BENCH_TABLE}`);
+      for (const q of [...copies.drop, `DROP TABLE IF EXISTS ${BENCH_TABLE}`]) await ctx.ch.query(q);
       await ctx.ch.query(`CREATE TABLE ${BENCH_TABLE} AS csp.events`);
+      if (views) for (const q of copies.create) await ctx.ch.query(q);
       const clients: number[] = [];
       const s = sampler(ctx, { 'clickhouse-client': () => clients });
       const t0 = performance.now();
@@ -202,6 +230,7 @@ async function clickhouseCeiling(ctx: BenchContext): Promise<CeilingsResult['cli
       const run: InsertRun = {
         method,
         streams,
+        ...(views ? { views } : {}),
         rows: stored,
         seconds: Math.round(seconds * 100) / 100,
         rowsPerSec: Math.round(stored / seconds),
@@ -209,15 +238,16 @@ async function clickhouseCeiling(ctx: BenchContext): Promise<CeilingsResult['cli
         usage,
       };
       say(
-        `clickhouse ceiling: ${method} × ${streams}: ${run.rowsPerSec.toLocaleString('en-US')} rows/s (${run.mbPerSec} MB/s)`,
+        `clickhouse ceiling: ${method} × ${streams}${views ? ' with the views' : ''}: ${run.rowsPerSec.toLocaleString('en-US')} rows/s (${run.mbPerSec} MB/s)`,
       );
       runs.push(run);
     }
   } finally {
     fs.rmSync(f.file, { force: true });
-    await ctx.ch.query(`DROP TABLE IF EXISTS ${BENCH_TABLE}`).catch(() => undefined);
+    for (const q of [...copies.drop, `DROP TABLE IF EXISTS ${BENCH_TABLE}`])
+      await ctx.ch.query(q).catch(() => undefined);
   }
-  const client = runs.filter((r) => r.method === 'clickhouse-client');
+  const client = runs.filter((r) => r.method === 'clickhouse-client' && !r.views);
   const best = client.reduce((a, b) => (b.rowsPerSec > a.rowsPerSec ? b : a));
   return { runs, best, rowBytes: Math.round(f.bytes / f.rows) };
 }

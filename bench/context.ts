@@ -9,6 +9,8 @@ export interface BenchOptions {
   profile: 'dev' | 'test';
   /** --profile-cpu: V8 CPU profiles of every ingest process the run starts. */
   profileCpu: boolean;
+  /** --empty-event-store: every csp table in ClickHouse emptied before the run. */
+  emptyEventStore: boolean;
   only: Set<
     | 'ceilings'
     | 'ingest'

@@ -97,7 +97,14 @@ export class LandedPoller {
   }
 }
 
+/**
+ * The processors tier as deployed, its scheduled work (health, metrics, playbooks, webhooks)
+ * limited to the benchmark's workspaces: a stack that ran the test suite or other scenarios holds
+ * thousands of other workspaces, up to 100k customers each, whose overdue scheduled runs would
+ * otherwise start with the tier and compete with the writer being measured.
+ */
 export function startProcessors(ctx: BenchContext): Promise<Tier> {
+  const ours = ctx.tenants.map((t) => t.tenantId).join(',');
   return startTier(
     'processors',
     'PROCESSORS_PORT',
@@ -106,6 +113,10 @@ export function startProcessors(ctx: BenchContext): Promise<Tier> {
       CLICKHOUSE_URL: ctx.urls.CLICKHOUSE_URL,
       DATABASE_URL: ctx.urls.DATABASE_URL,
       STACK_PROFILE: ctx.profile.name,
+      HEALTH_TENANTS: ours,
+      METRICS_TENANTS: ours,
+      PLAYBOOKS_TENANTS: ours,
+      WEBHOOK_TENANTS: ours,
     },
     120_000,
   );

@@ -109,6 +109,7 @@ export function rows(s: Stored): Row[] {
   const c = s.ceilings?.data;
   const js = c?.jetstream;
   const chBest = c?.clickhouse.best;
+  const chViews = c?.clickhouse.runs.find((r) => r.views);
   if (c && js) {
     out.push({
       figure: `Ceiling: raw JetStream publish, 1 Node process, ${s.ceilings!.options.publishInflight} in flight`,
@@ -119,9 +120,9 @@ export function rows(s: Stored): Row[] {
     });
     for (const r of c.clickhouse.runs) {
       // Compared by value: results.json, read back, holds the best run as a copy.
-      const isBest = r.method === chBest!.method && r.streams === chBest!.streams;
+      const isBest = r.method === chBest!.method && r.streams === chBest!.streams && !r.views;
       out.push({
-        figure: `Ceiling: ${r.method === 'http' ? 'HTTP POST' : 'clickhouse-client'} insert, ${r.streams} stream${r.streams > 1 ? 's' : ''}`,
+        figure: `Ceiling: ${r.method === 'http' ? 'HTTP POST' : 'clickhouse-client'} insert, ${r.streams} stream${r.streams > 1 ? 's' : ''}${r.views ? ', into a table with the materialized views of csp.events' : ''}`,
         measured: `${n(r.rowsPerSec)} rows/s (${r.mbPerSec} MB/s, ${n(r.rows)} rows in ${r.seconds} s)`,
         target: '—',
         ratio: isBest ? '1.00 (reference)' : (r.rowsPerSec / chBest!.rowsPerSec).toFixed(2),
@@ -203,16 +204,18 @@ export function rows(s: Stored): Row[] {
     out.push({
       figure: `Processors landing rate (draining a ${k(d.backlogEvents)}-event backlog)`,
       measured: `${n(d.rowsPerSec)} rows/s steady (${n(d.overallRowsPerSec)} rows/s overall incl. start, ${d.seconds} s; ready in ${d.readyMs} ms)${d.stalledAt !== undefined ? `; STALLED: the writer stopped landing rows at ${n(d.stalledAt)} of ${n(d.backlogEvents)} (rates are over what landed; the other ${n(d.purgedEvents)} events were purged)` : ''}`,
-      target: '≥ 300k rows/s, ≥ 0.55 × clickhouse-client',
-      ratio: `${chBest ? (d.rowsPerSec / chBest.rowsPerSec).toFixed(2) + ' of clickhouse-client ceiling' : 'no ceiling measured'}; ${pct(d.rowsPerSec / 300_000)} of target`,
+      target: '≥ 0.8 × clickhouse-client',
+      ratio: chBest
+        ? `${(d.rowsPerSec / chBest.rowsPerSec).toFixed(2)} of the clickhouse-client ceiling${chViews ? `, ${(d.rowsPerSec / chViews.rowsPerSec).toFixed(2)} of it with the views` : ''}`
+        : 'no ceiling measured',
       bound: boundBy(d.usage, ['processors']),
     });
     const su = e.sustained;
     out.push({
       figure: `End to end, ${k(su.load.targetEventsPerSec ?? 0)} events/s offered for ${Math.round(su.load.durationS)} s`,
       measured: `${n(su.load.eventsPerSec)} events/s accepted (p99 request ${su.load.latency.p99Ms} ms, errors ${su.load.errors}); ${lagText(su)}`,
-      target: '≥ 200k events/s for 60 s, p99 ≤ 2 s',
-      ratio: `${(su.load.eventsPerSec / 200_000).toFixed(2)} of rate; ${su.lag.unmatchedEvents / su.load.accepted > 0.01 ? 'p99 lag unbounded (events never landed)' : `p99 lag ${(su.lag.p99Ms / 2000).toFixed(2)} × target`}`,
+      target: '≥ 100k events/s for 60 s, p99 ≤ 2 s',
+      ratio: `${(su.load.eventsPerSec / 100_000).toFixed(2)} of rate; ${su.lag.unmatchedEvents / su.load.accepted > 0.01 ? 'p99 lag unbounded (events never landed)' : `p99 lag ${(su.lag.p99Ms / 2000).toFixed(2)} × target`}`,
       bound: boundBy(su.load.usage, ['load', 'processors']),
     });
     out.push({

@@ -38,6 +38,8 @@ import type { BenchTenant } from './workload.js';
  *   [--playbooks-customers N] [--playbooks-events N] [--playbooks-count N] [--playbooks-kinds condition,…]
  *   [--analytics-customers N] [--analytics-requests N] [--analytics-callers N] [--profile-cpu]
  * Every option also reads from BENCH_<NAME> (e.g. BENCH_DURATION=30, BENCH_PROFILE=test).
+ * --empty-event-store (test profile only) empties every csp table in ClickHouse before the run, so
+ * that earlier runs' rows (and their background merges) do not weigh on the figures.
  * --profile-cpu writes a V8 CPU profile (.cpuprofile, for Chrome DevTools or speedscope) of every
  * ingest process the run starts, into .data/<profile>/cpu-profiles/<time>/, outside the repository.
  */
@@ -89,9 +91,10 @@ function options(): BenchOptions {
       'analytics-requests': { type: 'string' },
       'analytics-callers': { type: 'string' },
       'profile-cpu': { type: 'boolean' },
+      'empty-event-store': { type: 'boolean' },
     },
   });
-  type Named = Exclude<keyof typeof values, 'profile-cpu'>;
+  type Named = Exclude<keyof typeof values, 'profile-cpu' | 'empty-event-store'>;
   const get = (name: Named) =>
     (values[name] as string | undefined) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`];
   const num = (name: Named, def: number) => {
@@ -110,9 +113,12 @@ function options(): BenchOptions {
       throw new BenchError(`--only takes ${SCENARIOS.join('|')} (comma-separated), got "${s}"`);
   const profile = get('profile') ?? 'dev';
   if (profile !== 'dev' && profile !== 'test') throw new BenchError(`--profile is dev or test, got "${profile}"`);
+  if (values['empty-event-store'] && profile !== 'test')
+    throw new BenchError('--empty-event-store empties every csp table in ClickHouse: only with --profile test');
   return {
     profile,
     profileCpu: values['profile-cpu'] === true || process.env.BENCH_PROFILE_CPU === '1',
+    emptyEventStore: values['empty-event-store'] === true || process.env.BENCH_EMPTY_EVENT_STORE === '1',
     only: new Set(only as Scenario[]),
     durationS: num('duration', 20),
     e2eDurationS: num('e2e-duration', 60),
@@ -255,6 +261,7 @@ async function main(): Promise<void> {
       now: Date.now(),
     },
   };
+  if (o.emptyEventStore) await emptyEventStore(ch);
   const m = machine(version('nats-server', ['--version']), (await ch.query('SELECT version()')).trim());
   const file = path.join(ROOT, 'bench', 'results.json');
   const stored: Stored = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')) as Stored) : {};
@@ -329,3 +336,14 @@ main().catch(async (err: unknown) => {
   await runUndo();
   process.exit(1);
 });
+
+/** TRUNCATE of every csp MergeTree table (views' targets included; the views stay). */
+async function emptyEventStore(ch: ClickHouse): Promise<void> {
+  const tables = (
+    await ch.query(`SELECT name FROM system.tables WHERE database = 'csp' AND engine LIKE '%MergeTree' FORMAT TSV`)
+  )
+    .split('\n')
+    .filter(Boolean);
+  for (const t of tables) await ch.query(`TRUNCATE TABLE csp.${t}`);
+  say(`emptied ${tables.length} csp tables in ClickHouse (--empty-event-store)`);
+}

@@ -9,8 +9,9 @@ import { InfraError } from './proc.js';
 
 type Say = (line: string) => void;
 
-export async function applyClickhouse(url: string): Promise<void> {
-  const ddl = fs
+/** The statements of infra/clickhouse/schema.sql, comments dropped, in order. */
+export function clickhouseStatements(): string[] {
+  return fs
     .readFileSync(path.join(ROOT, 'infra/clickhouse/schema.sql'), 'utf8')
     .split('\n')
     .filter((l) => !l.trim().startsWith('--'))
@@ -18,6 +19,10 @@ export async function applyClickhouse(url: string): Promise<void> {
     .split(/;\s*(?:\n|$)/)
     .map((s) => s.trim())
     .filter(Boolean);
+}
+
+export async function applyClickhouse(url: string): Promise<void> {
+  const ddl = clickhouseStatements();
   const ch = clickhouseDdl(url);
   for (const stmt of ddl) {
     try {
