@@ -44,14 +44,19 @@ export class ClickHouse {
    * Inserts a prebuilt body: no per-row work in this process. RowBinary names its columns (those of
    * the format's list), so a table may have more, filled with their defaults.
    */
-  async insert(table: string, body: Buffer, queryId: string, format: RowFormat = 'JSONEachRow'): Promise<void> {
+  async insert(
+    table: string,
+    body: Buffer | readonly Buffer[],
+    queryId: string,
+    format: RowFormat = 'JSONEachRow',
+  ): Promise<void> {
     const into =
       format === 'JSONEachRow'
         ? `${this.database}.${table} FORMAT JSONEachRow`
         : `${this.database}.${table} ${insertColumns(format, table as SinkTable)} FORMAT RowBinary`;
     const res = await this.client.exec({
       query: `INSERT INTO ${into}`,
-      values: Readable.from([body]),
+      values: Readable.from(Buffer.isBuffer(body) ? [body] : body),
       query_id: queryId,
     });
     res.stream.resume();

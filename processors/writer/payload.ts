@@ -50,25 +50,23 @@ export function byFormat(batch: JsMsg[]): Map<RowFormat, JsMsg[]> {
 }
 
 /**
- * Concatenates the payloads of messages of one format into one insert body; `override` replaces a
- * message's payload. JSONEachRow payloads are joined by commas, RowBinary ones simply follow.
+ * The payloads of messages of one format, in order, as the chunks of one insert body; `override`
+ * replaces a message's payload. JSONEachRow payloads are joined by commas, RowBinary ones simply
+ * follow. Not concatenated: the chunks go to the socket as they are (one copy into the kernel),
+ * where a joined buffer meant allocating and filling megabytes per insert, measured as a third of
+ * the processors tier's CPU while draining a backlog.
  */
-export function body(batch: JsMsg[], format: RowFormat, override?: Map<JsMsg, Buffer>): Buffer {
+export function body(batch: JsMsg[], format: RowFormat, override?: Map<JsMsg, Buffer>): Buffer[] {
   const parts: Buffer[] = [];
-  let size = 0;
   const comma = format === 'JSONEachRow';
   for (const m of batch) {
     const o = override?.get(m);
     const d = o ?? Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
     if (d.byteLength === 0) continue;
-    if (size && comma) {
-      parts.push(COMMA);
-      size += 1;
-    }
+    if (parts.length && comma) parts.push(COMMA);
     parts.push(d);
-    size += d.byteLength;
   }
-  return Buffer.concat(parts, size);
+  return parts;
 }
 
 /**

@@ -305,7 +305,7 @@ export class ClickhouseWriter {
   }
 
   /** Every insert in flight in this process is registered, so reconcile can tell them apart. */
-  private async insert(payload: Buffer, queryId: string, format: RowFormat): Promise<void> {
+  private async insert(payload: Buffer[], queryId: string, format: RowFormat): Promise<void> {
     this.d.running.add(queryId);
     try {
       await this.d.ch.insert(this.o.table, payload, queryId, format);
