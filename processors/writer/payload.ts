@@ -53,8 +53,8 @@ export function byFormat(batch: JsMsg[]): Map<RowFormat, JsMsg[]> {
  * The payloads of messages of one format, in order, as the chunks of one insert body; `override`
  * replaces a message's payload. JSONEachRow payloads are joined by commas, RowBinary ones simply
  * follow. Not concatenated: the chunks go to the socket as they are (one copy into the kernel),
- * where a joined buffer meant allocating and filling megabytes per insert, measured as a third of
- * the processors tier's CPU while draining a backlog.
+ * where a joined buffer meant allocating and filling megabytes per insert: 28 % of the processors
+ * tier's CPU while draining a backlog (bench/RESULTS.md).
  */
 export function body(batch: JsMsg[], format: RowFormat, override?: Map<JsMsg, Buffer>): Buffer[] {
   const parts: Buffer[] = [];
