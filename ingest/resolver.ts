@@ -3,10 +3,17 @@ import type { Sql } from '../lib/pg.js';
 interface TenantCache {
   /** Customer UUIDs known to exist (not soft-deleted). */
   ids: Set<string>;
-  /** source \0 external id → customer UUID. */
-  ext: Map<string, string>;
-  /** Keys (uuid or source\0ext) looked up and not found, with the time the answer expires. */
+  /**
+   * source → external id → customer UUID. Two levels rather than one composite key: a look-up
+   * per event then hashes the strings the request already holds instead of building a new one.
+   */
+  ext: Map<string, Map<string, string>>;
+  /** UUIDs looked up and not found, with the time the answer expires. */
   missing: Map<string, number>;
+  /** source → external ids looked up and not found, with the time the answer expires. */
+  missingExt: Map<string, Map<string, number>>;
+  /** Entries of ext and missingExt together. */
+  extEntries: number;
   /** product code → id, product ids; loaded whole per tenant. */
   products?: { byCode: Map<string, string>; ids: Set<string>; loadedAt: number };
   createdAt: number;
@@ -28,7 +35,23 @@ export interface ResolverOptions {
   productTtlMs: number;
 }
 
-export const extKey = (source: string, externalId: string) => `${source}\u0000${externalId}`;
+const emptyCache = (products: TenantCache['products'], now: number): TenantCache => ({
+  ids: new Set(),
+  ext: new Map(),
+  missing: new Map(),
+  missingExt: new Map(),
+  extEntries: 0,
+  products,
+  createdAt: now,
+});
+
+function setIn<V>(m: Map<string, Map<string, V>>, a: string, b: string, v: V): boolean {
+  let inner = m.get(a);
+  if (!inner) m.set(a, (inner = new Map()));
+  const added = !inner.has(b);
+  inner.set(b, v);
+  return added;
+}
 
 /**
  * Customer and product look-ups for the ingest tier: answers from memory, and fetches every miss
@@ -50,10 +73,10 @@ export class Resolver {
     const now = Date.now();
     if (
       !c ||
-      c.ids.size + c.ext.size + c.missing.size > this.opts.maxEntriesPerTenant ||
+      c.ids.size + c.extEntries + c.missing.size > this.opts.maxEntriesPerTenant ||
       now - c.createdAt > (this.opts.maxAgeMs ?? Infinity)
     ) {
-      c = { ids: new Set(), ext: new Map(), missing: new Map(), products: c?.products, createdAt: now };
+      c = emptyCache(c?.products, now);
       this.tenants.set(tenantId, c);
     }
     return c;
@@ -61,14 +84,7 @@ export class Resolver {
 
   invalidateCustomers(tenantId: string): void {
     const c = this.tenants.get(tenantId);
-    if (c)
-      this.tenants.set(tenantId, {
-        ids: new Set(),
-        ext: new Map(),
-        missing: new Map(),
-        products: c.products,
-        createdAt: Date.now(),
-      });
+    if (c) this.tenants.set(tenantId, emptyCache(c.products, Date.now()));
   }
 
   /** After a NATS reconnect: invalidations may have been missed while cut off. */
@@ -88,19 +104,14 @@ export class Resolver {
     const wantIds: string[] = [];
     const wantSrc: string[] = [];
     const wantExt: string[] = [];
-    const fresh = (k: string) => {
-      const until = c.missing.get(k);
-      return until !== undefined && until > now;
-    };
-    for (const id of ids) if (!c.ids.has(id) && !fresh(id) && !wantIds.includes(id)) wantIds.push(id);
+    const fresh = (until: number | undefined) => until !== undefined && until > now;
+    for (const id of ids) if (!c.ids.has(id) && !fresh(c.missing.get(id)) && !wantIds.includes(id)) wantIds.push(id);
     for (const [src, ext] of exts) {
-      const k = extKey(src, ext);
-      if (!c.ext.has(k) && !fresh(k)) {
-        wantSrc.push(src);
-        wantExt.push(ext);
-      }
+      if (c.ext.get(src)?.has(ext) || fresh(c.missingExt.get(src)?.get(ext))) continue;
+      wantSrc.push(src);
+      wantExt.push(ext);
     }
-    const view: CustomerView = { has: (id) => c.ids.has(id), byExternal: (src, ext) => c.ext.get(extKey(src, ext)) };
+    const view: CustomerView = { has: (id) => c.ids.has(id), byExternal: (src, ext) => c.ext.get(src)?.get(ext) };
     if (wantIds.length === 0 && wantSrc.length === 0) return view;
     const rows = await this.sql<{ id: string; external_source: string; external_id: string | null }[]>`
       SELECT id::text, external_source, external_id FROM customers
@@ -109,14 +120,13 @@ export class Resolver {
              OR (external_source, external_id) IN (SELECT * FROM unnest(${wantSrc}::text[], ${wantExt}::text[])))`;
     const until = now + this.opts.negativeTtlMs;
     for (const id of wantIds) c.missing.set(id, until);
-    for (let i = 0; i < wantSrc.length; i++) c.missing.set(extKey(wantSrc[i], wantExt[i]), until);
+    for (let i = 0; i < wantSrc.length; i++) if (setIn(c.missingExt, wantSrc[i], wantExt[i], until)) c.extEntries++;
     for (const r of rows) {
       c.ids.add(r.id);
       c.missing.delete(r.id);
       if (r.external_id !== null) {
-        const k = extKey(r.external_source, r.external_id);
-        c.ext.set(k, r.id);
-        c.missing.delete(k);
+        if (setIn(c.ext, r.external_source, r.external_id, r.id)) c.extEntries++;
+        if (c.missingExt.get(r.external_source)?.delete(r.external_id)) c.extEntries--;
       }
     }
     return view;
