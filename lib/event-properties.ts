@@ -13,8 +13,10 @@
  * empty, else the rebuilt text.
  */
 
-export const STRING_KIND = 's';
-export const JSON_KIND = 'j';
+const STRING_KIND = 's';
+const JSON_KIND = 'j';
+/** STRING_KIND as the char code readers compare, so a kind is read without making a string. */
+const STRING_CODE = STRING_KIND.charCodeAt(0);
 
 export interface SplitProperties {
   keys: string[];
@@ -60,7 +62,7 @@ export function propertiesJson(raw: string, keys: readonly string[], values: rea
     if (i > 0) out += ',';
     out += JSON.stringify(keys[i]);
     out += ':';
-    out += kinds.charCodeAt(i) === 0x73 ? JSON.stringify(values[i]) : values[i];
+    out += kinds.charCodeAt(i) === STRING_CODE ? JSON.stringify(values[i]) : values[i];
   }
   return `${out}}`;
 }
@@ -80,7 +82,7 @@ export function jsonBytesBounds(p: SplitProperties): [number, number] {
     const v = p.values[i].length;
     lo += k + 2;
     hi += 6 * k + 2;
-    if (p.kinds.charCodeAt(i) === 0x73) {
+    if (p.kinds.charCodeAt(i) === STRING_CODE) {
       lo += v + 2;
       hi += 6 * v + 2;
     } else {
