@@ -1,3 +1,4 @@
+import { ClickHouseEndpoints } from '../lib/clickhouse-endpoints.js';
 import type { Logger } from '../lib/logger.js';
 import { ApiError } from '../lib/problem.js';
 
@@ -13,12 +14,16 @@ const RETRY_AFTER_S = '5';
  * An unreachable or overloaded server answers 503 service_unavailable with Retry-After.
  */
 export class ClickHouseReader {
+  private readonly endpoints: ClickHouseEndpoints;
+
+  /** `url`: one endpoint or several, comma-separated, tried in order (lib/clickhouse-endpoints.ts). */
   constructor(
-    private readonly url: string,
+    url: string,
     readonly database: string,
     private readonly timeoutMs: number,
     private readonly log: Logger,
   ) {
+    this.endpoints = new ClickHouseEndpoints(url);
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`invalid ClickHouse database name ${database}`);
   }
 
@@ -31,8 +36,10 @@ export class ClickHouseReader {
     let res: Response;
     let text: string;
     try {
-      res = await fetch(`${this.url}/?${params}`, { signal: AbortSignal.timeout(timeoutMs) });
-      text = await res.text();
+      [res, text] = await this.endpoints.each(async (url) => {
+        const r = await fetch(`${url}/?${params}`, { signal: AbortSignal.timeout(timeoutMs) });
+        return [r, await r.text()] as const;
+      });
     } catch (err) {
       this.log.warn({ err: String(err), what }, 'ClickHouse unreachable');
       throw unavailable(what);

@@ -35,7 +35,10 @@ export const CoreApiConfig = Type.Object({
   API_HOST: Type.String({ default: '127.0.0.1', description: 'Address the core API listens on.' }),
   API_PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3200 }),
   API_PROCESSES: Type.Integer({ minimum: 1, default: 1, description: 'Processes sharing the port (SO_REUSEPORT).' }),
-  NATS_URL: Type.String({ default: 'nats://127.0.0.1:14222' }),
+  NATS_URL: Type.String({
+    default: 'nats://127.0.0.1:14222',
+    description: 'NATS servers, comma-separated (every server of a cluster; the client fails over between them).',
+  }),
   DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
   WEBHOOK_ALLOW_HTTP: Type.Boolean({
     default: false,
@@ -82,7 +85,8 @@ export const CoreApiConfig = Type.Object({
   }),
   CLICKHOUSE_URL: Type.String({
     default: 'http://127.0.0.1:18123',
-    description: 'ClickHouse HTTP interface, read for the health history, the event catalog and metric test queries.',
+    description:
+      'ClickHouse HTTP endpoints, comma-separated, tried in order: read for the health history, the event catalog and metric test queries.',
   }),
   CLICKHOUSE_DATABASE: Type.String({ default: 'csp' }),
   HEALTH_HISTORY_TIMEOUT_MS: Type.Integer({
@@ -179,7 +183,7 @@ async function serve(): Promise<void> {
   const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
   const limiter = new SharedRateLimiter(sql);
   const clickhouse = new ClickHouseReader(
-    cfg.CLICKHOUSE_URL.replace(/\/+$/, ''),
+    cfg.CLICKHOUSE_URL,
     cfg.CLICKHOUSE_DATABASE,
     cfg.HEALTH_HISTORY_TIMEOUT_MS,
     log.child({ mod: 'clickhouse' }),

@@ -21,18 +21,102 @@ export function clickhouseStatements(): string[] {
     .filter(Boolean);
 }
 
-export async function applyClickhouse(url: string): Promise<void> {
-  const ddl = clickhouseStatements();
+const DB = 'csp';
+/** Where a cluster's storage tables live: csp holds the Distributed tables of the same names over them. */
+export const LOCAL_DB = `${DB}_local`;
+
+/**
+ * The DDL of a replicated, sharded ClickHouse, derived statement by statement from schema.sql's
+ * single-server DDL, so the two cannot drift apart:
+ * - a table becomes csp_local.<name>, its engine the Replicated variant (the part log in ZooKeeper
+ *   under /clickhouse/tables/{shard}/csp/<name>, one replica per {replica} macro), plus
+ *   csp.<name>, a Distributed table over it sharded by cityHash64(toString(tenant_id)): a
+ *   workspace's rows stay on one shard, so per-workspace queries, the rollups fed by views, and the
+ *   writer's exactly-once reconcile stay on one shard;
+ * - materialized views move to csp_local (they run on each shard's own inserts);
+ * - a view over a system table becomes a Distributed table over that table on every server
+ *   (the cluster `<cluster>_nodes`, one shard per server);
+ * - every statement runs ON CLUSTER;
+ * - the Distributed tables come last, once their storage tables have every column (18.16 cannot
+ *   ALTER a Distributed table ON CLUSTER over replicated shards: applyClickhouse recreates one
+ *   whose columns no longer match).
+ * A table without tenant_id (batch_ledger) is filled only by views on each shard; its Distributed
+ * table only reads, and shards by rand().
+ */
+export function clusterStatements(statements: string[], cluster: string): string[] {
+  const on = `ON CLUSTER ${cluster}`;
+  const local = (sql: string) => sql.replace(new RegExp(`\\b${DB}\\.`, 'g'), `${LOCAL_DB}.`);
+  const out: string[] = [];
+  const distributed: string[] = [];
+  for (const stmt of statements) {
+    let m: RegExpExecArray | null;
+    if ((m = new RegExp(`^CREATE DATABASE IF NOT EXISTS ${DB}$`, 'i').exec(stmt))) {
+      out.push(`CREATE DATABASE IF NOT EXISTS ${DB} ${on}`, `CREATE DATABASE IF NOT EXISTS ${LOCAL_DB} ${on}`);
+    } else if ((m = /^CREATE VIEW IF NOT EXISTS (\w+)\.(\w+) AS SELECT \* FROM system\.(\w+)$/i.exec(stmt))) {
+      const [, db, name, table] = m;
+      out.push(
+        `CREATE TABLE IF NOT EXISTS ${db}.${name} ${on} AS system.${table} ENGINE = Distributed(${cluster}_nodes, system, ${table})`,
+      );
+    } else if (
+      (m =
+        /^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+)\s*(\([\s\S]*?\n\))\s*ENGINE = (\w*MergeTree)\(([^)]*)\)([\s\S]*)$/i.exec(
+          stmt,
+        ))
+    ) {
+      const [, db, name, columns, engine, args, rest] = m;
+      const zkPath = `'/clickhouse/tables/{shard}/${db}/${name}', '{replica}'`;
+      out.push(
+        `CREATE TABLE IF NOT EXISTS ${LOCAL_DB}.${name} ${on} ${columns} ENGINE = Replicated${engine}(${[zkPath, args.trim()].filter(Boolean).join(', ')})${rest}`,
+      );
+      const shardBy = /^\s*tenant_id\s/m.test(columns) ? 'cityHash64(toString(tenant_id))' : 'rand()';
+      distributed.push(
+        `CREATE TABLE IF NOT EXISTS ${db}.${name} ${on} AS ${LOCAL_DB}.${name} ENGINE = Distributed(${cluster}, ${LOCAL_DB}, ${name}, ${shardBy})`,
+      );
+    } else if ((m = /^ALTER TABLE (\w+)\.(\w+) (ADD COLUMN [\s\S]*)$/i.exec(stmt))) {
+      out.push(`ALTER TABLE ${LOCAL_DB}.${m[2]} ${on} ${m[3]}`);
+    } else if ((m = /^CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+)\.(\w+) ([\s\S]*)$/i.exec(stmt))) {
+      out.push(`CREATE MATERIALIZED VIEW IF NOT EXISTS ${LOCAL_DB}.${m[2]} ${on} ${local(m[3])}`);
+    } else if ((m = /^DROP TABLE IF EXISTS (\w+)\.(\w+)$/i.exec(stmt))) {
+      out.push(`DROP TABLE IF EXISTS ${LOCAL_DB}.${m[2]} ${on}`);
+    } else {
+      throw new Error(`infra/clickhouse/schema.sql: no cluster form for the statement\n${stmt.slice(0, 200)}`);
+    }
+  }
+  return [...out, ...distributed];
+}
+
+const DISTRIBUTED = /^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+) ON CLUSTER (\w+) AS (\w+)\.(\w+) ENGINE = Distributed\(/;
+
+/** Drops a Distributed table whose columns differ from its storage table's, so that the CREATE that follows makes it anew. */
+async function refreshDistributed(ch: Run, stmt: string): Promise<void> {
+  const m = DISTRIBUTED.exec(stmt);
+  if (!m || m[4] === 'system') return;
+  const [, db, name, cluster, localDb] = m;
+  const columns = async (d: string) =>
+    ch(`SELECT name, type FROM system.columns WHERE database = '${d}' AND table = '${name}' FORMAT TSVRaw`);
+  const [mine, theirs] = await Promise.all([columns(db), columns(localDb)]);
+  if (mine && mine !== theirs) await ch(`DROP TABLE IF EXISTS ${db}.${name} ON CLUSTER ${cluster}`);
+}
+
+/** Applies schema.sql to a single server, or its cluster form (clusterStatements) through one server of a cluster. */
+export async function applyClickhouse(url: string, cluster?: string): Promise<void> {
+  const ddl = cluster ? clusterStatements(clickhouseStatements(), cluster) : clickhouseStatements();
   const ch = clickhouseDdl(url);
   for (const stmt of ddl) {
+    if (cluster) await refreshDistributed(ch, stmt);
     try {
       await ch(stmt);
     } catch (err) {
       // 18.16 has no ADD COLUMN IF NOT EXISTS: a column added by an earlier run is done.
-      if (/^ALTER TABLE \S+ ADD COLUMN /i.test(stmt) && /already exists/i.test((err as Error).message)) continue;
+      if (
+        /^ALTER TABLE \S+ (ON CLUSTER \w+ )?ADD COLUMN /i.test(stmt) &&
+        /already exists/i.test((err as Error).message)
+      )
+        continue;
       throw err;
     }
-    await regranulate(ch, stmt);
+    // A cluster is created at the declared settings; only a single server has tables to rebuild.
+    if (!cluster) await regranulate(ch, stmt);
   }
 }
 
@@ -125,13 +209,14 @@ function pgOpts(u: URL) {
 
 export async function applyAll(p: StackProfile, say: Say, maxBytes: number): Promise<void> {
   const urls = stackUrls(p);
-  const nc = await connect({ servers: urls.NATS_URL });
+  const nc = await connect({ servers: urls.NATS_URL.split(',') });
   try {
-    await applyStreams(await nc.jetstreamManager(), { maxBytes, replicas: 1 });
+    // Every stream on every server of a NATS cluster (3 replicas: a quorum of 2 acknowledges).
+    await applyStreams(await nc.jetstreamManager(), { maxBytes, replicas: p.nats.length });
   } finally {
     await nc.close();
   }
-  await applyClickhouse(urls.CLICKHOUSE_URL);
+  await applyClickhouse(urls.CLICKHOUSE_URL.split(',')[0], p.chCluster);
   const applied = await applyPostgres(urls.DATABASE_URL);
   if (applied.length) say(`migrations applied: ${applied.join(', ')}`);
 }

@@ -4,8 +4,8 @@ import { InfraError } from './proc.js';
 import { downAll, ensurePackages, upAll } from './services.js';
 
 /**
- * npm run infra:up   [-- --profile dev|test]   install (as root) and start NATS, ClickHouse, PostgreSQL; apply definitions
- * npm run infra:down [-- --profile dev|test]   stop exactly the processes infra:up started
+ * npm run infra:up   [-- --profile dev|test|cluster]   install (as root) and start NATS, ClickHouse (and ZooKeeper for a cluster), PostgreSQL; apply definitions
+ * npm run infra:down [-- --profile dev|test|cluster]   stop exactly the processes infra:up started
  */
 const say = (line: string) => process.stderr.write(`infra: ${line}\n`);
 
@@ -16,7 +16,7 @@ async function main(argv: string[]): Promise<void> {
   const maxBytes = Number(process.env.EVENTS_STREAM_MAX_BYTES ?? 20 * 1024 ** 3);
   if (cmd === 'up') {
     const t0 = Date.now();
-    ensurePackages(say);
+    ensurePackages(profile, say);
     await upAll(profile, say);
     await applyAll(profile, say, maxBytes);
     say(`${profile.name} stack up in ${Date.now() - t0} ms: ${Object.values(stackUrls(profile)).join('  ')}`);
@@ -24,7 +24,7 @@ async function main(argv: string[]): Promise<void> {
     await downAll(profile, say);
     say(`${profile.name} stack down`);
   } else {
-    throw new InfraError('usage: infra/cli.js up|down [--profile dev|test]');
+    throw new InfraError('usage: infra/cli.js up|down [--profile dev|test|cluster]');
   }
 }
 

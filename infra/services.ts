@@ -1,17 +1,23 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
-import { ROOT, type StackProfile } from './stack.js';
+import { CLUSTER_NAME, ROOT, type ClickhouseNode, type NatsNode, type StackProfile } from './stack.js';
 import { InfraError, alive, isRoot, portOpen, readPid, spawnDetached, stopByPidFile, waitFor, which } from './proc.js';
 
 type Say = (line: string) => void;
 
-/** Debian packages the stack needs, with the binary each provides. PostgreSQL 15 comes with the machine. */
+/** Debian packages the stack needs, with the file each provides. PostgreSQL 15 comes with the machine. */
 const PACKAGES: Array<{ pkg: string; bin: string }> = [
   { pkg: 'nats-server', bin: 'nats-server' },
   { pkg: 'clickhouse-server', bin: 'clickhouse-server' },
   { pkg: 'clickhouse-client', bin: 'clickhouse-client' },
   { pkg: 'caddy', bin: 'caddy' },
+];
+/** What a replicated ClickHouse adds: ZooKeeper (it brings a Java runtime). */
+const CLUSTER_PACKAGES: Array<{ pkg: string; bin: string }> = [
+  { pkg: 'zookeeper', bin: '/usr/share/java/zookeeper.jar' },
+  { pkg: 'zookeeper', bin: 'java' },
 ];
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
@@ -19,6 +25,7 @@ const PG_TOOLS = new Set(['initdb', 'pg_ctl', 'pg_isready']);
 
 /** Debian's /usr/bin wrappers for PostgreSQL tools want a registered cluster: call the real binaries. */
 function findBin(bin: string): string | undefined {
+  if (path.isAbsolute(bin)) return fs.existsSync(bin) ? bin : undefined;
   if (PG_TOOLS.has(bin) && fs.existsSync(path.join(PG_BIN, bin))) return path.join(PG_BIN, bin);
   return (
     which(bin) ??
@@ -26,8 +33,9 @@ function findBin(bin: string): string | undefined {
   );
 }
 
-export function ensurePackages(say: Say): void {
-  const missing = PACKAGES.filter((p) => !findBin(p.bin)).map((p) => p.pkg);
+export function ensurePackages(p: StackProfile, say: Say): void {
+  const wanted = p.chCluster ? [...PACKAGES, ...CLUSTER_PACKAGES] : PACKAGES;
+  const missing = [...new Set(wanted.filter((w) => !findBin(w.bin)).map((w) => w.pkg))];
   if (!findBin('initdb') || !findBin('pg_ctl'))
     throw new InfraError('PostgreSQL 15 (initdb, pg_ctl) is not installed: apt-get install postgresql-15');
   if (missing.length === 0) return;
@@ -50,7 +58,7 @@ export function ensurePackages(say: Say): void {
   } finally {
     if (ownPolicy) fs.rmSync(policy, { force: true });
   }
-  const still = PACKAGES.filter((p) => !findBin(p.bin)).map((p) => p.pkg);
+  const still = wanted.filter((w) => !findBin(w.bin)).map((w) => w.pkg);
   if (still.length) throw new InfraError(`still missing after apt-get: ${still.join(', ')}`);
 }
 
@@ -65,10 +73,6 @@ function vars(p: StackProfile): Record<string, string | number> {
   return {
     PROFILE: p.name,
     DATA_DIR: p.dataDir,
-    NATS_PORT: p.natsPort,
-    NATS_MONITOR_PORT: p.natsMonitorPort,
-    CH_HTTP_PORT: p.chHttpPort,
-    CH_TCP_PORT: p.chTcpPort,
     EDGE_PORT: p.edgePort,
     EDGE_HTTP_PORT: p.edgeHttpPort,
     INGEST_PORT: p.ingestPort,
@@ -82,68 +86,205 @@ async function claimPort(port: number, what: string): Promise<void> {
     throw new InfraError(`cannot start ${what}: port 127.0.0.1:${port} is already taken by another process`);
 }
 
-interface Service {
+export interface Service {
   name: string;
   /** true when it is running from our pid file and answering. */
   up(p: StackProfile): Promise<boolean>;
   start(p: StackProfile): Promise<void>;
   stop(p: StackProfile): Promise<boolean>;
+  /** The pid file of the server process (what a fault test signals). */
+  pidFile(p: StackProfile): string;
 }
 
-const natsPidFile = (p: StackProfile) => path.join(p.dataDir, 'nats.pid');
-const nats: Service = {
-  name: 'nats-server',
-  async up(p) {
-    return alive(readPid(natsPidFile(p))) && (await portOpen(p.natsPort));
-  },
-  async start(p) {
-    await claimPort(p.natsPort, 'nats-server');
-    fs.mkdirSync(path.join(p.dataDir, 'nats'), { recursive: true });
-    const conf = path.join(p.dataDir, 'nats.conf');
-    fs.writeFileSync(conf, render('infra/nats.conf', vars(p)));
-    const log = path.join(p.dataDir, 'nats.log');
-    const pid = spawnDetached(findBin('nats-server')!, ['-c', conf], log);
-    fs.writeFileSync(natsPidFile(p), String(pid));
-    await waitFor(
-      'nats-server',
-      async () => {
-        const res = await fetch(`http://127.0.0.1:${p.natsMonitorPort}/jsz`);
-        return res.ok;
-      },
-      20_000,
-      log,
-    );
-  },
-  stop: (p) => stopByPidFile(natsPidFile(p)),
-};
+/** The routes block of a NATS cluster's server: every other server of the profile. */
+function natsClusterBlock(p: StackProfile, node: NatsNode): string {
+  if (p.nats.length === 1) return '';
+  const routes = p.nats.filter((n) => n !== node).map((n) => `nats-route://127.0.0.1:${n.clusterPort}`);
+  return `cluster {\n  name: ${CLUSTER_NAME}\n  listen: 127.0.0.1:${node.clusterPort}\n  routes: [${routes.join(', ')}]\n}`;
+}
 
-const chPidFile = (p: StackProfile) => path.join(p.dataDir, 'clickhouse.pid');
-async function chPing(p: StackProfile): Promise<boolean> {
-  const res = await fetch(`http://127.0.0.1:${p.chHttpPort}/?query=SELECT%201`);
+function natsService(node: NatsNode): Service {
+  const pidFile = (p: StackProfile) => path.join(p.dataDir, `${node.name}.pid`);
+  return {
+    name: p1(node.name, 'nats-server'),
+    pidFile,
+    async up(p) {
+      return alive(readPid(pidFile(p))) && (await portOpen(node.port));
+    },
+    async start(p) {
+      await claimPort(node.port, 'nats-server');
+      fs.mkdirSync(path.join(p.dataDir, node.name), { recursive: true });
+      const conf = path.join(p.dataDir, `${node.name}.conf`);
+      fs.writeFileSync(
+        conf,
+        render('infra/nats.conf', {
+          ...vars(p),
+          SERVER_NAME: p.nats.length === 1 ? `csp_${p.name}` : `csp_${p.name}_${node.name}`,
+          STORE_DIR: path.join(p.dataDir, node.name),
+          NATS_PORT: node.port,
+          NATS_MONITOR_PORT: node.monitorPort,
+          NATS_CLUSTER: natsClusterBlock(p, node),
+        }),
+      );
+      const log = path.join(p.dataDir, `${node.name}.log`);
+      const pid = spawnDetached(findBin('nats-server')!, ['-c', conf], log);
+      fs.writeFileSync(pidFile(p), String(pid));
+      await waitFor(
+        node.name,
+        async () => (await fetch(`http://127.0.0.1:${node.monitorPort}/healthz`)).ok,
+        20_000,
+        log,
+      );
+    },
+    stop: (p) => stopByPidFile(pidFile(p)),
+  };
+}
+
+/** A server's name in messages: "nats-server" for the one of a single-node profile, else its node name. */
+const p1 = (node: string, single: string) => (/\d$/.test(node) ? `${single} ${node}` : single);
+
+/** remote_servers, macros and ZooKeeper of one node of a replicated ClickHouse; empty for a single server. */
+function clickhouseClusterXml(p: StackProfile, node: ClickhouseNode): string {
+  if (!p.chCluster) return '';
+  const replica = (n: ClickhouseNode) => `<replica><host>127.0.0.1</host><port>${n.tcpPort}</port></replica>`;
+  const shards = [...new Set(p.clickhouse.map((n) => n.shard))].map(
+    (s) =>
+      `<shard><internal_replication>true</internal_replication>${p.clickhouse
+        .filter((n) => n.shard === s)
+        .map(replica)
+        .join('')}</shard>`,
+  );
+  // Every server as its own shard: what reads a system table of every node (csp.processes, csp.replicas).
+  const nodes = p.clickhouse.map((n) => `<shard>${replica(n)}</shard>`);
+  return [
+    `<interserver_http_host>127.0.0.1</interserver_http_host>`,
+    `<interserver_http_port>${node.interserverPort}</interserver_http_port>`,
+    `<remote_servers><${p.chCluster}>${shards.join('')}</${p.chCluster}>`,
+    `<${p.chCluster}_nodes>${nodes.join('')}</${p.chCluster}_nodes></remote_servers>`,
+    `<zookeeper><node><host>127.0.0.1</host><port>${p.zookeeperPort}</port></node><session_timeout_ms>10000</session_timeout_ms></zookeeper>`,
+    `<macros><shard>${node.shard}</shard><replica>${node.replica}</replica></macros>`,
+    `<distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>`,
+  ].join('\n  ');
+}
+
+/**
+ * What a replicated ClickHouse's queries need (users.xml): inserts into a Distributed table reach
+ * their shard before they return (the writer acknowledges only stored rows), no block deduplication
+ * (rows are unique by event_id, and identical blocks a materialized view makes from two different
+ * inserts must both count), subqueries over Distributed tables read each shard's own rows (a
+ * workspace lives on one shard), and replicas are tried in the configured order.
+ */
+function clickhouseClusterSettings(p: StackProfile): string {
+  if (!p.chCluster) return '';
+  return [
+    '<insert_distributed_sync>1</insert_distributed_sync>',
+    '<insert_deduplicate>0</insert_deduplicate>',
+    '<distributed_product_mode>local</distributed_product_mode>',
+    '<load_balancing>in_order</load_balancing>',
+    '<connect_timeout_with_failover_ms>1000</connect_timeout_with_failover_ms>',
+  ].join('\n      ');
+}
+
+const chDir = (p: StackProfile, node: ClickhouseNode) => path.join(p.dataDir, node.name);
+
+async function chPing(node: ClickhouseNode): Promise<boolean> {
+  const res = await fetch(`http://127.0.0.1:${node.httpPort}/?query=SELECT%201`);
   return res.ok && (await res.text()).trim() === '1';
 }
-const clickhouse: Service = {
-  name: 'clickhouse-server',
+
+function clickhouseService(node: ClickhouseNode): Service {
+  const pidFile = (p: StackProfile) => path.join(p.dataDir, `${node.name}.pid`);
+  return {
+    name: p1(node.name, 'clickhouse-server'),
+    pidFile,
+    async up(p) {
+      return alive(readPid(pidFile(p))) && (await chPing(node).catch(() => false));
+    },
+    async start(p) {
+      await claimPort(node.httpPort, 'clickhouse-server (http)');
+      await claimPort(node.tcpPort, 'clickhouse-server (native)');
+      const dir = chDir(p, node);
+      for (const d of ['data', 'tmp', 'user_files', 'format_schemas'])
+        fs.mkdirSync(path.join(dir, d), { recursive: true });
+      const v = {
+        ...vars(p),
+        CH_DIR: dir,
+        CH_HTTP_PORT: node.httpPort,
+        CH_TCP_PORT: node.tcpPort,
+        CH_CLUSTER_XML: clickhouseClusterXml(p, node),
+        CH_CLUSTER_SETTINGS: clickhouseClusterSettings(p),
+      };
+      fs.writeFileSync(path.join(dir, 'config.xml'), render('infra/clickhouse/config.xml', v));
+      fs.writeFileSync(path.join(dir, 'users.xml'), render('infra/clickhouse/users.xml', v));
+      const log = path.join(dir, 'stdout.log');
+      // Run in the foreground of a detached child so that the pid we record is the server's own.
+      const pid = spawnDetached(findBin('clickhouse-server')!, [`--config-file=${path.join(dir, 'config.xml')}`], log, {
+        cwd: dir,
+      });
+      fs.writeFileSync(pidFile(p), String(pid));
+      await waitFor(node.name, () => chPing(node), 60_000, path.join(dir, 'server.err.log'));
+    },
+    stop: (p) => stopByPidFile(pidFile(p), 30_000),
+  };
+}
+
+const ZOOKEEPER_JAR = '/usr/share/java/zookeeper.jar';
+
+/** Four-letter word over ZooKeeper's client port: "imok" when it serves. */
+function zkRuok(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = net.connect({ port, host: '127.0.0.1' });
+    let out = '';
+    sock.setTimeout(2000, () => sock.destroy());
+    sock.on('connect', () => sock.write('ruok'));
+    sock.on('data', (d) => {
+      out += d.toString();
+    });
+    sock.on('close', () => resolve(out === 'imok'));
+    sock.on('error', () => resolve(false));
+  });
+}
+
+/** One ZooKeeper server (Debian's package, run with its own config and data folder): a replicated ClickHouse's coordinator. */
+const zookeeper: Service = {
+  name: 'zookeeper',
+  pidFile: (p) => path.join(p.dataDir, 'zookeeper.pid'),
   async up(p) {
-    return alive(readPid(chPidFile(p))) && (await chPing(p).catch(() => false));
+    return alive(readPid(this.pidFile(p))) && (await zkRuok(p.zookeeperPort!));
   },
   async start(p) {
-    await claimPort(p.chHttpPort, 'clickhouse-server (http)');
-    await claimPort(p.chTcpPort, 'clickhouse-server (native)');
-    const dir = path.join(p.dataDir, 'clickhouse');
-    for (const d of ['data', 'tmp', 'user_files', 'format_schemas'])
-      fs.mkdirSync(path.join(dir, d), { recursive: true });
-    fs.writeFileSync(path.join(dir, 'config.xml'), render('infra/clickhouse/config.xml', vars(p)));
-    fs.writeFileSync(path.join(dir, 'users.xml'), render('infra/clickhouse/users.xml', vars(p)));
-    const log = path.join(dir, 'stdout.log');
-    // Run in the foreground of a detached child so that the pid we record is the server's own.
-    const pid = spawnDetached(findBin('clickhouse-server')!, [`--config-file=${path.join(dir, 'config.xml')}`], log, {
-      cwd: dir,
-    });
-    fs.writeFileSync(chPidFile(p), String(pid));
-    await waitFor('clickhouse-server', () => chPing(p), 60_000, path.join(dir, 'server.err.log'));
+    const port = p.zookeeperPort!;
+    await claimPort(port, 'zookeeper');
+    const dir = path.join(p.dataDir, 'zookeeper');
+    fs.mkdirSync(path.join(dir, 'data'), { recursive: true });
+    const conf = path.join(dir, 'zoo.cfg');
+    fs.writeFileSync(
+      conf,
+      [
+        'tickTime=2000',
+        `dataDir=${path.join(dir, 'data')}`,
+        `clientPort=${port}`,
+        'clientPortAddress=127.0.0.1',
+        'maxSessionTimeout=60000',
+        'admin.enableServer=false',
+        '4lw.commands.whitelist=ruok,srvr,mntr',
+        'autopurge.purgeInterval=1',
+        '',
+      ].join('\n'),
+    );
+    const log = path.join(dir, 'zookeeper.log');
+    const pid = spawnDetached(
+      findBin('java')!,
+      ['-Xmx512m', '-cp', ZOOKEEPER_JAR, 'org.apache.zookeeper.server.quorum.QuorumPeerMain', conf],
+      log,
+      { cwd: dir },
+    );
+    fs.writeFileSync(this.pidFile(p), String(pid));
+    await waitFor('zookeeper', () => zkRuok(port), 60_000, log);
   },
-  stop: (p) => stopByPidFile(chPidFile(p), 30_000),
+  stop(p) {
+    return stopByPidFile(this.pidFile(p));
+  },
 };
 
 const pgDir = (p: StackProfile) => path.join(p.dataDir, 'pg');
@@ -163,6 +304,7 @@ async function pgReady(p: StackProfile): Promise<boolean> {
 }
 const postgresService: Service = {
   name: 'postgresql',
+  pidFile: (p) => path.join(pgDir(p), 'postmaster.pid'),
   async up(p) {
     return alive(readPid(path.join(pgDir(p), 'postmaster.pid'))) && (await pgReady(p));
   },
@@ -206,6 +348,7 @@ const edgePidFile = (p: StackProfile) => path.join(p.dataDir, 'caddy.pid');
 /** Caddy in front of the tiers: it starts before them and answers 502 until they are up. */
 const edge: Service = {
   name: 'caddy (edge)',
+  pidFile: edgePidFile,
   async up(p) {
     return alive(readPid(edgePidFile(p))) && (await portOpen(p.edgePort));
   },
@@ -227,7 +370,23 @@ const edge: Service = {
   stop: (p) => stopByPidFile(edgePidFile(p)),
 };
 
-export const SERVICES: Service[] = [nats, clickhouse, postgresService, edge];
+/** Every server of a profile, in start order. */
+export function services(p: StackProfile): Service[] {
+  return [
+    ...p.nats.map(natsService),
+    ...(p.zookeeperPort ? [zookeeper] : []),
+    ...p.clickhouse.map(clickhouseService),
+    postgresService,
+    edge,
+  ];
+}
+
+/** One server of a profile by name (nats2, clickhouse3, zookeeper, …): what fault tests stop and start. */
+export function service(p: StackProfile, name: string): Service {
+  const s = services(p).find((x) => x.name === name || x.name.endsWith(` ${name}`));
+  if (!s) throw new InfraError(`no server "${name}" in the ${p.name} profile`);
+  return s;
+}
 
 /** The edge's local CA certificate (PEM), for clients that want to verify it. */
 export function edgeCaFile(p: StackProfile): string {
@@ -236,19 +395,29 @@ export function edgeCaFile(p: StackProfile): string {
 
 export async function upAll(p: StackProfile, say: Say): Promise<void> {
   fs.mkdirSync(p.dataDir, { recursive: true });
-  // Start the three in parallel; each waits until it answers.
+  // Start them in parallel, ZooKeeper before ClickHouse; each waits until it answers.
+  const all = services(p);
+  const start = async (s: Service) => {
+    if (await s.up(p)) return;
+    const t0 = Date.now();
+    await s.start(p);
+    say(`${s.name} started (${Date.now() - t0} ms)`);
+  };
+  const zk = all.find((s) => s === zookeeper);
+  const zkUp = zk ? start(zk) : Promise.resolve();
   await Promise.all(
-    SERVICES.map(async (s) => {
-      if (await s.up(p)) return;
-      const t0 = Date.now();
-      await s.start(p);
-      say(`${s.name} started (${Date.now() - t0} ms)`);
-    }),
+    all
+      .filter((s) => s !== zk)
+      .map(async (s) => {
+        if (s.name.startsWith('clickhouse')) await zkUp;
+        await start(s);
+      }),
   );
+  await zkUp;
 }
 
 export async function downAll(p: StackProfile, say: Say): Promise<void> {
-  for (const s of [...SERVICES].reverse()) {
+  for (const s of services(p).reverse()) {
     if (await s.stop(p)) say(`${s.name} stopped`);
   }
 }

@@ -3,15 +3,45 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+/** One nats-server of a profile. `clusterPort` carries the routes between the servers of a cluster. */
+export interface NatsNode {
+  name: string;
+  port: number;
+  monitorPort: number;
+  clusterPort: number;
+}
+
+/** One clickhouse-server of a profile, with its place in the cluster (macros {shard} and {replica}). */
+export interface ClickhouseNode {
+  name: string;
+  httpPort: number;
+  tcpPort: number;
+  interserverPort: number;
+  shard: string;
+  replica: string;
+}
+
 /**
- * The local stack's addresses. Two profiles run side by side without touching each other:
- * `dev` (npm start) and `test` (npm test), each with its own ports and data folder under .data/.
+ * The local stack's addresses. Three profiles run side by side without touching each other, each
+ * with its own ports and data folder under .data/: `dev` (npm start) and `test` (npm test) run one
+ * server of each kind; `cluster` runs three nats-servers (one JetStream cluster, streams with 3
+ * replicas) and four clickhouse-servers (2 shards x 2 replicas) coordinated by one ZooKeeper.
+ * A one-node profile is the cluster profile with one node: the same stream definitions and the
+ * same DDL (infra/apply.ts derives the cluster's from schema.sql).
  */
 export interface StackProfile {
-  name: 'dev' | 'test';
+  name: 'dev' | 'test' | 'cluster';
   dataDir: string;
+  nats: NatsNode[];
+  clickhouse: ClickhouseNode[];
+  /** The ClickHouse cluster's name in remote_servers; undefined for a single server. */
+  chCluster?: string;
+  /** ZooKeeper's client port; only a replicated ClickHouse needs it. */
+  zookeeperPort?: number;
+  /** The first nats-server's ports. */
   natsPort: number;
   natsMonitorPort: number;
+  /** The first clickhouse-server's ports. */
   chHttpPort: number;
   chTcpPort: number;
   pgPort: number;
@@ -24,7 +54,20 @@ export interface StackProfile {
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-const PROFILES: Record<StackProfile['name'], Omit<StackProfile, 'name' | 'dataDir'>> = {
+type Ports = Pick<
+  StackProfile,
+  | 'natsPort'
+  | 'natsMonitorPort'
+  | 'chHttpPort'
+  | 'chTcpPort'
+  | 'pgPort'
+  | 'ingestPort'
+  | 'apiPort'
+  | 'edgePort'
+  | 'edgeHttpPort'
+>;
+
+const PROFILES: Record<StackProfile['name'], Ports> = {
   dev: {
     natsPort: 14222,
     natsMonitorPort: 18222,
@@ -47,26 +90,81 @@ const PROFILES: Record<StackProfile['name'], Omit<StackProfile, 'name' | 'dataDi
     edgePort: 23443,
     edgeHttpPort: 23080,
   },
+  cluster: {
+    natsPort: 34222,
+    natsMonitorPort: 38222,
+    chHttpPort: 38123,
+    chTcpPort: 39000,
+    pgPort: 35432,
+    ingestPort: 33100,
+    apiPort: 33200,
+    edgePort: 33443,
+    edgeHttpPort: 33080,
+  },
 };
+
+const NATS_NODES = { dev: 1, test: 1, cluster: 3 };
+/** Shards x replicas of each profile's ClickHouse. */
+const CH_LAYOUT = { dev: [1, 1], test: [1, 1], cluster: [2, 2] };
+/** The name of the ClickHouse cluster in remote_servers (and of the NATS cluster). */
+export const CLUSTER_NAME = 'csp';
 
 /** `name` is the --profile option or STACK_PROFILE of the calling command; `dev` when neither is given. */
 export function stackProfile(name = 'dev'): StackProfile {
-  if (name !== 'dev' && name !== 'test') throw new Error(`unknown stack profile "${name}" (dev or test)`);
-  return { name, dataDir: path.join(ROOT, '.data', name), ...PROFILES[name] };
+  if (name !== 'dev' && name !== 'test' && name !== 'cluster')
+    throw new Error(`unknown stack profile "${name}" (dev, test or cluster)`);
+  const p = PROFILES[name];
+  const nats = Array.from({ length: NATS_NODES[name] }, (_, i) => ({
+    name: NATS_NODES[name] === 1 ? 'nats' : `nats${i + 1}`,
+    port: p.natsPort + i,
+    monitorPort: p.natsMonitorPort + i,
+    clusterPort: p.natsPort + 2000 + i,
+  }));
+  const [shards, replicas] = CH_LAYOUT[name];
+  const clickhouse: ClickhouseNode[] = [];
+  for (let s = 1; s <= shards; s++)
+    for (let r = 1; r <= replicas; r++) {
+      const i = clickhouse.length;
+      clickhouse.push({
+        name: i === 0 && shards * replicas === 1 ? 'clickhouse' : `clickhouse${i + 1}`,
+        httpPort: p.chHttpPort + i,
+        tcpPort: p.chTcpPort + i,
+        interserverPort: p.chTcpPort + 9 + i,
+        shard: String(s).padStart(2, '0'),
+        replica: `r${r}`,
+      });
+    }
+  const replicated = clickhouse.length > 1;
+  return {
+    name,
+    dataDir: path.join(ROOT, '.data', name),
+    nats,
+    clickhouse,
+    chCluster: replicated ? CLUSTER_NAME : undefined,
+    zookeeperPort: replicated ? p.chTcpPort - 6819 : undefined,
+    ...p,
+  };
 }
 
 export interface StackUrls {
+  /** Every nats-server, comma-separated: clients fail over between them. */
   NATS_URL: string;
+  /** Every clickhouse-server's HTTP endpoint, comma-separated, in the order to try them. */
   CLICKHOUSE_URL: string;
   DATABASE_URL: string;
 }
 
 export function stackUrls(p: StackProfile): StackUrls {
   return {
-    NATS_URL: `nats://127.0.0.1:${p.natsPort}`,
-    CLICKHOUSE_URL: `http://127.0.0.1:${p.chHttpPort}`,
+    NATS_URL: p.nats.map((n) => `nats://127.0.0.1:${n.port}`).join(','),
+    CLICKHOUSE_URL: p.clickhouse.map((n) => `http://127.0.0.1:${n.httpPort}`).join(','),
     DATABASE_URL: `postgres://postgres@127.0.0.1:${p.pgPort}/csp`,
   };
+}
+
+/** The tiers' settings for a profile's stack: its URLs, and the ClickHouse cluster when there is one. */
+export function stackEnv(p: StackProfile): StackUrls & { CLICKHOUSE_CLUSTER: string } {
+  return { ...stackUrls(p), CLICKHOUSE_CLUSTER: p.chCluster ?? '' };
 }
 
 /**

@@ -31,7 +31,10 @@ export const IngestConfig = Type.Object({
     default: os.availableParallelism(),
     description: 'Ingest processes sharing the port (SO_REUSEPORT); default one per core.',
   }),
-  NATS_URL: Type.String({ default: 'nats://127.0.0.1:14222' }),
+  NATS_URL: Type.String({
+    default: 'nats://127.0.0.1:14222',
+    description: 'NATS servers, comma-separated (every server of a cluster; the client fails over between them).',
+  }),
   DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
   INGEST_RATE_LIMIT_PER_MIN: Type.Integer({
     minimum: 1,
@@ -97,7 +100,7 @@ export const IngestConfig = Type.Object({
   }),
   CLICKHOUSE_URL: Type.String({
     default: 'http://127.0.0.1:18123',
-    description: 'ClickHouse HTTP interface for GET /v1/events.',
+    description: 'ClickHouse HTTP endpoints for GET /v1/events, comma-separated, tried in order.',
   }),
   CLICKHOUSE_DATABASE: Type.String({ default: 'csp' }),
   EVENTS_QUERY_TIMEOUT_MS: Type.Integer({

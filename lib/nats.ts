@@ -2,10 +2,11 @@ import { connect, type NatsConnection } from 'nats';
 import type { Logger } from './logger.js';
 
 /** Connects with unlimited reconnects, logging connection state changes. */
+/** `url` is one server or several, comma-separated: the client connects to any and fails over to the others. */
 export async function connectNats(url: string, name: string, log: Logger): Promise<NatsConnection> {
   // No async stack traces: they cost an Error with a stack per publish on the hot path.
   const nc = await connect({
-    servers: url,
+    servers: natsServers(url),
     name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
@@ -19,6 +20,13 @@ export async function connectNats(url: string, name: string, log: Logger): Promi
     }
   })();
   return nc;
+}
+
+export function natsServers(url: string): string[] {
+  return url
+    .split(',')
+    .map((u) => u.trim())
+    .filter(Boolean);
 }
 
 export const STREAM_EVENTS = 'EVENTS';

@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream';
 import { createClient, ClickHouseLogLevel, type ClickHouseClient } from '@clickhouse/client';
+import { ClickHouseEndpoints, isConnectionError } from '../lib/clickhouse-endpoints.js';
 import { insertColumns, type RowFormat } from '../lib/row-binary.js';
 import type { SinkTable } from '../schemas/rows.js';
 
@@ -22,22 +23,52 @@ export const isDataError = (err: unknown): boolean => {
   return code !== undefined && DATA_ERROR_CODES.has(code);
 };
 
+/**
+ * The processors' ClickHouse: one server, or several endpoints of a cluster (CLICKHOUSE_URL
+ * comma-separated). Reads and commands go to the first endpoint that can be reached; an insert
+ * goes to the first reachable one and, when it cannot connect, fails and sets it aside, so that
+ * the writer's retry (which reconciles first) goes to the next.
+ * On a cluster (`cluster` set) the tables named `database`.<table> are Distributed tables and the
+ * rows are stored in `database`_local (infra/apply.ts); statements that act on storage (dropping
+ * partitions) go there, ON CLUSTER.
+ */
 export class ClickHouse {
-  readonly client: ClickHouseClient;
+  readonly endpoints: ClickHouseEndpoints;
+  private readonly clients = new Map<string, ClickHouseClient>();
 
   constructor(
     url: string,
     readonly database: string,
     requestTimeoutMs: number,
+    readonly cluster = '',
   ) {
-    this.client = createClient({
-      url,
-      database,
-      request_timeout: requestTimeoutMs,
-      max_open_connections: 16,
-      compression: { request: false, response: false },
-      log: { level: ClickHouseLogLevel.OFF },
-    });
+    this.endpoints = new ClickHouseEndpoints(url);
+    for (const u of this.endpoints.urls)
+      this.clients.set(
+        u,
+        createClient({
+          url: u,
+          database,
+          request_timeout: requestTimeoutMs,
+          max_open_connections: 16,
+          compression: { request: false, response: false },
+          log: { level: ClickHouseLogLevel.OFF },
+        }),
+      );
+  }
+
+  /** The database of the storage tables: `database` on one server, `database`_local on a cluster. */
+  get storageDatabase(): string {
+    return this.cluster ? `${this.database}_local` : this.database;
+  }
+
+  /** ` ON CLUSTER <name>` on a cluster, else nothing: for statements on storage tables. */
+  get onCluster(): string {
+    return this.cluster ? ` ON CLUSTER ${this.cluster}` : '';
+  }
+
+  private async each<T>(attempt: (c: ClickHouseClient) => Promise<T>): Promise<T> {
+    return this.endpoints.each((u) => attempt(this.clients.get(u)!));
   }
 
   /**
@@ -54,30 +85,34 @@ export class ClickHouse {
       format === 'JSONEachRow'
         ? `${this.database}.${table} FORMAT JSONEachRow`
         : `${this.database}.${table} ${insertColumns(format, table as SinkTable)} FORMAT RowBinary`;
-    const res = await this.client.exec({
-      query: `INSERT INTO ${into}`,
-      values: Readable.from(Buffer.isBuffer(body) ? [body] : body),
-      query_id: queryId,
-    });
-    res.stream.resume();
+    const url = this.endpoints.order()[0];
+    try {
+      const res = await this.clients.get(url)!.exec({
+        query: `INSERT INTO ${into}`,
+        values: Readable.from(Buffer.isBuffer(body) ? [body] : body),
+        query_id: queryId,
+      });
+      res.stream.resume();
+    } catch (err) {
+      if (isConnectionError(err)) this.endpoints.failed(url);
+      throw err;
+    }
   }
 
   async rows<T>(query: string): Promise<T[]> {
-    const rs = await this.client.query({ query, format: 'JSONEachRow' });
-    return rs.json<T>();
+    return this.each(async (c) => (await c.query({ query, format: 'JSONEachRow' })).json<T>());
   }
 
   /** The result as TabSeparated text: large aggregate reads parse it faster than JSON rows. */
   async text(query: string): Promise<string> {
-    const rs = await this.client.query({ query, format: 'TabSeparated' });
-    return rs.text();
+    return this.each(async (c) => (await c.query({ query, format: 'TabSeparated' })).text());
   }
 
   async command(query: string): Promise<void> {
-    await this.client.command({ query });
+    await this.each((c) => c.command({ query }));
   }
 
-  close(): Promise<void> {
-    return this.client.close();
+  async close(): Promise<void> {
+    await Promise.all([...this.clients.values()].map((c) => c.close()));
   }
 }

@@ -43,9 +43,20 @@ export const ProcessorsConfig = Type.Object({
     description: 'Address of the processors health/metrics endpoint.',
   }),
   PROCESSORS_PORT: Type.Integer({ default: 3300, description: 'Port of /healthz, /readyz, /metrics.' }),
-  NATS_URL: Type.String({ default: 'nats://127.0.0.1:14222' }),
-  CLICKHOUSE_URL: Type.String({ default: 'http://127.0.0.1:18123' }),
+  NATS_URL: Type.String({
+    default: 'nats://127.0.0.1:14222',
+    description: 'NATS servers, comma-separated (every server of a cluster; the client fails over between them).',
+  }),
+  CLICKHOUSE_URL: Type.String({
+    default: 'http://127.0.0.1:18123',
+    description: 'ClickHouse HTTP endpoints, comma-separated, tried in order (the servers of a cluster).',
+  }),
   CLICKHOUSE_DATABASE: Type.String({ default: 'csp' }),
+  CLICKHOUSE_CLUSTER: Type.String({
+    default: '',
+    description:
+      'Name of the ClickHouse cluster whose Distributed tables CLICKHOUSE_DATABASE holds (storage in <database>_local); empty: one server.',
+  }),
   DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
   WRITER_BATCH_ROWS: Type.Integer({
     minimum: 1,
@@ -251,7 +262,12 @@ const nc = await connectNats(cfg.NATS_URL, `processors-${instance}`, log);
 const js = nc.jetstream();
 const jsm = await nc.jetstreamManager();
 const sql = connectPg(cfg.DATABASE_URL, 4);
-const ch = new ClickHouse(cfg.CLICKHOUSE_URL, cfg.CLICKHOUSE_DATABASE, cfg.CLICKHOUSE_TIMEOUT_MS);
+const ch = new ClickHouse(
+  cfg.CLICKHOUSE_URL,
+  cfg.CLICKHOUSE_DATABASE,
+  cfg.CLICKHOUSE_TIMEOUT_MS,
+  cfg.CLICKHOUSE_CLUSTER,
+);
 const pool = new Piscina({
   filename: fileURLToPath(new URL('./writer/check-rows.js', import.meta.url)),
   minThreads: 0,

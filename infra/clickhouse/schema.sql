@@ -1,9 +1,18 @@
 -- ClickHouse DDL. Runs on 18.16 and on current releases: no DateTime64, JSON type, CODEC, TTL.
+-- Written for one server; infra/apply.ts derives a replicated, sharded cluster's DDL from it
+-- (clusterStatements): every table here becomes a Replicated* table in csp_local plus a
+-- Distributed table of the same name in csp, sharded by workspace; views move to csp_local.
 -- Timestamps are DateTime (seconds, UTC) plus a millisecond column; properties are kept as
 -- parallel key/value arrays so that properties.plan = 'pro' compiles to
 -- prop_values[indexOf(prop_keys, 'plan')] = 'pro', and the raw JSON is rebuilt from them.
 
 CREATE DATABASE IF NOT EXISTS csp;
+
+-- The queries and replication queues of every server of the store: a view over this server's
+-- system tables here, a Distributed table over every server of a cluster. The writer waits on
+-- them before it decides whether a suspect batch is stored (processors/writer/reconcile.ts).
+CREATE VIEW IF NOT EXISTS csp.processes AS SELECT * FROM system.processes;
+CREATE VIEW IF NOT EXISTS csp.replicas AS SELECT * FROM system.replicas;
 
 -- batch_id is the id of the JetStream message (one ingestion request) a row came in: the writer
 -- uses it to tell which redelivered messages are already stored.

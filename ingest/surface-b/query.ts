@@ -1,4 +1,5 @@
 import { decodeEventCursor, encodeEventCursor, MAX_DATETIME_S } from '../../lib/cursor.js';
+import { ClickHouseEndpoints } from '../../lib/clickhouse-endpoints.js';
 import { propertiesJson } from '../../lib/event-properties.js';
 import { isUuid } from '../../lib/ids.js';
 import { ApiError } from '../../lib/problem.js';
@@ -52,11 +53,16 @@ const SNAKE_RE = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/;
  * the SQL is validated to a UUID, a snake_case name or an integer first. Newest events first.
  */
 export class EventQuery {
+  private readonly endpoints: ClickHouseEndpoints;
+
+  /** `url`: one endpoint or several, comma-separated, tried in order (lib/clickhouse-endpoints.ts). */
   constructor(
-    private readonly url: string,
+    url: string,
     private readonly database: string,
     private readonly timeoutMs: number,
-  ) {}
+  ) {
+    this.endpoints = new ClickHouseEndpoints(url);
+  }
 
   async page(f: EventFilter): Promise<{ data: unknown[]; next_cursor: string | null; has_more: boolean }> {
     if (
@@ -94,10 +100,12 @@ export class EventQuery {
     let res: Response;
     let text: string;
     try {
-      res = await fetch(`${this.url}/?query=${encodeURIComponent(query)}`, {
-        signal: AbortSignal.timeout(this.timeoutMs),
+      [res, text] = await this.endpoints.each(async (url) => {
+        const r = await fetch(`${url}/?query=${encodeURIComponent(query)}`, {
+          signal: AbortSignal.timeout(this.timeoutMs),
+        });
+        return [r, await r.text()] as const;
       });
-      text = await res.text();
     } catch {
       throw unavailable();
     }

@@ -8,7 +8,9 @@ export const HISTORY_MONTHS = 25;
 /**
  * History retention: once a day, the monthly partitions of csp.health_history (PARTITION BY
  * toYYYYMM(day)) older than HISTORY_MONTHS are dropped whole, which costs ClickHouse nothing
- * compared with a DELETE. Every instance may do it: dropping is idempotent.
+ * compared with a DELETE. Every instance may do it: dropping is idempotent. The months are found
+ * through the table the tiers read (Distributed on a cluster) and dropped from the storage table,
+ * on every server of a cluster.
  */
 export class HistoryRetention {
   private timer?: NodeJS.Timeout;
@@ -28,14 +30,17 @@ export class HistoryRetention {
   async run(): Promise<string[]> {
     try {
       const rows = await this.ch.rows<{ partition: string }>(
-        `SELECT DISTINCT partition FROM system.parts
-         WHERE database = '${this.ch.database}' AND table = 'health_history' AND active
-           AND max_date < addMonths(today(), -${HISTORY_MONTHS})`,
+        // Only months before the cutoff's are read (the partition key prunes the rest).
+        `SELECT toString(toYYYYMM(day)) AS partition FROM ${this.ch.database}.health_history
+         WHERE day < addMonths(today(), -${HISTORY_MONTHS - 1})
+         GROUP BY partition HAVING max(day) < addMonths(today(), -${HISTORY_MONTHS})`,
       );
       const dropped: string[] = [];
       for (const { partition } of rows) {
         if (!/^\d{6}$/.test(partition)) continue;
-        await this.ch.command(`ALTER TABLE ${this.ch.database}.health_history DROP PARTITION ${partition}`);
+        await this.ch.command(
+          `ALTER TABLE ${this.ch.storageDatabase}.health_history${this.ch.onCluster} DROP PARTITION ${partition}`,
+        );
         dropped.push(partition);
       }
       if (dropped.length) this.log.info({ partitions: dropped }, 'health history partitions dropped');

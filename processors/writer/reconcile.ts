@@ -109,14 +109,43 @@ export class Reconciler {
     return new Map(rows.map((r) => [r.b, Number(r.c)]));
   }
 
+  /**
+   * Waits for what could still add this table's rows without the count seeing them yet: writer
+   * inserts running on any server of the store that no live request of this process owns (up to
+   * two minutes: a stuck query must not stop the writer for good), and, on a replicated cluster,
+   * parts that a replica has committed but its peer has not fetched yet (a count read from the
+   * peer would miss them, and inserting them again would count them twice when it catches up).
+   * The latter wait has no deadline: while a replica that holds the only copy of a part is down,
+   * suspect batches wait for it; new batches go on.
+   */
   private async awaitForeignInserts(): Promise<void> {
-    const table = `${this.d.ch.database}.${this.table}`;
+    const db = this.d.ch.database;
+    const table = `${db}.${this.table}`;
+    const since = Math.floor(Date.now() / 1000);
     const deadline = Date.now() + 120_000;
+    let warned = 0;
     for (;;) {
-      const running = await this.d.ch.rows<{ q: string }>(
-        `SELECT query_id AS q FROM system.processes WHERE query_id LIKE 'cw-%' AND query LIKE 'INSERT INTO ${table} %'`,
-      );
-      if (!running.some((r) => !this.d.running.has(r.q)) || Date.now() > deadline) return;
+      const [running, lagging] = await Promise.all([
+        Date.now() > deadline
+          ? []
+          : this.d.ch.rows<{ q: string }>(
+              `SELECT query_id AS q FROM ${db}.processes WHERE query_id LIKE 'cw-%' AND query LIKE 'INSERT INTO ${table} %'
+               SETTINGS skip_unavailable_shards = 1`,
+            ),
+        this.d.ch.rows<{ r: string }>(
+          `SELECT concat(replica_path, ' ', toString(inserts_in_queue)) AS r FROM ${db}.replicas
+           WHERE table = '${this.table}' AND inserts_in_queue > 0 AND toUInt32(inserts_oldest_time) <= ${since}
+           SETTINGS skip_unavailable_shards = 1`,
+        ),
+      ]);
+      if (!running.some((r) => !this.d.running.has(r.q)) && lagging.length === 0) return;
+      if (lagging.length && Date.now() - warned > 30_000) {
+        warned = Date.now();
+        this.d.log.warn(
+          { table: this.table, replicas: lagging.map((r) => r.r) },
+          'waiting for replicas to fetch parts before reconciling',
+        );
+      }
       await sleep(200);
     }
   }

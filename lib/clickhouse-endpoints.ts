@@ -1,0 +1,66 @@
+/**
+ * CLICKHOUSE_URL as a list: comma-separated HTTP endpoints of the same store (the servers of a
+ * cluster, each serving the Distributed tables), tried in the configured order. An endpoint that
+ * cannot be reached is set aside for a while and the next one is tried; when every endpoint is set
+ * aside, all are tried again in order. One URL is a list of one.
+ */
+export class ClickHouseEndpoints {
+  readonly urls: readonly string[];
+  private readonly downUntil = new Map<string, number>();
+
+  constructor(
+    list: string,
+    private readonly setAsideMs = 5_000,
+  ) {
+    const urls = list
+      .split(',')
+      .map((u) => u.trim().replace(/\/+$/, ''))
+      .filter(Boolean);
+    if (urls.length === 0) throw new Error('CLICKHOUSE_URL names no endpoint');
+    for (const u of urls) new URL(u);
+    this.urls = urls;
+  }
+
+  /** The endpoints in the order to try them now: reachable ones first, in the configured order. */
+  order(): string[] {
+    const now = Date.now();
+    const up = this.urls.filter((u) => (this.downUntil.get(u) ?? 0) <= now);
+    return up.length === this.urls.length ? [...this.urls] : [...up, ...this.urls.filter((u) => !up.includes(u))];
+  }
+
+  /** Sets an endpoint aside after a connection failure. */
+  failed(url: string): void {
+    this.downUntil.set(url, Date.now() + this.setAsideMs);
+  }
+
+  /**
+   * `attempt` on each endpoint in turn until one does not fail to connect: what an idempotent
+   * request (a read, a DDL statement with IF NOT EXISTS) may do. Other errors are the answer.
+   */
+  async each<T>(attempt: (url: string) => Promise<T>): Promise<T> {
+    let last: unknown;
+    for (const url of this.order()) {
+      try {
+        return await attempt(url);
+      } catch (err) {
+        if (!isConnectionError(err)) throw err;
+        this.failed(url);
+        last = err;
+      }
+    }
+    throw last;
+  }
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND']);
+
+/** The server could not be reached or dropped the connection (fetch's and node:http's errors). */
+export function isConnectionError(err: unknown): boolean {
+  for (let e = err as { code?: string; cause?: unknown; message?: string } | undefined; e; e = e.cause as typeof e) {
+    if (e.code && CONNECTION_CODES.has(e.code)) return true;
+    if (typeof e.message === 'string' && /socket hang up|other side closed|ECONNREFUSED|ECONNRESET/.test(e.message))
+      return true;
+    if (e.cause === e) break;
+  }
+  return false;
+}
