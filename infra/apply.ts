@@ -36,7 +36,7 @@ export const LOCAL_DB = `${DB}_local`;
  * - materialized views move to csp_local (they run on each shard's own inserts);
  * - a view over a system table becomes a Distributed table over that table on every server
  *   (the cluster `<cluster>_nodes`, one shard per server);
- * - every statement runs ON CLUSTER;
+ * - every statement runs ON CLUSTER (applyToCluster sends ALTERs to one server per shard instead);
  * - the Distributed tables come last, once their storage tables have every column (18.16 cannot
  *   ALTER a Distributed table ON CLUSTER over replicated shards: applyClickhouse recreates one
  *   whose columns no longer match).
@@ -98,25 +98,66 @@ async function refreshDistributed(ch: Run, stmt: string): Promise<void> {
   if (mine && mine !== theirs) await ch(`DROP TABLE IF EXISTS ${db}.${name} ON CLUSTER ${cluster}`);
 }
 
-/** Applies schema.sql to a single server, or its cluster form (clusterStatements) through one server of a cluster. */
-export async function applyClickhouse(url: string, cluster?: string): Promise<void> {
-  const ddl = cluster ? clusterStatements(clickhouseStatements(), cluster) : clickhouseStatements();
+/** A replicated ClickHouse to apply the DDL to: its name in remote_servers and every server. */
+export interface ClusterTarget {
+  name: string;
+  nodes: Array<{ url: string; shard: string }>;
+}
+
+/** Applies schema.sql to a single server, or its cluster form (clusterStatements) to every server of a cluster. */
+export async function applyClickhouse(url: string, cluster?: ClusterTarget): Promise<void> {
+  if (cluster) return applyToCluster(url, cluster);
   const ch = clickhouseDdl(url);
-  for (const stmt of ddl) {
-    if (cluster) await refreshDistributed(ch, stmt);
+  for (const stmt of clickhouseStatements()) {
     try {
       await ch(stmt);
     } catch (err) {
       // 18.16 has no ADD COLUMN IF NOT EXISTS: a column added by an earlier run is done.
-      if (
-        /^ALTER TABLE \S+ (ON CLUSTER \w+ )?ADD COLUMN /i.test(stmt) &&
-        /already exists/i.test((err as Error).message)
-      )
-        continue;
+      if (/^ALTER TABLE \S+ ADD COLUMN /i.test(stmt) && /already exists/i.test((err as Error).message)) continue;
       throw err;
     }
-    // A cluster is created at the declared settings; only a single server has tables to rebuild.
-    if (!cluster) await regranulate(ch, stmt);
+    await regranulate(ch, stmt);
+  }
+}
+
+/**
+ * A statement already in effect on every server is skipped, so that `infra:up` on a cluster that
+ * is up to date sends nothing through the distributed DDL queue. ALTER TABLE … ADD COLUMN goes to
+ * one server per shard without ON CLUSTER: a replicated table's ALTER reaches its other replicas
+ * through ZooKeeper by itself, and 18.16's DDL worker, given the same ALTER on both replicas,
+ * leaves the task unfinished when the second finds the column already there ("Node exists …
+ * /executed") and `ON CLUSTER` waits for it until distributed_ddl_task_timeout.
+ * Tables are created at the declared settings: there is nothing for regranulate to rebuild.
+ */
+async function applyToCluster(url: string, cluster: ClusterTarget): Promise<void> {
+  const ch = clickhouseDdl(url);
+  const everywhere = async (sql: string, want: (answer: string) => boolean) =>
+    (await Promise.all(cluster.nodes.map((n) => clickhouseDdl(n.url)(sql)))).every(want);
+  const tableExists = (db: string, name: string) =>
+    `SELECT count() FROM system.tables WHERE database = '${db}' AND name = '${name}' FORMAT TSVRaw`;
+  for (const stmt of clusterStatements(clickhouseStatements(), cluster.name)) {
+    let m: RegExpExecArray | null;
+    if ((m = /^ALTER TABLE (\w+)\.(\w+) ON CLUSTER \w+ (ADD COLUMN (\w+) [\s\S]*)$/i.exec(stmt))) {
+      const [, db, name, change, column] = m;
+      const has = `SELECT count() FROM system.columns WHERE database = '${db}' AND table = '${name}' AND name = '${column}' FORMAT TSVRaw`;
+      if (await everywhere(has, (a) => a.trim() === '1')) continue;
+      const firstOfShard = [...new Map(cluster.nodes.map((n) => [n.shard, n])).values()];
+      for (const n of firstOfShard) {
+        if ((await clickhouseDdl(n.url)(has)).trim() === '1') continue;
+        await clickhouseDdl(n.url)(`ALTER TABLE ${db}.${name} ${change}`);
+      }
+      continue;
+    }
+    await refreshDistributed(ch, stmt);
+    if ((m = /^CREATE (?:TABLE|MATERIALIZED VIEW) IF NOT EXISTS (\w+)\.(\w+) /i.exec(stmt))) {
+      if (await everywhere(tableExists(m[1], m[2]), (a) => a.trim() === '1')) continue;
+    } else if ((m = /^DROP TABLE IF EXISTS (\w+)\.(\w+) /i.exec(stmt))) {
+      if (await everywhere(tableExists(m[1], m[2]), (a) => a.trim() === '0')) continue;
+    } else if ((m = /^CREATE DATABASE IF NOT EXISTS (\w+) /i.exec(stmt))) {
+      const has = `SELECT count() FROM system.databases WHERE name = '${m[1]}' FORMAT TSVRaw`;
+      if (await everywhere(has, (a) => a.trim() === '1')) continue;
+    }
+    await ch(stmt);
   }
 }
 
@@ -216,7 +257,8 @@ export async function applyAll(p: StackProfile, say: Say, maxBytes: number): Pro
   } finally {
     await nc.close();
   }
-  await applyClickhouse(urls.CLICKHOUSE_URL.split(',')[0], p.chCluster);
+  const nodes = p.clickhouse.map((n) => ({ url: `http://127.0.0.1:${n.httpPort}`, shard: n.shard }));
+  await applyClickhouse(nodes[0].url, p.chCluster ? { name: p.chCluster, nodes } : undefined);
   const applied = await applyPostgres(urls.DATABASE_URL);
   if (applied.length) say(`migrations applied: ${applied.join(', ')}`);
 }

@@ -18,16 +18,20 @@ export interface StreamOptions {
 }
 
 /**
- * EVENTS keeps a message until every consumer whose filter matches it has acknowledged it
- * (interest retention), and refuses new messages when full (discard new): an accepted event can
- * never be aged or pushed out before it is in ClickHouse.
+ * EVENTS keeps a message until every consumer whose filter matches it has acknowledged it, and
+ * refuses new messages when full (discard new): an accepted event can never be aged or pushed out
+ * before it is in ClickHouse. The streams are kept with limits retention and no age limit, and
+ * the processors purge the prefix every consumer has acknowledged (processors/stream-trimmer.ts):
+ * nats-server 2.9's own interest retention lost unreceived messages on replicated streams. A
+ * stream created earlier with interest retention keeps it (retention cannot be changed in place;
+ * on one server it is correct).
  */
 export function streamConfigs(o: StreamOptions): Array<Partial<StreamConfig> & { name: string }> {
   return [
     {
       name: STREAM_EVENTS,
       subjects: ['ev.>'],
-      retention: RetentionPolicy.Interest,
+      retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       discard: DiscardPolicy.New,
       max_bytes: o.maxBytes,
@@ -40,7 +44,7 @@ export function streamConfigs(o: StreamOptions): Array<Partial<StreamConfig> & {
       // them in webhook_outbox (nothing is lost, they wait).
       name: STREAM_WEBHOOKS,
       subjects: ['wh.>'],
-      retention: RetentionPolicy.Interest,
+      retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       discard: DiscardPolicy.New,
       max_bytes: Math.min(o.maxBytes, 1024 ** 3),

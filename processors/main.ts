@@ -8,7 +8,7 @@ import { providersFromEnv } from '../lib/integrations/providers.js';
 import { TokenCipher } from '../lib/integrations/tokens.js';
 import { onShutdown } from '../lib/lifecycle.js';
 import { createLogger } from '../lib/logger.js';
-import { STREAM_EVENTS, connectNats, consumers } from '../lib/nats.js';
+import { STREAM_EVENTS, STREAM_WEBHOOKS, connectNats, consumers } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
 import { evaluateUsageDrops, KeySpikes } from './alerts/alerts.js';
 import { backfillJobHooks } from './backfill-jobs.js';
@@ -16,6 +16,7 @@ import { EventCatalog } from './catalog/catalog.js';
 import { ClickHouse } from './clickhouse.js';
 import { RecalculateResponder } from './health/responder.js';
 import { HistoryRetention } from './health/retention.js';
+import { StreamTrimmer } from './stream-trimmer.js';
 import { HealthScheduler } from './health/scheduler.js';
 import type { ScoreTask } from './health/score-worker.js';
 import type { Scored } from './health/score.js';
@@ -447,6 +448,7 @@ const materializeSchedule = new LeasedSchedule(
   },
 );
 const materializeResponder = materializeNowResponder(nc, sql, materializer, metricsLog);
+const trimmer = new StreamTrimmer(jsm, [STREAM_EVENTS, STREAM_WEBHOOKS], log.child({ mod: 'stream-trimmer' }));
 for (const w of writers) await w.start();
 for (const c of catalogs) await c.start();
 relay.start();
@@ -461,6 +463,7 @@ materializeSchedule.start();
 playbookResponder.start();
 playbookSchedule.start();
 eventLoop.start();
+trimmer.start();
 if (cfg.HEALTH_ENABLED) {
   responder.start();
   scheduler.start();
@@ -515,6 +518,7 @@ onShutdown(
     ready = false;
     clearInterval(sampler);
     retention.stop();
+    await trimmer.stop();
     // An unfinished health run is abandoned (its lease freed for another instance); requests in
     // progress are answered; the outbox relay finishes its poll.
     await Promise.all([

@@ -2,10 +2,19 @@ import type { JsMsg } from 'nats';
 import { isUuid } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
 import { tenantOfSubject } from '../../lib/nats.js';
-import type { ClickHouse } from '../clickhouse.js';
+import { type ClickHouse, chErrorCode } from '../clickhouse.js';
 import { batchIdOf, rowsOf, withoutRows } from './payload.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** ClickHouse's UNKNOWN_STATUS_OF_INSERT: a replicated insert lost ZooKeeper while committing. */
+const UNKNOWN_STATUS_OF_INSERT = 319;
+/**
+ * How long a part of unknown status may stay visible on the replica that wrote it before that
+ * replica keeps it (it reached ZooKeeper) or detaches it (it did not): ClickHouse checks such a
+ * part 5 minutes after writing it (MAX_AGE_OF_LOCAL_PART_THAT_WASNT_ADDED_TO_ZOOKEEPER); a margin.
+ */
+export const UNKNOWN_STATUS_SETTLE_MS = 330_000;
 
 /** What to do with each message of a batch before inserting it. */
 export interface Verdict {
@@ -42,6 +51,9 @@ export interface ReconcileDeps {
  *   only its missing rows. Rows once stored are never deleted, so a view never counts a row twice.
  */
 export class Reconciler {
+  /** Until then a thorough count could see rows that ClickHouse will still drop (see insertFailed). */
+  private settleUntil = 0;
+
   constructor(
     private readonly table: 'events' | 'billing_events',
     private readonly d: ReconcileDeps,
@@ -55,7 +67,10 @@ export class Reconciler {
       if (first.has(id)) copies.push(m);
       else first.set(id, m);
     }
-    if (thorough) await this.awaitForeignInserts();
+    if (thorough) {
+      await this.awaitUnknownStatus();
+      await this.awaitForeignInserts();
+    }
     const ids = [...first.keys()];
     const counts = thorough ? await this.countInTable(ids, tenantsOf(batch)) : await this.countInLedger(ids);
     const v: Verdict = { stored: [], insert: [], override: new Map(), copies: [] };
@@ -72,6 +87,40 @@ export class Reconciler {
     if (v.stored.length)
       this.d.log.info({ table: this.table, messages: v.stored.length }, 'already stored; acknowledging without insert');
     return v;
+  }
+
+  /**
+   * Told of every failed insert. An insert into a replicated table whose commit lost ZooKeeper
+   * (unknown status) leaves its part visible on the replica that wrote it, and that replica drops
+   * the part five minutes later if the commit did not reach ZooKeeper: a count taken before then
+   * could call the batch stored and its rows vanish after the acknowledgement. So thorough counts
+   * wait until ClickHouse has settled such a part (about five minutes; new batches go on). When
+   * the unknown status came from a view
+   * ("while pushing to view …"), the table's own part was committed before the views ran; that
+   * view's rows of the batch are kept or dropped by the same rule and the views after it never got
+   * them: the rollups, not the events, may then miss those rows (docs/cluster.md says how to
+   * rebuild them). Logged as an error with the batch ids.
+   */
+  insertFailed(err: unknown, batch: JsMsg[]): void {
+    if (chErrorCode(err) !== UNKNOWN_STATUS_OF_INSERT) return;
+    const message = String((err as Error)?.message ?? err);
+    const view = /while pushing to view (\S+?)[.:,]?\s/.exec(message)?.[1];
+    if (view) {
+      this.d.log.error(
+        { table: this.table, view, batches: batch.map(batchIdOf) },
+        'insert of unknown status in a view: the rollups may miss these batches',
+      );
+      return;
+    }
+    this.d.log.warn(
+      { table: this.table },
+      'insert of unknown status: suspect batches wait until ClickHouse settles it',
+    );
+    this.settleUntil = Date.now() + UNKNOWN_STATUS_SETTLE_MS;
+  }
+
+  private async awaitUnknownStatus(): Promise<void> {
+    while (Date.now() < this.settleUntil) await sleep(Math.min(1000, this.settleUntil - Date.now()));
   }
 
   /** Partly stored messages: keep only the rows whose event_id is not in the table yet. */

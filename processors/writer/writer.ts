@@ -268,6 +268,7 @@ export class ClickhouseWriter {
           continue;
         }
         // An outage: the insert may or may not have landed (in part), so reconcile before retrying.
+        this.reconciler.insertFailed(err, batch);
         thorough = true;
         attempt++;
         this.d.metrics.retry(this.o.table);

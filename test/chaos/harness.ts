@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { ROOT } from '../../infra/stack.js';
-import { bootstrap, ch, db, dist, seed, startTier, type Tier, type Workspace } from '../helpers/stack.js';
+import { bootstrap, ch, db, dist, profile, seed, startTier, type Tier, type Workspace } from '../helpers/stack.js';
 
 /**
  * Steady load on both ingestion surfaces while one fault is injected, then the questions a user
@@ -39,6 +39,8 @@ export interface Fault {
   downMs: number;
   /** Brings the failed part back (a restart by the operator or the supervisor). */
   recover(s: Stack): Promise<void>;
+  /** How long the pipeline may make no progress before unstored events count as lost (default 30 s). */
+  stallMs?: number;
   /** Tiers this fault kills on purpose: not counted as "restarted". */
   kills?: Array<'ingest' | 'processors' | 'api'>;
 }
@@ -52,27 +54,31 @@ export interface Outcome {
   errorsWithoutRetryAfter: number;
   failedButStored: number;
   recoverySeconds: number;
+  /** Seconds from the end of the load until every acknowledged event was stored. */
+  settleSeconds: number;
+  /** What readers saw during the fault, when a fault measures it. */
+  reads?: string;
   recoveredByThemselves: boolean;
   expected: string;
 }
 
 const upOnce = () =>
   new Promise<number | null>((resolve) => {
-    const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', 'test'], { stdio: 'ignore' });
+    const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', profile.name], { stdio: 'ignore' });
     p.once('exit', (code) => resolve(code));
   });
 
-/** Brings the test stack's servers back (a retry covers a port the killed server still held). */
+/** Brings the stack's servers back (a retry covers a port the killed server still held). */
 export async function stackUp(): Promise<void> {
   for (let i = 0; i < 5; i++) {
     if ((await upOnce()) === 0) return;
     await sleep(500);
   }
-  throw new Error('the test stack did not come back up');
+  throw new Error(`the ${profile.name} stack did not come back up`);
 }
 
 export function pidOf(file: string): number {
-  return Number(fs.readFileSync(path.join(ROOT, '.data/test', file), 'utf8').split('\n')[0]);
+  return Number(fs.readFileSync(path.join(profile.dataDir, file), 'utf8').split('\n')[0]);
 }
 
 export function childrenOf(pid: number): number[] {
@@ -92,7 +98,10 @@ async function startStack(t: Test): Promise<Stack> {
   const s: Stack = {
     ws,
     ingest,
-    processors: await startTier(t, 'processors', { WRITER_BATCH_MS: '50' }),
+    processors: await startTier(t, 'processors', {
+      WRITER_BATCH_MS: '50',
+      LOG_LEVEL: process.env.CHAOS_LOG_LEVEL ?? 'warn',
+    }),
     api: await startTier(t, 'core-api', { API_READS_PER_MIN: '1000000', API_WRITES_PER_MIN: '1000000' }),
     async restart(tier) {
       if (tier === 'processors') s.processors = await startTier(t, 'processors', { WRITER_BATCH_MS: '50' });
@@ -189,6 +198,7 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
   const back = Date.now();
   await sleep(15_000);
   await load.stop();
+  const loadEnd = Date.now();
 
   const acked = new Map<string, number>();
   for (const a of load.answers) if (ok(a) && a.trace) acked.set(a.trace.toLowerCase(), a.accepted);
@@ -208,7 +218,7 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
   const deadline = Date.now() + 900_000;
   while (
     [...acked].some(([b, n]) => (counts.get(b) ?? 0) < n) &&
-    Date.now() - progressAt < 30_000 &&
+    Date.now() - progressAt < (f.stallMs ?? 30_000) &&
     Date.now() < deadline
   ) {
     await sleep(1000);
@@ -216,6 +226,7 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
     counts = await stored();
     if (rows(counts) > before) progressAt = Date.now();
   }
+  const settleSeconds = (Date.now() - loadEnd) / 1000;
   await sleep(1500); // a late second copy would show by now
   counts = await stored();
 
@@ -240,6 +251,12 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
       (f.kills?.includes('api') || s.api.proc.pid === initial.api);
     if (!recovered) await sleep(1000);
   }
+  const missing = [...acked].filter(([b, n]) => (counts.get(b) ?? 0) < n).map(([b]) => b);
+  if (missing.length) {
+    // What a diagnosis needs: the batches, and what the processors said about them.
+    t.comment(`acknowledged but not stored: ${missing.slice(0, 20).join(' ')}`);
+    t.comment(`processors output:\n${s.processors.output().slice(-20000)}`);
+  }
   return {
     fault: f.name,
     acknowledged: acked.size,
@@ -249,6 +266,7 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
     errorsWithoutRetryAfter,
     failedButStored,
     recoverySeconds: recoverySeconds(load.answers, start, from, back),
+    settleSeconds: Math.round(settleSeconds * 10) / 10,
     recoveredByThemselves: recovered,
     expected: f.expected,
   };

@@ -6,15 +6,20 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
-import { integrationTokenKey, ROOT, stackProfile, stackUrls } from '../../infra/stack.js';
+import { integrationTokenKey, ROOT, stackEnv, stackProfile, stackUrls } from '../../infra/stack.js';
+import { ClickHouseEndpoints } from '../../lib/clickhouse-endpoints.js';
 import { freePort } from '../../infra/proc.js';
 import { propertiesJson } from '../../lib/event-properties.js';
 
 const run = promisify(execFile);
 
-/** The test stack (npm test starts it: infra/cli.js up --profile test). */
-export const profile = stackProfile('test');
+/**
+ * The test stack (npm test starts it: infra/cli.js up --profile test); TEST_STACK_PROFILE=cluster
+ * points these helpers at the cluster profile instead (npm run test:cluster).
+ */
+export const profile = stackProfile(process.env.TEST_STACK_PROFILE ?? 'test');
 export const urls = stackUrls(profile);
+const chEndpoints = new ClickHouseEndpoints(urls.CLICKHOUSE_URL, 1000);
 export const dist = (p: string) => path.join(ROOT, 'dist', p);
 
 /** Anything with a teardown, like tap's `t`. */
@@ -35,7 +40,7 @@ export interface Workspace {
 /** A new, independent workspace: each test makes its own. */
 export async function bootstrap(args: string[] = []): Promise<Workspace> {
   const { stdout } = await run(process.execPath, [dist('infra/bin/bootstrap.js'), '--json', ...args], {
-    env: { ...process.env, STACK_PROFILE: 'test' },
+    env: { ...process.env, STACK_PROFILE: profile.name },
   });
   return JSON.parse(stdout) as Workspace;
 }
@@ -44,7 +49,7 @@ export async function seed(tenantId: string, customers: number, extra: string[] 
   await run(
     process.execPath,
     [dist('infra/bin/seed.js'), '--tenant', tenantId, '--customers', String(customers), ...extra],
-    { env: { ...process.env, STACK_PROFILE: 'test' } },
+    { env: { ...process.env, STACK_PROFILE: profile.name } },
   );
 }
 
@@ -109,8 +114,8 @@ export async function startTier(
   const proc = spawn(process.execPath, [dist(`${tier}/main.js`)], {
     env: {
       ...process.env,
-      ...urls,
-      STACK_PROFILE: 'test',
+      ...stackEnv(profile),
+      STACK_PROFILE: profile.name,
       LOG_LEVEL: 'warn',
       WEBHOOK_ALLOW_HTTP: 'true',
       WEBHOOK_ALLOW_PRIVATE: 'true',
@@ -173,11 +178,10 @@ export const propertiesText = (r: StoredPropertyColumns): string =>
   propertiesJson(r.properties, r.prop_keys, r.prop_values, r.prop_kinds);
 
 export async function ch<T = Record<string, unknown>>(query: string): Promise<T[]> {
-  const res = await fetch(`${urls.CLICKHOUSE_URL}/?database=csp`, {
-    method: 'POST',
-    body: `${query} FORMAT JSONEachRow`,
+  const [res, text] = await chEndpoints.each(async (url) => {
+    const r = await fetch(`${url}/?database=csp`, { method: 'POST', body: `${query} FORMAT JSONEachRow` });
+    return [r, await r.text()] as const;
   });
-  const text = await res.text();
   if (!res.ok) throw new Error(`ClickHouse: ${text}`);
   return text
     .split('\n')
