@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { integrationTokenKey, ROOT, stackProfile, stackUrls } from './stack.js';
+import { integrationTokenKey, ROOT, stackEnv, stackProfile } from './stack.js';
 import { edgeCaFile } from './services.js';
 
 /**
@@ -10,7 +10,7 @@ import { edgeCaFile } from './services.js';
  * cleanly; the servers keep running for the next start (npm run infra:down stops them).
  */
 const profile = stackProfile(process.env.STACK_PROFILE ?? 'dev');
-const urls = stackUrls(profile);
+const urls = stackEnv(profile);
 const node = process.execPath;
 const dist = (p: string) => path.join(ROOT, 'dist', p);
 const say = (line: string) => process.stderr.write(`start: ${line}\n`);

@@ -3,7 +3,7 @@ import { connect } from 'nats';
 import t from 'tap';
 import { STREAM_EVENTS } from '../../lib/nats.js';
 import { closeDb, urls } from '../helpers/stack.js';
-import { childrenOf, type Fault, type Outcome, pidOf, runFault, sleep, stackUp, writeSection } from './harness.js';
+import { childrenOf, type Fault, type Outcome, pidOf, runFaults, stackUp, writeSection } from './harness.js';
 
 /**
  * The chaos suite (`npm run test:chaos`): one fault at a time under steady load on both ingestion
@@ -104,23 +104,10 @@ if (!process.env.CHAOS) {
   // One parent test for the whole run: tap ends a root test that has no subtest running for a tick,
   // which the pause between faults would otherwise give it.
   t.test('faults', async (t) => {
-    const outcomes: Outcome[] = [];
     // CHAOS_ONLY=<words> runs the faults whose name contains them (e.g. CHAOS_ONLY=nats-server).
-    const only = process.env.CHAOS_ONLY;
-    for (const f of faults.filter((x) => !only || x.name.includes(only))) {
-      await t.test(f.name, async (t) => {
-        const o = await runFault(t, f);
-        outcomes.push(o);
-        t.comment(JSON.stringify(o));
-        t.ok(o.acknowledged > 50, `${o.acknowledged} requests acknowledged`);
-        t.equal(o.lost, 0, 'no acknowledged request lost');
-        t.equal(o.doubled, 0, 'no acknowledged request stored twice');
-        t.ok(o.recoveredByThemselves, 'every tier ready again without a restart');
-        t.ok(o.recoverySeconds <= 5, `full throughput back ${o.recoverySeconds} s after the fault ended`);
-      });
-      await sleep(1000);
-    }
-    await stackUp();
+    const outcomes = await runFaults(t, faults, (t, _f, o) => {
+      t.ok(o.recoverySeconds <= 5, `full throughput back ${o.recoverySeconds} s after the fault ended`);
+    });
     {
       const row = (o: Outcome) =>
         `| ${o.fault} | ${o.acknowledged} | ${o.lost} | ${o.doubled} | ${

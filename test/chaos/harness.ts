@@ -272,6 +272,34 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
   };
 }
 
+/**
+ * Runs the faults whose name contains CHAOS_ONLY (all by default) one at a time, each with the
+ * assertions every fault suite shares, plus `more`, a suite's own; then brings the stack back.
+ */
+export async function runFaults(
+  t: Test,
+  faults: Fault[],
+  more: (t: Test, f: Fault, o: Outcome) => void,
+): Promise<Outcome[]> {
+  const outcomes: Outcome[] = [];
+  const only = process.env.CHAOS_ONLY;
+  for (const f of faults.filter((x) => !only || x.name.includes(only))) {
+    await t.test(f.name, async (t) => {
+      const o = await runFault(t, f);
+      outcomes.push(o);
+      t.comment(JSON.stringify(o));
+      t.ok(o.acknowledged > 50, `${o.acknowledged} requests acknowledged`);
+      t.equal(o.lost, 0, 'no acknowledged request lost');
+      t.equal(o.doubled, 0, 'no acknowledged request stored twice');
+      t.ok(o.recoveredByThemselves, 'every tier ready again without a restart');
+      more(t, f, o);
+    });
+    await sleep(1000);
+  }
+  await stackUp();
+  return outcomes;
+}
+
 /** Rewrites one `## heading` section of a markdown file, keeping the rest. */
 export function writeSection(file: string, heading: string, body: string): void {
   const full = path.join(ROOT, file);
