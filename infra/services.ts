@@ -106,7 +106,7 @@ function natsClusterBlock(p: StackProfile, node: NatsNode): string {
 function natsService(node: NatsNode): Service {
   const pidFile = (p: StackProfile) => path.join(p.dataDir, `${node.name}.pid`);
   return {
-    name: p1(node.name, 'nats-server'),
+    name: serverName(node.name, 'nats-server'),
     pidFile,
     async up(p) {
       return alive(readPid(pidFile(p))) && (await portOpen(node.port));
@@ -141,7 +141,7 @@ function natsService(node: NatsNode): Service {
 }
 
 /** A server's name in messages: "nats-server" for the one of a single-node profile, else its node name. */
-const p1 = (node: string, single: string) => (/\d$/.test(node) ? `${single} ${node}` : single);
+const serverName = (node: string, single: string) => (/\d$/.test(node) ? `${single} ${node}` : single);
 
 /** remote_servers, macros and ZooKeeper of one node of a replicated ClickHouse; empty for a single server. */
 function clickhouseClusterXml(p: StackProfile, node: ClickhouseNode): string {
@@ -195,7 +195,7 @@ async function chPing(node: ClickhouseNode): Promise<boolean> {
 function clickhouseService(node: ClickhouseNode): Service {
   const pidFile = (p: StackProfile) => path.join(p.dataDir, `${node.name}.pid`);
   return {
-    name: p1(node.name, 'clickhouse-server'),
+    name: serverName(node.name, 'clickhouse-server'),
     pidFile,
     async up(p) {
       return alive(readPid(pidFile(p))) && (await chPing(node).catch(() => false));
