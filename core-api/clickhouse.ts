@@ -36,10 +36,7 @@ export class ClickHouseReader {
     let res: Response;
     let text: string;
     try {
-      [res, text] = await this.endpoints.each(async (url) => {
-        const r = await fetch(`${url}/?${params}`, { signal: AbortSignal.timeout(timeoutMs) });
-        return [r, await r.text()] as const;
-      });
+      [res, text] = await this.endpoints.fetchText(`/?${params}`, { timeoutMs });
     } catch (err) {
       this.log.warn({ err: String(err), what }, 'ClickHouse unreachable');
       throw unavailable(what);

@@ -4,6 +4,7 @@ import { connect } from 'nats';
 import postgres from 'postgres';
 import { ROOT, stackUrls, type StackProfile } from './stack.js';
 import { migrate } from '../lib/migrate.js';
+import { natsServers } from '../lib/nats.js';
 import { applyStreams } from './streams.js';
 import { InfraError } from './proc.js';
 
@@ -135,14 +136,15 @@ async function applyToCluster(url: string, cluster: ClusterTarget): Promise<void
     (await Promise.all(cluster.nodes.map((n) => clickhouseDdl(n.url)(sql)))).every(want);
   const tableExists = (db: string, name: string) =>
     `SELECT count() FROM system.tables WHERE database = '${db}' AND name = '${name}' FORMAT TSVRaw`;
+  // One server of each shard (a later one overwrites an earlier in the Map): where ALTERs go.
+  const onePerShard = [...new Map(cluster.nodes.map((n) => [n.shard, n])).values()];
   for (const stmt of clusterStatements(clickhouseStatements(), cluster.name)) {
     let m: RegExpExecArray | null;
     if ((m = /^ALTER TABLE (\w+)\.(\w+) ON CLUSTER \w+ (ADD COLUMN (\w+) [\s\S]*)$/i.exec(stmt))) {
       const [, db, name, change, column] = m;
       const has = `SELECT count() FROM system.columns WHERE database = '${db}' AND table = '${name}' AND name = '${column}' FORMAT TSVRaw`;
       if (await everywhere(has, (a) => a.trim() === '1')) continue;
-      const firstOfShard = [...new Map(cluster.nodes.map((n) => [n.shard, n])).values()];
-      for (const n of firstOfShard) {
+      for (const n of onePerShard) {
         if ((await clickhouseDdl(n.url)(has)).trim() === '1') continue;
         await clickhouseDdl(n.url)(`ALTER TABLE ${db}.${name} ${change}`);
       }
@@ -250,7 +252,7 @@ function pgOpts(u: URL) {
 
 export async function applyAll(p: StackProfile, say: Say, maxBytes: number): Promise<void> {
   const urls = stackUrls(p);
-  const nc = await connect({ servers: urls.NATS_URL.split(',') });
+  const nc = await connect({ servers: natsServers(urls.NATS_URL) });
   try {
     // Every stream on every server of a NATS cluster (3 replicas: a quorum of 2 acknowledges).
     await applyStreams(await nc.jetstreamManager(), { maxBytes, replicas: p.nats.length });

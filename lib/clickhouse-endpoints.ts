@@ -50,6 +50,21 @@ export class ClickHouseEndpoints {
     }
     throw last;
   }
+
+  /**
+   * `fetch` of `path` (query string included) on the first endpoint that can be reached, each
+   * attempt with its own `timeoutMs`: the answer and its body text.
+   */
+  fetchText(path: string, init: RequestInit & { timeoutMs?: number } = {}): Promise<[Response, string]> {
+    const { timeoutMs, ...rest } = init;
+    return this.each(async (url) => {
+      const res = await fetch(`${url}${path}`, {
+        ...rest,
+        ...(timeoutMs === undefined ? {} : { signal: AbortSignal.timeout(timeoutMs) }),
+      });
+      return [res, await res.text()];
+    });
+  }
 }
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND']);

@@ -1,8 +1,10 @@
 import { connect, type NatsConnection } from 'nats';
 import type { Logger } from './logger.js';
 
-/** Connects with unlimited reconnects, logging connection state changes. */
-/** `url` is one server or several, comma-separated: the client connects to any and fails over to the others. */
+/**
+ * Connects with unlimited reconnects, logging connection state changes. `url` is one server or
+ * several, comma-separated: the client connects to any and fails over to the others.
+ */
 export async function connectNats(url: string, name: string, log: Logger): Promise<NatsConnection> {
   // No async stack traces: they cost an Error with a stack per publish on the hot path.
   const nc = await connect({
@@ -22,6 +24,7 @@ export async function connectNats(url: string, name: string, log: Logger): Promi
   return nc;
 }
 
+/** NATS_URL's servers: comma-separated, blanks ignored. */
 export function natsServers(url: string): string[] {
   return url
     .split(',')

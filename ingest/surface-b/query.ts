@@ -100,11 +100,8 @@ export class EventQuery {
     let res: Response;
     let text: string;
     try {
-      [res, text] = await this.endpoints.each(async (url) => {
-        const r = await fetch(`${url}/?query=${encodeURIComponent(query)}`, {
-          signal: AbortSignal.timeout(this.timeoutMs),
-        });
-        return [r, await r.text()] as const;
+      [res, text] = await this.endpoints.fetchText(`/?query=${encodeURIComponent(query)}`, {
+        timeoutMs: this.timeoutMs,
       });
     } catch {
       throw unavailable();

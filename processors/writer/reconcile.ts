@@ -95,11 +95,10 @@ export class Reconciler {
    * the part five minutes later if the commit did not reach ZooKeeper: a count taken before then
    * could call the batch stored and its rows vanish after the acknowledgement. So thorough counts
    * wait until ClickHouse has settled such a part (about five minutes; new batches go on). When
-   * the unknown status came from a view
-   * ("while pushing to view …"), the table's own part was committed before the views ran; that
-   * view's rows of the batch are kept or dropped by the same rule and the views after it never got
-   * them: the rollups, not the events, may then miss those rows (docs/cluster.md says how to
-   * rebuild them). Logged as an error with the batch ids.
+   * the unknown status came from a view ("while pushing to view …"), the table's own part was
+   * committed before the views ran; that view's rows of the batch are kept or dropped by the same
+   * rule and the views after it never got them: the rollups, not the events, may then miss those
+   * rows (docs/cluster.md says how to rebuild them). Logged as an error with the batch ids.
    */
   insertFailed(err: unknown, batch: JsMsg[]): void {
     if (chErrorCode(err) !== UNKNOWN_STATUS_OF_INSERT) return;

@@ -178,9 +178,9 @@ export const propertiesText = (r: StoredPropertyColumns): string =>
   propertiesJson(r.properties, r.prop_keys, r.prop_values, r.prop_kinds);
 
 export async function ch<T = Record<string, unknown>>(query: string): Promise<T[]> {
-  const [res, text] = await chEndpoints.each(async (url) => {
-    const r = await fetch(`${url}/?database=csp`, { method: 'POST', body: `${query} FORMAT JSONEachRow` });
-    return [r, await r.text()] as const;
+  const [res, text] = await chEndpoints.fetchText('/?database=csp', {
+    method: 'POST',
+    body: `${query} FORMAT JSONEachRow`,
   });
   if (!res.ok) throw new Error(`ClickHouse: ${text}`);
   return text
