@@ -230,17 +230,21 @@ function clickhouseService(node: ClickhouseNode): Service {
 
 const ZOOKEEPER_JAR = '/usr/share/java/zookeeper.jar';
 
-/** Four-letter word over ZooKeeper's client port: "imok" when it serves. */
-function zkRuok(port: number): Promise<boolean> {
+/**
+ * Four-letter word `srvr` over ZooKeeper's client port: true once it serves sessions. `ruok`
+ * answers "imok" as soon as the process runs, while it still loads its snapshot and drops every
+ * session handshake; a clickhouse-server started then gives up on its replicated tables and exits.
+ */
+function zkServing(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const sock = net.connect({ port, host: '127.0.0.1' });
     let out = '';
     sock.setTimeout(2000, () => sock.destroy());
-    sock.on('connect', () => sock.write('ruok'));
+    sock.on('connect', () => sock.write('srvr'));
     sock.on('data', (d) => {
       out += d.toString();
     });
-    sock.on('close', () => resolve(out === 'imok'));
+    sock.on('close', () => resolve(/^Mode: (standalone|leader|follower)$/m.test(out)));
     sock.on('error', () => resolve(false));
   });
 }
@@ -250,7 +254,7 @@ const zookeeper: Service = {
   name: 'zookeeper',
   pidFile: (p) => path.join(p.dataDir, 'zookeeper.pid'),
   async up(p) {
-    return alive(readPid(this.pidFile(p))) && (await zkRuok(p.zookeeperPort!));
+    return alive(readPid(this.pidFile(p))) && (await zkServing(p.zookeeperPort!));
   },
   async start(p) {
     const port = p.zookeeperPort!;
@@ -280,7 +284,7 @@ const zookeeper: Service = {
       { cwd: dir },
     );
     fs.writeFileSync(this.pidFile(p), String(pid));
-    await waitFor('zookeeper', () => zkRuok(port), 60_000, log);
+    await waitFor('zookeeper', () => zkServing(port), 60_000, log);
   },
   stop(p) {
     return stopByPidFile(this.pidFile(p));
