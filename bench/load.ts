@@ -77,6 +77,9 @@ async function run(c: LoadConfig): Promise<LoadResult> {
   } else {
     // Open loop: send what the schedule says is due; a request that finds no idle connection waits
     // for one, so a server that falls behind shows as a rate below target, not as hidden latency.
+    // The connection idle longest goes next (FIFO), so the load spreads over all of them, and so
+    // over the ingest processes the kernel gave them to, as it does from many independent clients;
+    // a LIFO pool would send nearly everything over the few connections of one process.
     const perMs = c.rateEventsPerSec / c.workload.eventsPerBody / 1000;
     let sent = 0;
     const pace = () => {
@@ -84,7 +87,7 @@ async function run(c: LoadConfig): Promise<LoadResult> {
       const due = Math.floor((performance.now() - t0) * perMs);
       while (sent < due && idle.length) {
         sent++;
-        fire(idle.pop()!);
+        fire(idle.shift()!);
       }
       setTimeout(pace, 1);
     };

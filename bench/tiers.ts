@@ -151,8 +151,12 @@ export async function startTier(
     detached: true,
   });
   started.add(proc);
+  // e.g. BENCH_TIER_LOG_DIR=/tmp/tiers to keep each tier's whole output (with --trace-gc above).
+  const logDir = process.env.BENCH_TIER_LOG_DIR;
+  const logFile = logDir ? fs.createWriteStream(path.join(logDir, `${name}-${port}.log`)) : undefined;
   const keep = (d: Buffer) => {
     out = (out + d.toString()).slice(-8000);
+    logFile?.write(d);
   };
   proc.stdout!.on('data', keep);
   proc.stderr!.on('data', keep);

@@ -13,6 +13,7 @@ import { INGEST_LIMITS } from '../schemas/ingest-routes.js';
 import { IngestionKeys } from './keys.js';
 import { IngestMetrics } from './metrics.js';
 import { Publisher } from './publisher.js';
+import { BufferPool } from '../lib/buffer-pool.js';
 import { Resolver } from './resolver.js';
 import { DailyQuota, parseQuotas, type DailyQuotas } from './quota.js';
 import { EventQuery } from './surface-b/query.js';
@@ -225,6 +226,7 @@ async function serve(): Promise<void> {
   });
 
   const traffic = newTraffic(cfg.INGEST_MAX_INFLIGHT_BYTES);
+  traffic.bodies = new BufferPool();
   const limiter = new SharedRateLimiter(sql);
   const quota = new DailyQuota(sql, limiter, quotas);
   const publisher = new Publisher(js, cfg.INGEST_PUBLISH_TIMEOUT_MS);

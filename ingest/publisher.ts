@@ -1,4 +1,5 @@
 import { ErrorCode, headers, type JetStreamClient, type NatsError } from 'nats';
+import { BufferPool } from '../lib/buffer-pool.js';
 
 /** JetStream API error codes (nats-server's err_code) that mean the stream cannot take more. */
 const STORE_FULL = new Set([
@@ -59,8 +60,14 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * all. A copy sent after a lost PubAck is marked (Cs-Republished): a restarted nats-server may
  * have forgotten the first copy's id, and the writer then checks the marked copy against what is
  * stored.
+ *
+ * Payloads are built in buffers from `payloads` and go back there once acknowledged (a payload
+ * from anywhere else is left alone); after a failed publish the buffer is left to the garbage
+ * collector, as the NATS client may still send what it buffered when it reconnects.
  */
 export class Publisher {
+  readonly payloads = new BufferPool();
+
   constructor(
     private readonly js: JetStreamClient,
     private readonly timeoutMs: number,
@@ -84,6 +91,7 @@ export class Publisher {
           headers: h,
           timeout: Math.max(100, Math.min(this.timeoutMs, left)),
         });
+        this.payloads.give(payload);
         return;
       } catch (err) {
         last = err;

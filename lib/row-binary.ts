@@ -1,4 +1,5 @@
 import { type ChType, SINK_TABLES, type SinkTable } from '../schemas/rows.js';
+import type { BufferPool } from './buffer-pool.js';
 
 /**
  * ClickHouse's RowBinary format for the sink tables: the rows of one JetStream message, columns
@@ -80,8 +81,12 @@ export class RowBinaryWriter {
   private buf: Buffer;
   private at = 0;
 
-  constructor(private readonly initialBytes = 64 * 1024) {
-    this.buf = Buffer.allocUnsafe(initialBytes);
+  constructor(
+    private readonly initialBytes = 64 * 1024,
+    /** Where the buffers come from (lib/buffer-pool.ts); whoever takes the rows gives them back. */
+    private readonly pool?: BufferPool,
+  ) {
+    this.buf = pool ? pool.take(initialBytes) : Buffer.allocUnsafe(initialBytes);
   }
 
   get length(): number {
@@ -98,8 +103,10 @@ export class RowBinaryWriter {
 
   private room(n: number): void {
     if (this.at + n <= this.buf.length) return;
-    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.at + n, this.initialBytes));
+    const size = Math.max(this.buf.length * 2, this.at + n, this.initialBytes);
+    const next = this.pool ? this.pool.take(size) : Buffer.allocUnsafe(size);
     this.buf.copy(next, 0, 0, this.at);
+    this.pool?.give(this.buf);
     this.buf = next;
   }
 

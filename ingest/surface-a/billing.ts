@@ -1,3 +1,4 @@
+import type { BufferPool } from '../../lib/buffer-pool.js';
 import { uuidv7 } from '../../lib/ids.js';
 import type { BillingEvent } from '../../schemas/ingest.js';
 import { unprocessable, type Detail } from './errors.js';
@@ -18,7 +19,7 @@ export interface PreparedBilling {
  */
 export async function prepareBilling(
   events: BillingEvent[],
-  ctx: { tenantId: string; batchId: string; now: number; resolver: Resolver },
+  ctx: { tenantId: string; batchId: string; now: number; resolver: Resolver; payloads?: BufferPool },
 ): Promise<PreparedBilling> {
   const { tenantId, resolver } = ctx;
   const ids = events.map((e) => e.customer_id.toLowerCase());
@@ -36,7 +37,7 @@ export async function prepareBilling(
   }
   if (details.length) throw unprocessable(details);
   const ts = Math.floor(ctx.now / 1000);
-  const w = new RowBinaryWriter(events.length * 128);
+  const w = new RowBinaryWriter(events.length * 128, ctx.payloads);
   for (let i = 0; i < events.length; i++) {
     const e = events[i];
     w.row(BILLING_ROW_COLUMNS, {

@@ -111,6 +111,7 @@ export function surfaceA(d: SurfaceA) {
         batchId: x.traceId,
         now: Date.now(),
         resolver: d.resolver,
+        payloads: d.publisher.payloads,
         futureSkewMs: d.opts.futureSkewMs,
         ageGraceMs: d.opts.ageGraceMs,
       });
@@ -133,6 +134,7 @@ export function surfaceA(d: SurfaceA) {
         batchId: x.traceId,
         now: Date.now(),
         resolver: d.resolver,
+        payloads: d.publisher.payloads,
       });
       await publishBilling(d, org, p, x.traceId);
       return answerBilling(d, p);

@@ -107,7 +107,7 @@ export async function quota(d: SurfaceADeps, org: Org, events: number): Promise<
 
 /** One JetStream message for the request's accepted usage events, stored before the answer. */
 export async function publishUsage(d: SurfaceADeps, org: Org, p: Prepared, traceId: string): Promise<void> {
-  if (p.accepted === 0) return;
+  if (p.accepted === 0) return d.publisher.payloads.give(p.rows);
   await d.publisher.publish(subjects.usage(org.tenantId), p.rows, traceId, {
     'Cs-Rows': String(p.accepted),
     [FORMAT_HEADER]: ROW_FORMAT,

@@ -1,3 +1,4 @@
+import type { BufferPool } from '../../lib/buffer-pool.js';
 import { isUuid } from '../../lib/ids.js';
 import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
 import { MAX_EVENT_AGE_MS, type UsageEventA } from '../../schemas/ingest.js';
@@ -40,6 +41,8 @@ export interface UsageContext {
   /** Grace added to the 30-day window for clock skew and transit time. */
   ageGraceMs: number;
   resolver: Resolver;
+  /** Buffers for the rows (the publisher's; back there after the PubAck). */
+  payloads?: BufferPool;
 }
 
 /** Rule 1: an event with neither reference fails the whole request. */
@@ -82,7 +85,7 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
   ]);
 
   // About 1 KB per row for the benchmark's events (577 B sent): one buffer, rarely grown.
-  const rows = new RowBinaryWriter(events.length * 1024);
+  const rows = new RowBinaryWriter(events.length * 1024, ctx.payloads);
   let accepted = 0;
   const errors: EventError[] = [];
   const names = new Set<string>();

@@ -1,3 +1,4 @@
+import type { BufferPool } from '../../lib/buffer-pool.js';
 import { EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
 import type { ErrorObject } from 'ajv';
 import { isUuid } from '../../lib/ids.js';
@@ -205,8 +206,9 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
 export function payloadOf(
   p: PreparedB,
   fresh: Uint8Array | null,
+  payloads?: BufferPool,
 ): { payload: Buffer; stored: number; names: string[] } {
-  const w = new RowBinaryWriter(p.rows.length * 1024);
+  const w = new RowBinaryWriter(p.rows.length * 1024, payloads);
   const names = new Set<string>();
   let stored = 0;
   for (let i = 0; i < p.rows.length; i++) {

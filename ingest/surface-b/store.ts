@@ -110,7 +110,7 @@ export class SurfaceBStore {
 
   /** Size, quota, job row: what every request does before its publish, inside the transaction when there is one. */
   private async charge(r: StoreRequest, fresh: Uint8Array | null, tx?: Sql): Promise<Ready> {
-    const { payload: bytes, stored, names } = payloadOf(r.prepared, fresh);
+    const { payload: bytes, stored, names } = payloadOf(r.prepared, fresh, this.publisher.payloads);
     if (bytes.length > this.o.maxPayloadBytes) {
       throw new ApiError(
         'payload_too_large',
@@ -153,7 +153,7 @@ export class SurfaceBStore {
       };
       if (r.job) meta['Cs-Job-Id'] = r.job.id;
       await this.publisher.publish(r.subject, bytes, r.msgId, meta);
-    }
+    } else this.publisher.payloads.give(bytes);
     return result;
   }
 }

@@ -1,4 +1,5 @@
 import zlib from 'node:zlib';
+import type { BufferPool } from '../buffer-pool.js';
 import {
   FRAMING_FIELDS,
   readHead,
@@ -103,6 +104,8 @@ export function readBody(
   maxBytes: number,
   state: { aborted: boolean },
   cb: (err: BodyError | null, body: Buffer) => void,
+  /** Where an identity body of a declared length up to its largest buffer is read into (lib/buffer-pool.ts). */
+  pool?: BufferPool,
 ): void {
   const refuse = (kind: BodyError['kind'], message: string, whole: boolean) =>
     cb(new BodyError(kind, message, !whole), Buffer.alloc(0));
@@ -122,6 +125,9 @@ export function readBody(
     afterBody(res, (whole) => refuse('bad_encoding', message, whole));
     return;
   }
+  // A declared length small enough is read straight into one buffer of the pool's.
+  let into =
+    pool && encoding === 'identity' && declared > 0 && declared <= pool.maxBytes ? pool.take(declared) : undefined;
   const chunks: Buffer[] = [];
   let size = 0;
   let done = false;
@@ -134,13 +140,22 @@ export function readBody(
     if (size > maxBytes) {
       done = true;
       chunks.length = 0;
+      if (into) pool!.give(into);
       drop = dropper((whole) => refuse('too_large', tooLarge, whole));
       return drop(0, isLast);
     }
     // The ArrayBuffer is only valid during this callback: copy it.
-    chunks.push(Buffer.from(Buffer.from(ab)));
+    if (into && size > into.length) {
+      // Longer than declared (uWS ends a body at its declared length, so never): on in chunks.
+      chunks.push(Buffer.from(into.subarray(0, size - ab.byteLength)));
+      pool!.give(into);
+      into = undefined;
+    }
+    if (into) into.set(new Uint8Array(ab), size - ab.byteLength);
+    else chunks.push(Buffer.from(Buffer.from(ab)));
     if (!isLast) return;
     done = true;
+    if (into) return cb(null, into.subarray(0, size));
     const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
     if (encoding === 'identity') return cb(null, raw);
     zlib.gunzip(raw, { maxOutputLength: maxBytes }, (err, out) => {

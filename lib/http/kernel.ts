@@ -129,31 +129,40 @@ export function endpoint<X extends Exchange, A>(d: Dialect<X, A>, e: Endpoint<X,
         });
       return;
     }
-    readBody(res, head, max, state, (err, body) => {
-      let refused: unknown;
-      let release: (() => void) | undefined;
-      if (err) {
-        if (err.close) x.close = true;
-        refused = d.refusal(
-          err.kind === 'too_large'
-            ? { kind: 'too_large', message: err.message, maxBytes: max }
-            : { kind: 'bad_encoding', message: err.message },
-          x,
-        );
-      } else {
-        release = admitBody(t, body.length);
-        if (!release) refused = d.refusal({ kind: 'busy' }, x);
-      }
-      const steps =
-        refused === undefined
-          ? e.steps(x, body)
-          : e.refusalsToSteps
-            ? e.steps(x, undefined, refused)
-            : Promise.reject(refused);
-      steps.then(answer, fail).finally(() => {
-        release?.();
-        t.inflight--;
-      });
-    });
+    readBody(
+      res,
+      head,
+      max,
+      state,
+      (err, body) => {
+        let refused: unknown;
+        let release: (() => void) | undefined;
+        if (err) {
+          if (err.close) x.close = true;
+          refused = d.refusal(
+            err.kind === 'too_large'
+              ? { kind: 'too_large', message: err.message, maxBytes: max }
+              : { kind: 'bad_encoding', message: err.message },
+            x,
+          );
+        } else {
+          release = admitBody(t, body.length);
+          if (!release) refused = d.refusal({ kind: 'busy' }, x);
+        }
+        const steps =
+          refused === undefined
+            ? e.steps(x, body)
+            : e.refusalsToSteps
+              ? e.steps(x, undefined, refused)
+              : Promise.reject(refused);
+        steps.then(answer, fail).finally(() => {
+          release?.();
+          // Nothing reads the body once the steps are done: its buffer may serve the next request.
+          if (t.bodies && body.length) t.bodies.give(body);
+          t.inflight--;
+        });
+      },
+      t.bodies,
+    );
   };
 }

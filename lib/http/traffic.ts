@@ -1,3 +1,5 @@
+import type { BufferPool } from '../buffer-pool.js';
+
 /**
  * A tier's traffic, shared by its request kernel and its main's shutdown. Draining: keep serving,
  * but close each connection after its answer so keep-alive clients reconnect elsewhere. Closed: a
@@ -14,6 +16,8 @@ export interface Traffic {
   maxBodyBytesInFlight: number;
   /** Close each connection after its answer for a while, so that clients spread over the processes again. */
   rebalancing: boolean;
+  /** Buffers request bodies are read into and handed back to once their steps are done (lib/buffer-pool.ts); none: fresh ones. */
+  bodies?: BufferPool;
 }
 
 export function traffic(maxBodyBytesInFlight = Number.POSITIVE_INFINITY): Traffic {
