@@ -10,6 +10,7 @@ import {
   ValidationDetail,
 } from './ingest.js';
 import { BackfillAccepted, EventsAccepted, EventsPage, EventsQuery, UsageBatchB } from './events.js';
+import { INGEST_LIMITS } from './ingest-limits.js';
 
 /**
  * The ingest tier's routes as data (served by the ingest processes; the edge routes /v1/ingest/*
@@ -17,18 +18,7 @@ import { BackfillAccepted, EventsAccepted, EventsPage, EventsQuery, UsageBatchB 
  * schemas, and the core API writes the OpenAPI document from the same entries.
  */
 
-/** Defaults of the ingest tier's limits (each is configurable: ingest/main.ts), as documented. */
-export const INGEST_LIMITS = {
-  /** Surface A body cap, before and after gunzip. */
-  surfaceABodyBytes: 1024 * 1024,
-  /** Surface A requests per minute per organization, both endpoints together. */
-  surfaceARequestsPerMinute: 300,
-  /** Surface B body cap, before and after gunzip. */
-  surfaceBBodyBytes: 3 * 1024 * 1024,
-  batchesPerMinute: 60,
-  backfillsPerMinute: 10,
-  readsPerMinute: 120,
-} as const;
+export { INGEST_LIMITS };
 
 const size = (bytes: number) => (bytes % (1024 * 1024) === 0 ? `${bytes / 1024 / 1024} MiB` : `${bytes} bytes`);
 const A = INGEST_LIMITS;

@@ -1,0 +1,148 @@
+import { createLogger } from '../lib/logger.js';
+import { connectNats, subjects, tenantOfSubject } from '../lib/nats.js';
+import { connectPg } from '../lib/pg.js';
+import { SharedRateLimiter } from '../lib/rate-limit.js';
+import { announceListening, onRebalance, onShutdown } from '../lib/lifecycle.js';
+import { loadUws, type ListenSocket } from '../lib/http/uws.js';
+import { ingestApp } from './app.js';
+import { drain, rebalance, traffic as newTraffic } from '../lib/http/traffic.js';
+import { IngestionKeys } from './keys.js';
+import { IngestMetrics } from './metrics.js';
+import { Publisher } from './publisher.js';
+import { BufferPool } from '../lib/buffer-pool.js';
+import { Resolver } from './resolver.js';
+import { DailyQuota, type DailyQuotas } from './quota.js';
+import { EventQuery } from './surface-b/query.js';
+import { SurfaceBStore } from './surface-b/store.js';
+import { ApiKeyStore } from '../lib/credentials/api-keys.js';
+import { AuditLog } from '../lib/credentials/audit.js';
+import { Authenticator, RevokedFamilies } from '../lib/credentials/authenticate.js';
+import type { Allowlist } from '../lib/credentials/ip.js';
+import { SharedTokenVerifier } from '../lib/credentials/tokens.js';
+import type { IngestSettings } from './main.js';
+
+/** One ingest process: both surfaces on the shared port until shutdown (ingest/main.ts starts it). */
+export async function serve(
+  cfg: IngestSettings,
+  quotas: DailyQuotas,
+  proxies: Allowlist,
+  env: NodeJS.ProcessEnv,
+): Promise<void> {
+  const log = createLogger('ingest', cfg.LOG_LEVEL);
+  const uws = loadUws(env);
+  const sql = connectPg(cfg.DATABASE_URL, cfg.INGEST_PG_POOL);
+  const nc = await connectNats(cfg.NATS_URL, `ingest-${process.pid}`, log);
+  const js = nc.jetstream();
+  const keys = new IngestionKeys(sql);
+  await keys.load();
+  const resolver = new Resolver(sql, {
+    negativeTtlMs: cfg.CUSTOMER_CACHE_NEGATIVE_TTL_MS,
+    maxEntriesPerTenant: 500_000,
+    productTtlMs: 60_000,
+    maxAgeMs: cfg.CUSTOMER_CACHE_MAX_AGE_MS,
+  });
+  const apiKeys = new ApiKeyStore(sql);
+  const revoked = new RevokedFamilies();
+  const tokens = new SharedTokenVerifier(sql, {
+    publicPem: cfg.JWT_PUBLIC_KEY,
+    kid: cfg.JWT_KEY_ID,
+    issuer: (cfg.JWT_ISSUER || cfg.PUBLIC_BASE_URL).replace(/\/+$/, ''),
+  });
+  await tokens.load();
+  // Access tokens live an hour at most (SPEC.md); a day covers any configured lifetime.
+  await revoked.load(sql, 86_400);
+  nc.subscribe(subjects.apiKeyRevoked, { callback: (_e, m) => apiKeys.invalidate(m.string()) });
+  nc.subscribe(subjects.familyRevoked, { callback: (_e, m) => revoked.add(m.string()) });
+  // Invalidations sent while we were cut off from NATS were missed: forget what we cached.
+  void (async () => {
+    for await (const s of nc.status())
+      if (s.type === 'reconnect') {
+        apiKeys.clear();
+        resolver.invalidateAll();
+        await revoked.load(sql, 86_400).catch(() => {});
+      }
+  })();
+  nc.subscribe(subjects.ingestionKeyChanged, { callback: (_e, m) => keys.invalidate(m.string()) });
+  nc.subscribe(subjects.customersChanged('*'), {
+    callback: (_e, m) => resolver.invalidateCustomers(tenantOfSubject(m.subject) ?? ''),
+  });
+  nc.subscribe(subjects.productsChanged('*'), {
+    callback: (_e, m) => resolver.invalidateProducts(tenantOfSubject(m.subject) ?? ''),
+  });
+
+  const traffic = newTraffic(cfg.INGEST_MAX_INFLIGHT_BYTES);
+  traffic.bodies = new BufferPool();
+  const limiter = new SharedRateLimiter(sql);
+  const quota = new DailyQuota(sql, limiter, quotas);
+  const publisher = new Publisher(js, cfg.INGEST_PUBLISH_TIMEOUT_MS);
+  const metrics = new IngestMetrics();
+  const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
+  const app = ingestApp(
+    uws.App(),
+    {
+      keys,
+      resolver,
+      limiter,
+      quota,
+      publisher,
+      metrics,
+      log,
+      traffic,
+      opts: {
+        maxBodyBytes: cfg.INGEST_MAX_BODY_BYTES,
+        requestsPerMinute: cfg.INGEST_RATE_LIMIT_PER_MIN,
+        futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS,
+        ageGraceMs: cfg.INGEST_AGE_GRACE_MS,
+      },
+    },
+    {
+      auth: new Authenticator(apiKeys, tokens, revoked),
+      audit,
+      limiter,
+      quota,
+      resolver,
+      metrics,
+      log,
+      store: new SurfaceBStore(sql, publisher, quota, {
+        maxPayloadBytes: cfg.EVENTS_MAX_PAYLOAD_BYTES,
+        idempotencyWaitMs: cfg.IDEMPOTENCY_WAIT_MS,
+      }),
+      events: new EventQuery(cfg.CLICKHOUSE_URL, cfg.CLICKHOUSE_DATABASE, cfg.EVENTS_QUERY_TIMEOUT_MS),
+      baseUrl: cfg.PUBLIC_BASE_URL.replace(/\/+$/, ''),
+      trustedProxies: proxies,
+      traffic,
+      opts: {
+        maxBodyBytes: cfg.EVENTS_MAX_BODY_BYTES,
+        batchesPerMinute: cfg.EVENTS_BATCHES_PER_MIN,
+        backfillsPerMinute: cfg.EVENTS_BACKFILLS_PER_MIN,
+        readsPerMinute: cfg.EVENTS_READS_PER_MIN,
+        futureSkewMs: cfg.INGEST_FUTURE_SKEW_MS,
+        ageGraceMs: cfg.INGEST_AGE_GRACE_MS,
+      },
+    },
+    { ready: () => !nc.isClosed(), metrics },
+  );
+
+  const listenSocket = await new Promise<ListenSocket>((resolve, reject) => {
+    app.listen(cfg.INGEST_HOST, cfg.INGEST_PORT, (s) =>
+      s ? resolve(s) : reject(new Error(`cannot listen on ${cfg.INGEST_HOST}:${cfg.INGEST_PORT}`)),
+    );
+  }).catch((err: Error) => {
+    log.fatal(err.message);
+    process.exit(1);
+  });
+  log.info({ host: cfg.INGEST_HOST, port: cfg.INGEST_PORT }, 'ingest listening');
+  onRebalance(() => rebalance(traffic));
+  announceListening();
+
+  onShutdown(log, async () => {
+    // Stop accepting connections; answer what still comes on open ones (closing each after its
+    // answer) until requests stop arriving and every one has its PubAck; only then let NATS go.
+    uws.us_listen_socket_close(listenSocket);
+    await drain(traffic, Date.now() + 10_000);
+    await audit.close();
+    await nc.drain();
+    await sql.end({ timeout: 5 });
+    log.info('ingest stopped');
+  });
+}
