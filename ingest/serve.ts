@@ -77,6 +77,19 @@ export async function serve(
   const publisher = new Publisher(js, cfg.INGEST_PUBLISH_TIMEOUT_MS);
   const metrics = new IngestMetrics();
   const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
+  const store = new SurfaceBStore(
+    sql,
+    publisher,
+    quota,
+    {
+      maxPayloadBytes: cfg.EVENTS_MAX_PAYLOAD_BYTES,
+      idempotencyWaitMs: cfg.IDEMPOTENCY_WAIT_MS,
+      // Past the publisher's whole budget (three PubAck waits), with room for the statements around it.
+      reservationMs: 3 * cfg.INGEST_PUBLISH_TIMEOUT_MS + 15_000,
+    },
+    log.child({ mod: 'surface-b' }),
+  );
+  await store.listen();
   const app = ingestApp(
     uws.App(),
     {
@@ -103,10 +116,7 @@ export async function serve(
       resolver,
       metrics,
       log,
-      store: new SurfaceBStore(sql, publisher, quota, {
-        maxPayloadBytes: cfg.EVENTS_MAX_PAYLOAD_BYTES,
-        idempotencyWaitMs: cfg.IDEMPOTENCY_WAIT_MS,
-      }),
+      store,
       events: new EventQuery(cfg.CLICKHOUSE_URL, cfg.CLICKHOUSE_DATABASE, cfg.EVENTS_QUERY_TIMEOUT_MS),
       baseUrl: cfg.PUBLIC_BASE_URL.replace(/\/+$/, ''),
       trustedProxies: proxies,

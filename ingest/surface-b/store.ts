@@ -1,7 +1,9 @@
 import { FORMAT_HEADER, ROW_FORMAT } from '../../lib/row-binary.js';
 import { type IdempotencyClaim, onceWithKey } from '../../lib/idempotency.js';
 import { ApiError } from '../../lib/problem.js';
+import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
+import { DedupKeys, type KeySet } from './dedup.js';
 import { payloadOf, type PreparedB } from './events.js';
 import type { Publisher } from '../publisher.js';
 import type { DailyQuota } from '../quota.js';
@@ -34,11 +36,21 @@ export interface StoreResult extends Answer {
 export interface StoreOptions {
   /** Largest JetStream message (nats max_payload, minus headers). */
   maxPayloadBytes: number;
+  /** How long a request's reservation of its deduplication keys stands unconfirmed before others take them over (dedup.ts). */
+  reservationMs: number;
   /** How long a request waits for another request holding the same Idempotency-Key. */
   idempotencyWaitMs: number;
 }
 
 const pgCode = (err: unknown) => (err as { code?: string })?.code;
+
+const keySet = (r: StoreRequest): KeySet => ({
+  tenantId: r.tenantId,
+  batchId: r.msgId,
+  customers: r.prepared.keyCustomers,
+  externals: r.prepared.keyExternal,
+  index: r.prepared.keyIndex!,
+});
 
 /** A request checked and charged, its rows ready to publish. */
 interface Ready {
@@ -49,24 +61,40 @@ interface Ready {
 }
 
 /**
- * Stores one surface-B request atomically: the Idempotency-Key claim, the deduplication keys, the
- * daily quota, the backfill job row and the JetStream publish. The PostgreSQL transaction stays
- * open until the PubAck and is rolled back when the publish fails, so a failed request records
- * nothing and its retry is not mistaken for a duplicate. The publish is the last step: whatever
- * can fail in PostgreSQL (recording the answer too) has run before it, so an error answer never
- * follows stored events. Two requests carrying the same key wait on each other's row lock: the
- * second sees the first's outcome.
+ * Stores one surface-B request atomically: its deduplication keys, the daily quota, the backfill
+ * job row, the Idempotency-Key record and the JetStream publish, the publish last: whatever can
+ * fail in PostgreSQL has run before it, so an error answer never follows stored events.
+ *
+ * A plain request (no Idempotency-Key, no job) reserves its keys (dedup.ts) in one statement,
+ * publishes, then confirms them; a failed publish, or any error before it, releases them, so its
+ * retry is not mistaken for a duplicate. No transaction stays open across the publish.
+ *
+ * A request with an Idempotency-Key or a backfill job runs in one transaction held until the
+ * PubAck instead: its record and job row must not be seen before the events are stored, and a
+ * second request with the same key waits on the record's row lock to see the first one's outcome.
+ * Its keys are uncommitted rows until then, which another request sharing them waits on.
  */
 export class SurfaceBStore {
+  private readonly keys: DedupKeys;
+
   constructor(
     private readonly sql: Sql,
     private readonly publisher: Publisher,
     private readonly quota: DailyQuota,
     private readonly o: StoreOptions,
-  ) {}
+    private readonly log: Logger,
+  ) {
+    this.keys = new DedupKeys(sql, { reservationMs: o.reservationMs, maxWaitMs: o.reservationMs + 5000 });
+  }
+
+  /** Hears when other requests' reservations end (before the first request). */
+  listen(): Promise<void> {
+    return this.keys.listen();
+  }
 
   async store(r: StoreRequest): Promise<StoreResult> {
-    if (!r.idempotency && !r.job && r.prepared.keyCustomers.length === 0) return this.send(await this.charge(r, null));
+    const keyed = r.prepared.keyCustomers.length > 0;
+    if (!r.idempotency && !r.job) return keyed ? this.reserved(r) : this.send(await this.charge(r, null));
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.sql.begin((tx) => this.inTransaction(tx as unknown as Sql, r));
@@ -76,6 +104,28 @@ export class SurfaceBStore {
         throw err;
       }
     }
+  }
+
+  /** Reserve the keys, publish what is new, confirm; on any failure the keys are released. */
+  private async reserved(r: StoreRequest): Promise<StoreResult> {
+    const s = keySet(r);
+    let fresh: Uint8Array | undefined;
+    let result: StoreResult;
+    try {
+      fresh = await this.keys.claim(this.sql, s, true);
+      result = await this.send(await this.charge(r, fresh));
+    } catch (err) {
+      await this.keys.release(s, fresh).catch((e) =>
+        // The reservation expires instead: the next request with these keys stores them.
+        this.log.error({ trace_id: r.msgId, err: e }, 'deduplication keys not released'),
+      );
+      throw err;
+    }
+    await this.keys.confirm(s).catch((e) =>
+      // Stored, but its keys stay in flight until the reservation expires; then a copy may follow.
+      this.log.error({ trace_id: r.msgId, err: e }, 'deduplication keys not confirmed'),
+    );
+    return result;
   }
 
   private async inTransaction(tx: Sql, r: StoreRequest): Promise<StoreResult> {
@@ -90,21 +140,9 @@ export class SurfaceBStore {
     return this.send(run.ready);
   }
 
-  /** Records the request's deduplication keys (one statement); what is new goes on. */
+  /** Records the request's deduplication keys inside the transaction; what is new goes on. */
   private async dedupe(tx: Sql, r: StoreRequest): Promise<Ready> {
-    const p = r.prepared;
-    let fresh: Uint8Array | null = null;
-    if (p.keyCustomers.length) {
-      // One statement for the whole request; sorted so concurrent requests lock shared keys in one order.
-      const inserted = await tx<{ c: string; e: string }[]>`
-        INSERT INTO event_dedup (tenant_id, customer_id, external_id)
-        SELECT ${r.tenantId}::uuid, c, e FROM unnest(${p.keyCustomers}::uuid[], ${p.keyExternal}::text[]) AS u(c, e) ORDER BY c, e
-        ON CONFLICT DO NOTHING
-        RETURNING customer_id::text AS c, external_id AS e`;
-      fresh = new Uint8Array(p.keyCustomers.length);
-      if (inserted.length === p.keyCustomers.length) fresh.fill(1);
-      else for (const row of inserted) fresh[p.keyIndex!.get(`${row.c} ${row.e}`)!] = 1;
-    }
+    const fresh = r.prepared.keyCustomers.length ? await this.keys.claim(tx, keySet(r), false) : null;
     return this.charge(r, fresh, tx);
   }
 

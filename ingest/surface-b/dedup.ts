@@ -1,0 +1,216 @@
+import type { Sql } from '../../lib/pg.js';
+
+/**
+ * Surface B's deduplication keys, (customer_id, external_id), recorded in PostgreSQL
+ * (`event_dedup`). A key row names the request that recorded it (`batch_id`); while that request
+ * is between recording its keys and its PubAck, it also has a reservation row
+ * (`event_dedup_pending`). So a key is, to any other request:
+ *
+ * - **stored**: its request has no reservation (it was acknowledged, or recorded inside a
+ *   transaction that committed after the PubAck, or before reservations existed);
+ * - **in flight**: its request's reservation is live. The other request waits for it to end
+ *   (a notification on CHANNEL, polling as a fallback): confirmed, the key is stored; released
+ *   (the publish failed), the key row is gone and the next request to claim it owns it;
+ * - **in doubt**: the reservation expired (its process died between recording and confirming).
+ *   The next request takes the key over and stores the event: a copy too many if the dead
+ *   process's publish had gone through, never a lost event.
+ *
+ * A request thus holds no row lock across its publish, and requests of the same workspace that
+ * share keys no longer wait for each other's PubAck and commit in a chain; they wait only for
+ * the outcome of the keys they share.
+ */
+
+/** The notification channel: payload, the batch id whose reservation ended. */
+export const CHANNEL = 'event_dedup';
+
+/** A key held by another request still in flight, or in doubt. */
+interface Held {
+  k: number;
+  owner: string;
+  expired: boolean;
+}
+
+export interface KeySet {
+  tenantId: string;
+  /** This request's batch id (the Nats-Msg-Id): the owner written on its key rows. */
+  batchId: string;
+  customers: string[];
+  externals: string[];
+  /** `${customer} ${external}` → key index. */
+  index: Map<string, number>;
+}
+
+export class DedupKeys {
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly o: {
+      /** How long a reservation stands without being confirmed or released before others take its keys over. */
+      reservationMs: number;
+      /** The longest a request waits for the keys it shares with requests in flight. */
+      maxWaitMs: number;
+    },
+  ) {}
+
+  /** Listens for reservations that end; until it does, waiting requests poll. */
+  async listen(): Promise<void> {
+    await this.sql.listen(CHANNEL, (batchId) => {
+      const wake = this.waiters.get(batchId);
+      if (!wake) return;
+      this.waiters.delete(batchId);
+      for (const w of wake) w();
+    });
+  }
+
+  /**
+   * Records the keys no other request holds, owned by `s.batchId`, and returns which are this
+   * request's to store (`fresh[k] = 1`), once every key shared with a request in flight has its
+   * outcome. `reserve`: also record the reservation (one statement with the keys); without it the
+   * caller's open transaction stands for it (other requests block on its uncommitted rows).
+   */
+  async claim(db: Sql, s: KeySet, reserve: boolean): Promise<Uint8Array> {
+    const fresh = new Uint8Array(s.customers.length);
+    const all = Array.from({ length: s.customers.length }, (_, k) => k);
+    const inserted = await this.insert(db, s, all, reserve);
+    if (inserted.size === all.length) {
+      fresh.fill(1);
+      return fresh;
+    }
+    const started = Date.now();
+    let pending = await this.mark(db, s, all, inserted, fresh);
+    let waitMs = 20;
+    let waited = false;
+    while (pending.length) {
+      const expired = pending.filter((h) => h.expired);
+      if (expired.length) await this.takeOver(db, s, expired, fresh);
+      const live = pending.filter((h) => !h.expired);
+      if (live.length) {
+        if (Date.now() - started > this.o.maxWaitMs)
+          throw new Error(`deduplication keys still held by requests in flight after ${this.o.maxWaitMs} ms`);
+        await this.wait(new Set(live.map((h) => h.owner)), waitMs);
+        waitMs = Math.min(200, waitMs * 2);
+        waited = true;
+      }
+      // What was held: a released key is free to insert; the rest is held still, or stored.
+      const again = pending.map((h) => h.k).filter((k) => fresh[k] !== 1);
+      if (again.length === 0) break;
+      const n = await this.insert(db, s, again, false);
+      pending = await this.mark(db, s, again, n, fresh);
+    }
+    // A long wait ate into this request's own reservation: it starts again before the publish.
+    if (waited && reserve && Date.now() - started > this.o.reservationMs / 4) {
+      await db`UPDATE event_dedup_pending SET expires_at = now() + ${this.o.reservationMs} * interval '1 millisecond'
+        WHERE batch_id = ${s.batchId}`;
+    }
+    return fresh;
+  }
+
+  /** The publish was acknowledged: the keys are stored; requests waiting on them go on. */
+  async confirm(s: KeySet): Promise<void> {
+    await this.sql`
+      WITH d AS (DELETE FROM event_dedup_pending WHERE batch_id = ${s.batchId} RETURNING batch_id)
+      SELECT pg_notify(${CHANNEL}, batch_id::text) FROM d`;
+  }
+
+  /** Nothing was stored: the request's keys are free again (whoever waits on them may take them). */
+  async release(s: KeySet, fresh: Uint8Array | undefined): Promise<void> {
+    const c: string[] = [];
+    const e: string[] = [];
+    if (fresh)
+      for (let k = 0; k < fresh.length; k++)
+        if (fresh[k] === 1) {
+          c.push(s.customers[k]);
+          e.push(s.externals[k]);
+        }
+    // Without the fresh set (an error during the claim), every key this batch may own goes.
+    const keys = fresh ? { c, e } : { c: s.customers, e: s.externals };
+    await this.sql`
+      WITH k AS (
+        DELETE FROM event_dedup d USING unnest(${keys.c}::uuid[], ${keys.e}::text[]) AS u(c, e)
+        WHERE d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e AND d.batch_id = ${s.batchId}
+      ), p AS (DELETE FROM event_dedup_pending WHERE batch_id = ${s.batchId} RETURNING batch_id)
+      SELECT pg_notify(${CHANNEL}, batch_id::text) FROM p`;
+  }
+
+  /** Inserts the keys `ks` owned by this batch (sorted, so concurrent requests lock shared keys in one order); marks what went in. */
+  private async insert(db: Sql, s: KeySet, ks: number[], reserve: boolean): Promise<Set<number>> {
+    const c = ks.map((k) => s.customers[k]);
+    const e = ks.map((k) => s.externals[k]);
+    const rows = reserve
+      ? await db<{ c: string; e: string }[]>`
+          WITH r AS (
+            INSERT INTO event_dedup_pending (batch_id, tenant_id, expires_at)
+            VALUES (${s.batchId}, ${s.tenantId}, now() + ${this.o.reservationMs} * interval '1 millisecond')
+          )
+          INSERT INTO event_dedup (tenant_id, customer_id, external_id, batch_id)
+          SELECT ${s.tenantId}::uuid, c, e, ${s.batchId}::uuid FROM unnest(${c}::uuid[], ${e}::text[]) AS u(c, e) ORDER BY c, e
+          ON CONFLICT DO NOTHING
+          RETURNING customer_id::text AS c, external_id AS e`
+      : await db<{ c: string; e: string }[]>`
+          INSERT INTO event_dedup (tenant_id, customer_id, external_id, batch_id)
+          SELECT ${s.tenantId}::uuid, c, e, ${s.batchId}::uuid FROM unnest(${c}::uuid[], ${e}::text[]) AS u(c, e) ORDER BY c, e
+          ON CONFLICT DO NOTHING
+          RETURNING customer_id::text AS c, external_id AS e`;
+    const done = new Set<number>();
+    for (const row of rows) done.add(s.index.get(`${row.c} ${row.e}`)!);
+    return done;
+  }
+
+  /**
+   * Marks the inserted keys fresh and returns those of the others whose owner is in flight or in
+   * doubt; a key not returned is stored. A statement of its own, after the insert: its snapshot
+   * sees the rows committed while the insert waited on them.
+   */
+  private async mark(db: Sql, s: KeySet, ks: number[], inserted: Set<number>, fresh: Uint8Array): Promise<Held[]> {
+    const c: string[] = [];
+    const e: string[] = [];
+    for (const k of ks) {
+      if (inserted.has(k)) fresh[k] = 1;
+      else {
+        c.push(s.customers[k]);
+        e.push(s.externals[k]);
+      }
+    }
+    if (c.length === 0) return [];
+    const rows = await db<{ c: string; e: string; owner: string; expired: boolean }[]>`
+      SELECT d.customer_id::text AS c, d.external_id AS e, d.batch_id::text AS owner, p.expires_at <= now() AS expired
+      FROM unnest(${c}::uuid[], ${e}::text[]) AS u(c, e)
+      JOIN event_dedup d ON d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e
+      JOIN event_dedup_pending p ON p.batch_id = d.batch_id
+      WHERE d.batch_id <> ${s.batchId}`;
+    return rows.map((r) => ({ k: s.index.get(`${r.c} ${r.e}`)!, owner: r.owner, expired: r.expired }));
+  }
+
+  /** Keys whose owner's reservation expired become this batch's (one request wins each key). */
+  private async takeOver(db: Sql, s: KeySet, held: Held[], fresh: Uint8Array): Promise<void> {
+    const rows = await db<{ c: string; e: string }[]>`
+      UPDATE event_dedup d SET batch_id = ${s.batchId}
+      FROM unnest(${held.map((h) => s.customers[h.k])}::uuid[], ${held.map((h) => s.externals[h.k])}::text[],
+        ${held.map((h) => h.owner)}::uuid[]) AS u(c, e, o)
+      WHERE d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e AND d.batch_id = u.o
+      RETURNING d.customer_id::text AS c, d.external_id AS e`;
+    for (const r of rows) fresh[s.index.get(`${r.c} ${r.e}`)!] = 1;
+  }
+
+  /** Until one of `owners` ends its reservation (notified), or `ms` passes. */
+  private wait(owners: Set<string>, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        for (const o of owners) {
+          const set = this.waiters.get(o);
+          set?.delete(done);
+          if (set?.size === 0) this.waiters.delete(o);
+        }
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      for (const o of owners) {
+        let set = this.waiters.get(o);
+        if (!set) this.waiters.set(o, (set = new Set()));
+        set.add(done);
+      }
+    });
+  }
+}
