@@ -137,6 +137,12 @@ export const IngestConfig = Type.Object({
     default: 192,
     description: "V8 old-space cap of each worker process (0: Node's default); bounds RSS under load.",
   }),
+  INGEST_MAX_SEMI_SPACE_MB: Type.Integer({
+    minimum: 0,
+    default: 8,
+    description:
+      "V8 semi-space size of each worker process (0: Node's default, 16); the young generation takes three times it.",
+  }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
 
@@ -157,13 +163,10 @@ const { cfg, quotas, proxies } = configOrExit(boot, () => {
 
 if (cfg.INGEST_PROCESSES > 1 && process.env.INGEST_WORKER === undefined) {
   boot.info({ processes: cfg.INGEST_PROCESSES, port: cfg.INGEST_PORT }, 'starting ingest processes');
-  supervise(
-    boot,
-    cfg.INGEST_PROCESSES,
-    'INGEST_WORKER',
-    process.env,
-    cfg.INGEST_MAX_OLD_SPACE_MB ? [`--max-old-space-size=${cfg.INGEST_MAX_OLD_SPACE_MB}`] : [],
-  );
+  supervise(boot, cfg.INGEST_PROCESSES, 'INGEST_WORKER', process.env, [
+    ...(cfg.INGEST_MAX_OLD_SPACE_MB ? [`--max-old-space-size=${cfg.INGEST_MAX_OLD_SPACE_MB}`] : []),
+    ...(cfg.INGEST_MAX_SEMI_SPACE_MB ? [`--max-semi-space-size=${cfg.INGEST_MAX_SEMI_SPACE_MB}`] : []),
+  ]);
 } else {
   // The supervisor only forks and watches: the servers' modules (uWS, NATS, PostgreSQL, the
   // surfaces) are loaded by the processes that serve, which keeps the supervisor's memory small.
