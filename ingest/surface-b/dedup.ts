@@ -72,19 +72,28 @@ export class DedupKeys {
   async claim(db: Sql, s: KeySet, reserve: boolean): Promise<Uint8Array> {
     const fresh = new Uint8Array(s.customers.length);
     const all = Array.from({ length: s.customers.length }, (_, k) => k);
-    const inserted = await this.insert(db, s, all, reserve);
-    if (inserted.size === all.length) {
-      fresh.fill(1);
-      return fresh;
-    }
+    let { held, unseen } = await this.insert(db, s, all, reserve, fresh);
     const started = Date.now();
-    let pending = await this.mark(db, s, all, inserted, fresh);
     let waitMs = 20;
     let waited = false;
-    while (pending.length) {
-      const expired = pending.filter((h) => h.expired);
+    for (;;) {
+      // Keys whose state the last statement could not see: a statement of their own, a new snapshot.
+      if (unseen.length) {
+        const now = await this.look(db, s, unseen);
+        held = held.concat(now.held);
+        unseen = [];
+        if (now.gone.length) {
+          // Released by a request whose publish failed: free to insert.
+          const again = await this.insert(db, s, now.gone, false, fresh);
+          held = held.concat(again.held);
+          unseen = again.unseen;
+          continue;
+        }
+      }
+      if (held.length === 0) break;
+      const expired = held.filter((h) => h.expired);
       if (expired.length) await this.takeOver(db, s, expired, fresh);
-      const live = pending.filter((h) => !h.expired);
+      const live = held.filter((h) => !h.expired);
       if (live.length) {
         if (Date.now() - started > this.o.maxWaitMs)
           throw new Error(`deduplication keys still held by requests in flight after ${this.o.maxWaitMs} ms`);
@@ -92,11 +101,9 @@ export class DedupKeys {
         waitMs = Math.min(200, waitMs * 2);
         waited = true;
       }
-      // What was held: a released key is free to insert; the rest is held still, or stored.
-      const again = pending.map((h) => h.k).filter((k) => fresh[k] !== 1);
-      if (again.length === 0) break;
-      const n = await this.insert(db, s, again, false);
-      pending = await this.mark(db, s, again, n, fresh);
+      // What was held is held still, stored, or released: look again.
+      unseen = held.map((h) => h.k).filter((k) => fresh[k] !== 1);
+      held = [];
     }
     // A long wait ate into this request's own reservation: it starts again before the publish.
     if (waited && reserve && Date.now() - started > this.o.reservationMs / 4) {
@@ -133,53 +140,70 @@ export class DedupKeys {
       SELECT pg_notify(${CHANNEL}, batch_id::text) FROM p`;
   }
 
-  /** Inserts the keys `ks` owned by this batch (sorted, so concurrent requests lock shared keys in one order); marks what went in. */
-  private async insert(db: Sql, s: KeySet, ks: number[], reserve: boolean): Promise<Set<number>> {
+  /**
+   * Inserts the keys `ks` owned by this batch (sorted, so that concurrent requests lock shared keys
+   * in one order) and marks what went in fresh; of the others, returns those held by a request in
+   * flight or in doubt, and those the statement's snapshot cannot see (committed while the insert
+   * waited on them: `look` decides). A key in neither list is stored. One statement.
+   */
+  private async insert(
+    db: Sql,
+    s: KeySet,
+    ks: number[],
+    reserve: boolean,
+    fresh: Uint8Array,
+  ): Promise<{ held: Held[]; unseen: number[] }> {
     const c = ks.map((k) => s.customers[k]);
     const e = ks.map((k) => s.externals[k]);
-    const rows = reserve
-      ? await db<{ c: string; e: string }[]>`
-          WITH r AS (
-            INSERT INTO event_dedup_pending (batch_id, tenant_id, expires_at)
-            VALUES (${s.batchId}, ${s.tenantId}, now() + ${this.o.reservationMs} * interval '1 millisecond')
-          )
-          INSERT INTO event_dedup (tenant_id, customer_id, external_id, batch_id)
-          SELECT ${s.tenantId}::uuid, c, e, ${s.batchId}::uuid FROM unnest(${c}::uuid[], ${e}::text[]) AS u(c, e) ORDER BY c, e
-          ON CONFLICT DO NOTHING
-          RETURNING customer_id::text AS c, external_id AS e`
-      : await db<{ c: string; e: string }[]>`
-          INSERT INTO event_dedup (tenant_id, customer_id, external_id, batch_id)
-          SELECT ${s.tenantId}::uuid, c, e, ${s.batchId}::uuid FROM unnest(${c}::uuid[], ${e}::text[]) AS u(c, e) ORDER BY c, e
-          ON CONFLICT DO NOTHING
-          RETURNING customer_id::text AS c, external_id AS e`;
-    const done = new Set<number>();
-    for (const row of rows) done.add(s.index.get(`${row.c} ${row.e}`)!);
-    return done;
+    const reservation = reserve
+      ? db`r AS (
+          INSERT INTO event_dedup_pending (batch_id, tenant_id, expires_at)
+          VALUES (${s.batchId}, ${s.tenantId}, now() + ${this.o.reservationMs} * interval '1 millisecond')
+        ),`
+      : db``;
+    const rows = await db<{ c: string; e: string; mine: boolean; unseen: boolean; owner: string; expired: boolean }[]>`
+      WITH ${reservation} u AS (SELECT c, e FROM unnest(${c}::uuid[], ${e}::text[]) AS u(c, e)),
+      ins AS (
+        INSERT INTO event_dedup (tenant_id, customer_id, external_id, batch_id)
+        SELECT ${s.tenantId}::uuid, c, e, ${s.batchId}::uuid FROM u ORDER BY c, e
+        ON CONFLICT DO NOTHING
+        RETURNING customer_id, external_id
+      )
+      SELECT u.c::text AS c, u.e AS e, i.customer_id IS NOT NULL AS mine,
+        i.customer_id IS NULL AND d.customer_id IS NULL AS unseen, d.batch_id::text AS owner,
+        p.expires_at <= now() AS expired
+      FROM u
+      LEFT JOIN ins i ON i.customer_id = u.c AND i.external_id = u.e
+      LEFT JOIN event_dedup d ON i.customer_id IS NULL AND d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e
+      LEFT JOIN event_dedup_pending p ON p.batch_id = d.batch_id
+      WHERE i.customer_id IS NOT NULL OR d.customer_id IS NULL OR p.batch_id IS NOT NULL`;
+    const held: Held[] = [];
+    const unseen: number[] = [];
+    for (const r of rows) {
+      const k = s.index.get(`${r.c} ${r.e}`)!;
+      if (r.mine) fresh[k] = 1;
+      else if (r.unseen) unseen.push(k);
+      else held.push({ k, owner: r.owner, expired: r.expired });
+    }
+    return { held, unseen };
   }
 
-  /**
-   * Marks the inserted keys fresh and returns those of the others whose owner is in flight or in
-   * doubt; a key not returned is stored. A statement of its own, after the insert: its snapshot
-   * sees the rows committed while the insert waited on them.
-   */
-  private async mark(db: Sql, s: KeySet, ks: number[], inserted: Set<number>, fresh: Uint8Array): Promise<Held[]> {
-    const c: string[] = [];
-    const e: string[] = [];
-    for (const k of ks) {
-      if (inserted.has(k)) fresh[k] = 1;
-      else {
-        c.push(s.customers[k]);
-        e.push(s.externals[k]);
-      }
+  /** Where the keys `ks` stand now: held by a request in flight or in doubt, or gone (released); the rest are stored. */
+  private async look(db: Sql, s: KeySet, ks: number[]): Promise<{ held: Held[]; gone: number[] }> {
+    const rows = await db<{ c: string; e: string; owner: string | null; expired: boolean | null }[]>`
+      SELECT u.c::text AS c, u.e AS e, d.batch_id::text AS owner, p.expires_at <= now() AS expired
+      FROM unnest(${ks.map((k) => s.customers[k])}::uuid[], ${ks.map((k) => s.externals[k])}::text[]) AS u(c, e)
+      LEFT JOIN event_dedup d ON d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e
+      LEFT JOIN event_dedup_pending p ON p.batch_id = d.batch_id
+      WHERE d.customer_id IS NULL OR p.batch_id IS NOT NULL`;
+    const held: Held[] = [];
+    const gone: number[] = [];
+    for (const r of rows) {
+      const k = s.index.get(`${r.c} ${r.e}`)!;
+      if (r.owner === null) gone.push(k);
+      else held.push({ k, owner: r.owner, expired: r.expired === true });
     }
-    if (c.length === 0) return [];
-    const rows = await db<{ c: string; e: string; owner: string; expired: boolean }[]>`
-      SELECT d.customer_id::text AS c, d.external_id AS e, d.batch_id::text AS owner, p.expires_at <= now() AS expired
-      FROM unnest(${c}::uuid[], ${e}::text[]) AS u(c, e)
-      JOIN event_dedup d ON d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e
-      JOIN event_dedup_pending p ON p.batch_id = d.batch_id
-      WHERE d.batch_id <> ${s.batchId}`;
-    return rows.map((r) => ({ k: s.index.get(`${r.c} ${r.e}`)!, owner: r.owner, expired: r.expired }));
+    return { held, gone };
   }
 
   /** Keys whose owner's reservation expired become this batch's (one request wins each key). */

@@ -232,3 +232,30 @@ t.test(
     t.equal(third.stored, 0, 'the third waited for the second and found its events stored');
   },
 );
+
+t.test(
+  'keys another transaction is inserting are waited for: stored once it commits, ours once it rolls back',
+  async (t) => {
+    // A request with an Idempotency-Key holds its keys as uncommitted rows until its PubAck.
+    const holding = (externalIds: string[], outcome: 'commit' | 'rollback') =>
+      sql
+        .begin(async (tx) => {
+          await tx`INSERT INTO event_dedup (tenant_id, customer_id, external_id, batch_id)
+          SELECT ${tenantId}, ${customer}, x, ${uuidv7()} FROM unnest(${externalIds}::text[]) AS x`;
+          await sleep(300);
+          if (outcome === 'rollback') throw new Error('publish failed');
+        })
+        .catch(() => {});
+    const committed = holding(ids('h', 0, 5), 'commit');
+    await sleep(50);
+    const r1 = await timed(store.store(request(ids('h', 0, 10))));
+    await committed;
+    t.equal(r1.stored, 5, 'the committed five are duplicates');
+    t.ok(r1.took >= 200, `it waited for the transaction (${r1.took} ms)`);
+    const rolledBack = holding(ids('i', 0, 5), 'rollback');
+    await sleep(50);
+    const r2 = await store.store(request(ids('i', 0, 10)));
+    await rolledBack;
+    t.equal(r2.stored, 10, 'nothing of the rolled-back transaction counts');
+  },
+);
