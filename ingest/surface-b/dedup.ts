@@ -165,7 +165,7 @@ export class DedupKeys {
       WITH ${reservation} u AS (SELECT c, e FROM unnest(${c}::uuid[], ${e}::text[]) AS u(c, e)),
       ins AS (
         INSERT INTO event_dedup (tenant_id, customer_id, external_id, batch_id)
-        SELECT ${s.tenantId}::uuid, c, e, ${s.batchId}::uuid FROM u ORDER BY c, e
+        SELECT ${s.tenantId}::uuid, c, e, ${s.batchId}::uuid FROM u ORDER BY e, c
         ON CONFLICT DO NOTHING
         RETURNING customer_id, external_id
       )
@@ -174,8 +174,7 @@ export class DedupKeys {
         p.expires_at <= now() AS expired
       FROM u
       LEFT JOIN ins i ON i.customer_id = u.c AND i.external_id = u.e
-      LEFT JOIN event_dedup d ON i.customer_id IS NULL AND d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e
-      LEFT JOIN event_dedup_pending p ON p.batch_id = d.batch_id
+      ${this.owners(db, s, 'i.customer_id IS NULL AND')}
       WHERE i.customer_id IS NOT NULL OR d.customer_id IS NULL OR p.batch_id IS NOT NULL`;
     const held: Held[] = [];
     const unseen: number[] = [];
@@ -193,8 +192,7 @@ export class DedupKeys {
     const rows = await db<{ c: string; e: string; owner: string | null; expired: boolean | null }[]>`
       SELECT u.c::text AS c, u.e AS e, d.batch_id::text AS owner, p.expires_at <= now() AS expired
       FROM unnest(${ks.map((k) => s.customers[k])}::uuid[], ${ks.map((k) => s.externals[k])}::text[]) AS u(c, e)
-      LEFT JOIN event_dedup d ON d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e
-      LEFT JOIN event_dedup_pending p ON p.batch_id = d.batch_id
+      ${this.owners(db, s, '')}
       WHERE d.customer_id IS NULL OR p.batch_id IS NOT NULL`;
     const held: Held[] = [];
     const gone: number[] = [];
@@ -204,6 +202,19 @@ export class DedupKeys {
       else held.push({ k, owner: r.owner, expired: r.expired === true });
     }
     return { held, gone };
+  }
+
+  /**
+   * Joins each key `u` (c, e) to its row `d` and its owner's reservation `p`, one index look-up
+   * each (LATERAL: a plain join lets the planner scan every key of the workspace instead).
+   */
+  private owners(db: Sql, s: KeySet, when: '' | 'i.customer_id IS NULL AND') {
+    return db`
+      LEFT JOIN LATERAL (
+        SELECT d.customer_id, d.batch_id FROM event_dedup d
+        WHERE ${db.unsafe(when)} d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e
+      ) d ON true
+      LEFT JOIN LATERAL (SELECT p.batch_id, p.expires_at FROM event_dedup_pending p WHERE p.batch_id = d.batch_id) p ON true`;
   }
 
   /** Keys whose owner's reservation expired become this batch's (one request wins each key). */
