@@ -36,8 +36,6 @@ export interface KeySet {
   batchId: string;
   customers: string[];
   externals: string[];
-  /** `${customer} ${external}` → key index. */
-  index: Map<string, number>;
 }
 
 export class DedupKeys {
@@ -161,45 +159,44 @@ export class DedupKeys {
           VALUES (${s.batchId}, ${s.tenantId}, now() + ${this.o.reservationMs} * interval '1 millisecond')
         ),`
       : db``;
-    const rows = await db<{ c: string; e: string; mine: boolean; unseen: boolean; owner: string; expired: boolean }[]>`
-      WITH ${reservation} u AS (SELECT c, e FROM unnest(${c}::uuid[], ${e}::text[]) AS u(c, e)),
+    // Only the keys that did not go in come back (a tenth of a retried batch, not all 1000), by index.
+    const rows = await db<{ k: number; unseen: boolean; held: boolean; owner: string; expired: boolean }[]>`
+      WITH ${reservation} u AS (SELECT c, e, k FROM unnest(${c}::uuid[], ${e}::text[], ${ks}::int[]) AS u(c, e, k)),
       ins AS (
         INSERT INTO event_dedup (tenant_id, customer_id, external_id, batch_id)
         SELECT ${s.tenantId}::uuid, c, e, ${s.batchId}::uuid FROM u ORDER BY e, c
         ON CONFLICT DO NOTHING
         RETURNING customer_id, external_id
       )
-      SELECT u.c::text AS c, u.e AS e, i.customer_id IS NOT NULL AS mine,
-        i.customer_id IS NULL AND d.customer_id IS NULL AS unseen, d.batch_id::text AS owner,
+      SELECT u.k, d.customer_id IS NULL AS unseen, p.batch_id IS NOT NULL AS held, d.batch_id::text AS owner,
         p.expires_at <= now() AS expired
       FROM u
       LEFT JOIN ins i ON i.customer_id = u.c AND i.external_id = u.e
       ${this.owners(db, s, 'i.customer_id IS NULL AND')}
-      WHERE i.customer_id IS NOT NULL OR d.customer_id IS NULL OR p.batch_id IS NOT NULL`;
+      WHERE i.customer_id IS NULL`;
+    for (const k of ks) fresh[k] = 1;
     const held: Held[] = [];
     const unseen: number[] = [];
     for (const r of rows) {
-      const k = s.index.get(`${r.c} ${r.e}`)!;
-      if (r.mine) fresh[k] = 1;
-      else if (r.unseen) unseen.push(k);
-      else held.push({ k, owner: r.owner, expired: r.expired });
+      fresh[r.k] = 0;
+      if (r.unseen) unseen.push(r.k);
+      else if (r.held) held.push({ k: r.k, owner: r.owner, expired: r.expired });
     }
     return { held, unseen };
   }
 
   /** Where the keys `ks` stand now: held by a request in flight or in doubt, or gone (released); the rest are stored. */
   private async look(db: Sql, s: KeySet, ks: number[]): Promise<{ held: Held[]; gone: number[] }> {
-    const rows = await db<{ c: string; e: string; owner: string | null; expired: boolean | null }[]>`
-      SELECT u.c::text AS c, u.e AS e, d.batch_id::text AS owner, p.expires_at <= now() AS expired
-      FROM unnest(${ks.map((k) => s.customers[k])}::uuid[], ${ks.map((k) => s.externals[k])}::text[]) AS u(c, e)
+    const rows = await db<{ k: number; owner: string | null; expired: boolean | null }[]>`
+      SELECT u.k, d.batch_id::text AS owner, p.expires_at <= now() AS expired
+      FROM unnest(${ks.map((k) => s.customers[k])}::uuid[], ${ks.map((k) => s.externals[k])}::text[], ${ks}::int[]) AS u(c, e, k)
       ${this.owners(db, s, '')}
       WHERE d.customer_id IS NULL OR p.batch_id IS NOT NULL`;
     const held: Held[] = [];
     const gone: number[] = [];
     for (const r of rows) {
-      const k = s.index.get(`${r.c} ${r.e}`)!;
-      if (r.owner === null) gone.push(k);
-      else held.push({ k, owner: r.owner, expired: r.expired === true });
+      if (r.owner === null) gone.push(r.k);
+      else held.push({ k: r.k, owner: r.owner, expired: r.expired === true });
     }
     return { held, gone };
   }
@@ -219,13 +216,13 @@ export class DedupKeys {
 
   /** Keys whose owner's reservation expired become this batch's (one request wins each key). */
   private async takeOver(db: Sql, s: KeySet, held: Held[], fresh: Uint8Array): Promise<void> {
-    const rows = await db<{ c: string; e: string }[]>`
+    const rows = await db<{ k: number }[]>`
       UPDATE event_dedup d SET batch_id = ${s.batchId}
       FROM unnest(${held.map((h) => s.customers[h.k])}::uuid[], ${held.map((h) => s.externals[h.k])}::text[],
-        ${held.map((h) => h.owner)}::uuid[]) AS u(c, e, o)
+        ${held.map((h) => h.owner)}::uuid[], ${held.map((h) => h.k)}::int[]) AS u(c, e, o, k)
       WHERE d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e AND d.batch_id = u.o
-      RETURNING d.customer_id::text AS c, d.external_id AS e`;
-    for (const r of rows) fresh[s.index.get(`${r.c} ${r.e}`)!] = 1;
+      RETURNING u.k`;
+    for (const r of rows) fresh[r.k] = 1;
   }
 
   /** Until one of `owners` ends its reservation (notified), or `ms` passes. */

@@ -32,8 +32,6 @@ export interface PreparedB {
   /** Distinct (customer_id, external_id) pairs of the valid events, first occurrence first. */
   keyCustomers: string[];
   keyExternal: string[];
-  /** `${customer_id} ${external_id}` → index of the pair; absent when no event had an external_id. */
-  keyIndex?: Map<string, number>;
   /** Rows that repeat a key seen earlier in the same batch: silently ignored, never stored. */
   inBatchDuplicates: number;
 }
@@ -197,7 +195,6 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
     rowKey: Int32Array.from(rowKey),
     keyCustomers,
     keyExternal,
-    keyIndex: keys,
     inBatchDuplicates,
   };
 }

@@ -49,7 +49,6 @@ const keySet = (r: StoreRequest): KeySet => ({
   batchId: r.msgId,
   customers: r.prepared.keyCustomers,
   externals: r.prepared.keyExternal,
-  index: r.prepared.keyIndex!,
 });
 
 /** A request checked and charged, its rows ready to publish. */

@@ -98,7 +98,6 @@ function request(externalIds: string[], subject = `res.${tenantId}`): StoreReque
     rowKey: Int32Array.from(rows.keys()),
     keyCustomers: externalIds.map(() => customer),
     keyExternal: externalIds,
-    keyIndex: new Map(externalIds.map((x, i) => [`${customer} ${x}`, i])),
     inBatchDuplicates: 0,
   };
   return {
