@@ -113,11 +113,14 @@ export class Resolver {
     }
     const view: CustomerView = { has: (id) => c.ids.has(id), byExternal: (src, ext) => c.ext.get(src)?.get(ext) };
     if (wantIds.length === 0 && wantSrc.length === 0) return view;
+    // Two branches, each on its own index: with OR the planner reads every customer of the workspace.
     const rows = await this.sql<{ id: string; external_source: string; external_id: string | null }[]>`
       SELECT id::text, external_source, external_id FROM customers
+      WHERE tenant_id = ${tenantId} AND deleted_at IS NULL AND id = ANY(${wantIds}::uuid[])
+      UNION ALL
+      SELECT id::text, external_source, external_id FROM customers
       WHERE tenant_id = ${tenantId} AND deleted_at IS NULL
-        AND (id = ANY(${wantIds}::uuid[])
-             OR (external_source, external_id) IN (SELECT * FROM unnest(${wantSrc}::text[], ${wantExt}::text[])))`;
+        AND (external_source, external_id) IN (SELECT * FROM unnest(${wantSrc}::text[], ${wantExt}::text[]))`;
     const until = now + this.opts.negativeTtlMs;
     for (const id of wantIds) c.missing.set(id, until);
     for (let i = 0; i < wantSrc.length; i++) if (setIn(c.missingExt, wantSrc[i], wantExt[i], until)) c.extEntries++;
