@@ -10,7 +10,7 @@ import { Publisher } from '../../ingest/publisher.js';
 import { DailyQuota, parseQuotas } from '../../ingest/quota.js';
 import type { PreparedB } from '../../ingest/surface-b/events.js';
 import { SurfaceBStore, type StoreRequest, type StoreResult } from '../../ingest/surface-b/store.js';
-import type { EventRow } from '../../schemas/rows.js';
+import { sampleEventRow } from '../helpers/rows.js';
 import { bootstrap, closeDb, privateNats, urls } from '../helpers/stack.js';
 
 // Surface B's deduplication reservations (ingest/surface-b/dedup.ts), against the test stack's
@@ -66,29 +66,14 @@ const customer = randomUUID();
 /** A request of one event per external id, all of one customer; `subject` outside the stream makes its publish fail. */
 function request(externalIds: string[], subject = `res.${tenantId}`): StoreRequest {
   const batchId = uuidv7();
-  const rows = externalIds.map(
-    (x, i): EventRow => ({
+  const rows = externalIds.map((x, i) =>
+    sampleEventRow(i, {
       tenant_id: tenantId,
       customer_id: customer,
-      event_name: 'reserved',
-      ts: 1_764_000_000 + i,
-      ts_ms: 0,
       event_id: uuidv7(),
       batch_id: batchId,
-      received_at: 1_764_000_000,
-      external_customer_id: '',
-      external_source: 'internal',
-      user_id: '',
-      product_id: '',
-      product_code: '',
       surface: 'b',
       external_id: x,
-      properties: '',
-      prop_keys: [],
-      prop_values: [],
-      user_email: '',
-      user_external_id: '',
-      prop_kinds: '',
     }),
   );
   const prepared: PreparedB = {

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { BufferPool } from '../../lib/buffer-pool.js';
+import { sampleEventRow } from '../helpers/rows.js';
 import { decodeRows, RowBinaryWriter, ROW_BINARY_V2, columnsOf } from '../../lib/row-binary.js';
 
 t.test('a buffer given back is handed out again, once, to a request of its size class', async (t) => {
@@ -40,29 +41,7 @@ t.test('a writer that outgrows its pooled buffer hands it back and keeps every r
   const w = new RowBinaryWriter(1024, pool);
   const first = pool.take(1024);
   pool.give(first);
-  const row = {
-    tenant_id: '0190f3a2-7b1c-7d4e-8f00-123456789abc',
-    customer_id: 'ffffffff-0000-4000-8000-00000000000a',
-    event_name: 'feature',
-    ts: 1_764_000_000,
-    ts_ms: 1,
-    event_id: '0190f3a2-7b1c-7d4e-8f00-000000000001',
-    batch_id: '0190f3a2-7b1c-7d4e-8f00-000000000000',
-    received_at: 1_764_000_100,
-    external_customer_id: 'x'.repeat(300),
-    external_source: 'internal',
-    user_id: 'u1',
-    product_id: '',
-    product_code: '',
-    surface: 'a',
-    external_id: '',
-    properties: '',
-    prop_keys: [],
-    prop_values: [],
-    user_email: '',
-    user_external_id: '',
-    prop_kinds: '',
-  };
+  const row = sampleEventRow(0, { external_customer_id: 'x'.repeat(300) });
   for (let i = 0; i < 20; i++) w.row(columns, { ...row, ts_ms: i });
   const out = w.take();
   t.ok(out.length > 4096, 'past the largest class');

@@ -9,37 +9,14 @@ import {
   RowBinaryWriter,
   rowSpans,
 } from '../../lib/row-binary.js';
-import type { EventRow } from '../../schemas/rows.js';
+import { sampleEventRow } from '../helpers/rows.js';
 
 /** What a string reads back as once written as UTF-8: a lone surrogate becomes U+FFFD. */
 const utf8 = (s: string) => Buffer.from(s).toString('utf8');
 
 const columns = columnsOf(ROW_BINARY_V2, 'events');
 
-const row = (i: number, over: Partial<EventRow> = {}): EventRow => ({
-  tenant_id: '0190f3a2-7b1c-7d4e-8f00-123456789abc',
-  customer_id: 'FFFFFFFF-0000-4000-8000-00000000000A',
-  event_name: `feature_${i}`,
-  ts: 1_764_000_000 + i,
-  ts_ms: i % 1000,
-  event_id: `0190f3a2-7b1c-7d4e-8f00-${i.toString(16).padStart(12, '0')}`,
-  batch_id: '0190f3a2-7b1c-7d4e-8f00-000000000000',
-  received_at: 1_764_000_100,
-  external_customer_id: 'cust-000001',
-  external_source: 'internal',
-  user_id: 'u1',
-  product_id: '',
-  product_code: '',
-  surface: 'a',
-  external_id: '',
-  properties: '',
-  prop_keys: [],
-  prop_values: [],
-  user_email: '',
-  user_external_id: '',
-  prop_kinds: '',
-  ...over,
-});
+const row = sampleEventRow;
 
 t.test('a UUID goes as two little-endian halves and reads back in lowercase', async (t) => {
   const w = new RowBinaryWriter(4);

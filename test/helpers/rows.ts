@@ -1,0 +1,27 @@
+import type { EventRow } from '../../schemas/rows.js';
+
+/** A csp.events row numbered `i` (its name, time and event id follow the number), with `over` on top. */
+export const sampleEventRow = (i: number, over: Partial<EventRow> = {}): EventRow => ({
+  tenant_id: '0190f3a2-7b1c-7d4e-8f00-123456789abc',
+  customer_id: 'FFFFFFFF-0000-4000-8000-00000000000A',
+  event_name: `feature_${i}`,
+  ts: 1_764_000_000 + i,
+  ts_ms: i % 1000,
+  event_id: `0190f3a2-7b1c-7d4e-8f00-${i.toString(16).padStart(12, '0')}`,
+  batch_id: '0190f3a2-7b1c-7d4e-8f00-000000000000',
+  received_at: 1_764_000_100,
+  external_customer_id: 'cust-000001',
+  external_source: 'internal',
+  user_id: 'u1',
+  product_id: '',
+  product_code: '',
+  surface: 'a',
+  external_id: '',
+  properties: '',
+  prop_keys: [],
+  prop_values: [],
+  user_email: '',
+  user_external_id: '',
+  prop_kinds: '',
+  ...over,
+});
