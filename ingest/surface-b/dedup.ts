@@ -1,4 +1,5 @@
 import type { Sql } from '../../lib/pg.js';
+import { ApiError } from '../../lib/problem.js';
 
 /**
  * Surface B's deduplication keys, (customer_id, external_id), recorded in PostgreSQL
@@ -94,7 +95,12 @@ export class DedupKeys {
       const live = held.filter((h) => !h.expired);
       if (live.length) {
         if (Date.now() - started > this.o.maxWaitMs)
-          throw new Error(`deduplication keys still held by requests in flight after ${this.o.maxWaitMs} ms`);
+          throw new ApiError(
+            'service_unavailable',
+            'Events of this request share external_ids with another request that is still being stored; nothing of this request was stored. Retry shortly.',
+            undefined,
+            [['Retry-After', '1']],
+          );
         await this.wait(new Set(live.map((h) => h.owner)), waitMs);
         waitMs = Math.min(200, waitMs * 2);
         waited = true;
