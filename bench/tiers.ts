@@ -144,7 +144,9 @@ export async function startTier(
   let out = '';
   const t0 = performance.now();
   // e.g. BENCH_INGEST_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile a tier under load.
-  const nodeArgs = (process.env[`BENCH_${name.toUpperCase()}_NODE_ARGS`] ?? '').split(' ').filter(Boolean);
+  const nodeArgs = (process.env[`BENCH_${name.toUpperCase().replace('-', '_')}_NODE_ARGS`] ?? '')
+    .split(' ')
+    .filter(Boolean);
   const proc = spawn(process.execPath, [...nodeArgs, script], {
     env: { ...process.env, LOG_LEVEL: 'warn', ...env, [portEnv]: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
