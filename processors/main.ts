@@ -82,7 +82,7 @@ export const ProcessorsConfig = Type.Object({
   }),
   WRITER_PULL_BYTES: Type.Integer({
     minimum: 65536,
-    default: 16 * 1024 * 1024,
+    default: 4 * 1024 * 1024,
     description: 'Bytes requested from JetStream per pull.',
   }),
   CLICKHOUSE_TIMEOUT_MS: Type.Integer({ minimum: 1000, default: 60_000, description: 'ClickHouse request timeout.' }),
