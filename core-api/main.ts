@@ -6,7 +6,7 @@ import { connectNats } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
 import { SharedRateLimiter } from '../lib/rate-limit.js';
 import { onShutdown, supervise } from '../lib/lifecycle.js';
-import { loadUws, type ListenSocket } from '../lib/http/uws.js';
+import { listenOrExit, loadUws } from '../lib/http/uws.js';
 import { drain, traffic as newTraffic } from '../lib/http/traffic.js';
 import { buildRoutes } from './app.js';
 import { MAX_CACHE_TTL_MS } from '../schemas/core/analytics.js';
@@ -243,14 +243,7 @@ async function serve(): Promise<void> {
     ready: () => dbOk && !nc.isClosed(),
   });
 
-  const listenSocket = await new Promise<ListenSocket>((resolve, reject) => {
-    app.listen(cfg.API_HOST, cfg.API_PORT, (s) =>
-      s ? resolve(s) : reject(new Error(`cannot listen on ${cfg.API_HOST}:${cfg.API_PORT}`)),
-    );
-  }).catch((err: Error) => {
-    log.fatal(err.message);
-    process.exit(1);
-  });
+  const listenSocket = await listenOrExit(app, cfg.API_HOST, cfg.API_PORT, log);
   runner.start();
   housekeeping.start();
   log.info({ host: cfg.API_HOST, port: cfg.API_PORT }, 'core-api listening');

@@ -3,7 +3,7 @@ import { connectNats, subjects, tenantOfSubject } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
 import { SharedRateLimiter } from '../lib/rate-limit.js';
 import { announceListening, onRebalance, onShutdown } from '../lib/lifecycle.js';
-import { loadUws, type ListenSocket } from '../lib/http/uws.js';
+import { listenOrExit, loadUws } from '../lib/http/uws.js';
 import { ingestApp } from './app.js';
 import { drain, rebalance, traffic as newTraffic } from '../lib/http/traffic.js';
 import { IngestionKeys } from './keys.js';
@@ -133,14 +133,7 @@ export async function serve(
     { ready: () => !nc.isClosed(), metrics },
   );
 
-  const listenSocket = await new Promise<ListenSocket>((resolve, reject) => {
-    app.listen(cfg.INGEST_HOST, cfg.INGEST_PORT, (s) =>
-      s ? resolve(s) : reject(new Error(`cannot listen on ${cfg.INGEST_HOST}:${cfg.INGEST_PORT}`)),
-    );
-  }).catch((err: Error) => {
-    log.fatal(err.message);
-    process.exit(1);
-  });
+  const listenSocket = await listenOrExit(app, cfg.INGEST_HOST, cfg.INGEST_PORT, log);
   log.info({ host: cfg.INGEST_HOST, port: cfg.INGEST_PORT }, 'ingest listening');
   onRebalance(() => rebalance(traffic));
   announceListening();

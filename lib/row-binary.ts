@@ -86,7 +86,11 @@ export class RowBinaryWriter {
     /** Where the buffers come from (lib/buffer-pool.ts); whoever takes the rows gives them back. */
     private readonly pool?: BufferPool,
   ) {
-    this.buf = pool ? pool.take(initialBytes) : Buffer.allocUnsafe(initialBytes);
+    this.buf = this.alloc(initialBytes);
+  }
+
+  private alloc(bytes: number): Buffer {
+    return this.pool ? this.pool.take(bytes) : Buffer.allocUnsafe(bytes);
   }
 
   get length(): number {
@@ -103,8 +107,7 @@ export class RowBinaryWriter {
 
   private room(n: number): void {
     if (this.at + n <= this.buf.length) return;
-    const size = Math.max(this.buf.length * 2, this.at + n, this.initialBytes);
-    const next = this.pool ? this.pool.take(size) : Buffer.allocUnsafe(size);
+    const next = this.alloc(Math.max(this.buf.length * 2, this.at + n, this.initialBytes));
     this.buf.copy(next, 0, 0, this.at);
     this.pool?.give(this.buf);
     this.buf = next;

@@ -16,9 +16,8 @@ import { ApiError } from '../../lib/problem.js';
  *   The next request takes the key over and stores the event: a copy too many if the dead
  *   process's publish had gone through, never a lost event.
  *
- * A request thus holds no row lock across its publish, and requests of the same workspace that
- * share keys no longer wait for each other's PubAck and commit in a chain; they wait only for
- * the outcome of the keys they share.
+ * A request thus holds no row lock, transaction or connection across its publish; one that
+ * shares keys with a request in flight waits for that request's outcome, holding nothing itself.
  */
 
 /** The notification channel: payload, the batch id whose reservation ended. */
@@ -173,13 +172,12 @@ export class DedupKeys {
         SELECT ${s.tenantId}::uuid, c, e, ${s.batchId}::uuid FROM u ORDER BY e, c
         ON CONFLICT DO NOTHING
         RETURNING customer_id, external_id
-      )
+      ),
+      rest AS (SELECT * FROM u WHERE NOT EXISTS (SELECT 1 FROM ins i WHERE i.customer_id = u.c AND i.external_id = u.e))
       SELECT u.k, d.customer_id IS NULL AS unseen, p.batch_id IS NOT NULL AS held, d.batch_id::text AS owner,
         p.expires_at <= now() AS expired
-      FROM u
-      LEFT JOIN ins i ON i.customer_id = u.c AND i.external_id = u.e
-      ${this.owners(db, s, 'i.customer_id IS NULL AND')}
-      WHERE i.customer_id IS NULL`;
+      FROM rest AS u
+      ${this.owners(db, s)}`;
     for (const k of ks) fresh[k] = 1;
     const held: Held[] = [];
     const unseen: number[] = [];
@@ -196,7 +194,7 @@ export class DedupKeys {
     const rows = await db<{ k: number; owner: string | null; expired: boolean | null }[]>`
       SELECT u.k, d.batch_id::text AS owner, p.expires_at <= now() AS expired
       FROM unnest(${ks.map((k) => s.customers[k])}::uuid[], ${ks.map((k) => s.externals[k])}::text[], ${ks}::int[]) AS u(c, e, k)
-      ${this.owners(db, s, '')}
+      ${this.owners(db, s)}
       WHERE d.customer_id IS NULL OR p.batch_id IS NOT NULL`;
     const held: Held[] = [];
     const gone: number[] = [];
@@ -211,11 +209,11 @@ export class DedupKeys {
    * Joins each key `u` (c, e) to its row `d` and its owner's reservation `p`, one index look-up
    * each (LATERAL: a plain join lets the planner scan every key of the workspace instead).
    */
-  private owners(db: Sql, s: KeySet, when: '' | 'i.customer_id IS NULL AND') {
+  private owners(db: Sql, s: KeySet) {
     return db`
       LEFT JOIN LATERAL (
         SELECT d.customer_id, d.batch_id FROM event_dedup d
-        WHERE ${db.unsafe(when)} d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e
+        WHERE d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e
       ) d ON true
       LEFT JOIN LATERAL (SELECT p.batch_id, p.expires_at FROM event_dedup_pending p WHERE p.batch_id = d.batch_id) p ON true`;
   }

@@ -1,11 +1,22 @@
 import { createRequire } from 'node:module';
 import { isUtf8 } from 'node:buffer';
 import type * as UWS from 'uWebSockets.js';
+import type { Logger } from '../logger.js';
 
 export type HttpResponse = UWS.HttpResponse;
 export type HttpRequest = UWS.HttpRequest;
 export type TemplatedApp = UWS.TemplatedApp;
 export type ListenSocket = UWS.us_listen_socket;
+
+/** Listens on host:port; a tier that cannot (the port taken, say) logs why and exits with status 1. */
+export function listenOrExit(app: TemplatedApp, host: string, port: number, log: Logger): Promise<ListenSocket> {
+  return new Promise<ListenSocket>((resolve, reject) => {
+    app.listen(host, port, (s) => (s ? resolve(s) : reject(new Error(`cannot listen on ${host}:${port}`))));
+  }).catch((err: Error) => {
+    log.fatal(err.message);
+    process.exit(1);
+  });
+}
 
 /**
  * Loads the native uWebSockets.js binary. The package silently falls back to a slow pure-JS
