@@ -68,7 +68,7 @@ export class ClickHouse {
   }
 
   private async each<T>(attempt: (c: ClickHouseClient) => Promise<T>): Promise<T> {
-    return this.endpoints.each((u) => attempt(this.clients.get(u)!));
+    return this.endpoints.each((u) => attempt(this.client(u)));
   }
 
   /**
@@ -87,7 +87,7 @@ export class ClickHouse {
         : `${this.database}.${table} ${insertColumns(format, table as SinkTable)} FORMAT RowBinary`;
     const url = this.endpoints.order()[0];
     try {
-      const res = await this.clients.get(url)!.exec({
+      const res = await this.client(url).exec({
         query: `INSERT INTO ${into}`,
         values: Readable.from(Buffer.isBuffer(body) ? [body] : body),
         query_id: queryId,
@@ -110,6 +110,22 @@ export class ClickHouse {
 
   async command(query: string): Promise<void> {
     await this.each((c) => c.command({ query }));
+  }
+
+  /** Rows from one server of the list (`url` of `endpoints.urls`): what a server's system tables say. */
+  async rowsAt<T>(url: string, query: string): Promise<T[]> {
+    return (await this.client(url).query({ query, format: 'JSONEachRow' })).json<T>();
+  }
+
+  /** A statement on one server of the list: for what acts on that server alone. */
+  async commandAt(url: string, query: string): Promise<void> {
+    await this.client(url).command({ query });
+  }
+
+  private client(url: string): ClickHouseClient {
+    const c = this.clients.get(url);
+    if (!c) throw new Error(`${url} is not one of CLICKHOUSE_URL's endpoints`);
+    return c;
   }
 
   async close(): Promise<void> {

@@ -4,17 +4,12 @@ import type { Logger } from '../../lib/logger.js';
 import { tenantOfSubject } from '../../lib/nats.js';
 import { type ClickHouse, chErrorCode } from '../clickhouse.js';
 import { batchIdOf, rowsOf, withoutRows } from './payload.js';
+import { detachUnregisteredParts } from './unregistered-parts.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** ClickHouse's UNKNOWN_STATUS_OF_INSERT: a replicated insert lost ZooKeeper while committing. */
 const UNKNOWN_STATUS_OF_INSERT = 319;
-/**
- * How long a part of unknown status may stay visible on the replica that wrote it before that
- * replica keeps it (it reached ZooKeeper) or detaches it (it did not): ClickHouse checks such a
- * part 5 minutes after writing it (MAX_AGE_OF_LOCAL_PART_THAT_WASNT_ADDED_TO_ZOOKEEPER); a margin.
- */
-export const UNKNOWN_STATUS_SETTLE_MS = 330_000;
 
 /** What to do with each message of a batch before inserting it. */
 export interface Verdict {
@@ -46,14 +41,12 @@ export interface ReconcileDeps {
  * - a suspect batch (redelivered, republished, or retried after a failed insert) is checked
  *   `thorough`ly: first wait for writer inserts still running in ClickHouse that no live request
  *   of this process owns (a killed writer's, or ours that timed out while ClickHouse went on),
- *   then count the rows in the table itself rather than the ledger;
+ *   then, on a cluster, have parts that ZooKeeper never registered detached (an insert of unknown
+ *   status), then count the rows in the table itself rather than the ledger;
  * - a partly stored message (an insert cut off between its partitions) is completed by inserting
  *   only its missing rows. Rows once stored are never deleted, so a view never counts a row twice.
  */
 export class Reconciler {
-  /** Until then a thorough count could see rows that ClickHouse will still drop (see insertFailed). */
-  private settleUntil = 0;
-
   constructor(
     private readonly table: 'events' | 'billing_events',
     private readonly d: ReconcileDeps,
@@ -68,8 +61,9 @@ export class Reconciler {
       else first.set(id, m);
     }
     if (thorough) {
-      await this.awaitUnknownStatus();
       await this.awaitForeignInserts();
+      // After the inserts it waited for: one of them may have ended in an unknown status.
+      await detachUnregisteredParts(this.d.ch, this.table, this.d.log);
     }
     const ids = [...first.keys()];
     const counts = thorough ? await this.countInTable(ids, tenantsOf(batch)) : await this.countInLedger(ids);
@@ -91,35 +85,28 @@ export class Reconciler {
 
   /**
    * Told of every failed insert. An insert into a replicated table whose commit lost ZooKeeper
-   * (unknown status) leaves its part visible on the replica that wrote it, and that replica drops
-   * the part five minutes later if the commit did not reach ZooKeeper: a count taken before then
-   * could call the batch stored and its rows vanish after the acknowledgement. So thorough counts
-   * wait until ClickHouse has settled such a part (about five minutes; new batches go on). When
-   * the unknown status came from a view ("while pushing to view …"), the table's own part was
-   * committed before the views ran; that view's rows of the batch are kept or dropped by the same
-   * rule and the views after it never got them: the rollups, not the events, may then miss those
-   * rows (docs/cluster.md says how to rebuild them). Logged as an error with the batch ids.
+   * (unknown status) leaves a part that ZooKeeper may or may not know; the retry is thorough, and a
+   * thorough count first has such parts detached (unregistered-parts.ts), so it never counts rows
+   * that vanish later. When the unknown status came from a view ("while pushing to view …"), the
+   * table's own part was committed before the views ran; that view's rows of the batch are kept or
+   * dropped by the same rule and the views after it never got them: the rollups, not the events,
+   * may then miss those rows (docs/cluster.md says how to rebuild them). Logged as an error with
+   * the batch ids.
    */
   insertFailed(err: unknown, batch: JsMsg[]): void {
     if (chErrorCode(err) !== UNKNOWN_STATUS_OF_INSERT) return;
     const message = String((err as Error)?.message ?? err);
     const view = /while pushing to view (\S+?)[.:,]?\s/.exec(message)?.[1];
-    if (view) {
+    if (view)
       this.d.log.error(
         { table: this.table, view, batches: batch.map(batchIdOf) },
         'insert of unknown status in a view: the rollups may miss these batches',
       );
-      return;
-    }
-    this.d.log.warn(
-      { table: this.table },
-      'insert of unknown status: suspect batches wait until ClickHouse settles it',
-    );
-    this.settleUntil = Date.now() + UNKNOWN_STATUS_SETTLE_MS;
-  }
-
-  private async awaitUnknownStatus(): Promise<void> {
-    while (Date.now() < this.settleUntil) await sleep(Math.min(1000, this.settleUntil - Date.now()));
+    else
+      this.d.log.warn(
+        { table: this.table, batches: batch.length },
+        'insert of unknown status: the retry first detaches its part if ZooKeeper never registered it',
+      );
   }
 
   /** Partly stored messages: keep only the rows whose event_id is not in the table yet. */

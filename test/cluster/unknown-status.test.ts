@@ -1,0 +1,170 @@
+import { execFileSync } from 'node:child_process';
+import { connect, type JsMsg } from 'nats';
+import t from 'tap';
+import { createLogger } from '../../lib/logger.js';
+import { STREAM_EVENTS, subjects } from '../../lib/nats.js';
+import { FORMAT_HEADER, formatOf } from '../../lib/row-binary.js';
+import { ClickHouse } from '../../processors/clickhouse.js';
+import { body } from '../../processors/writer/payload.js';
+import { Reconciler } from '../../processors/writer/reconcile.js';
+import { bootstrap, post, profile, seed, startTier, urls, waitFor } from '../helpers/stack.js';
+
+/**
+ * An insert whose commit lost ZooKeeper (code 319, "unknown status") leaves its part visible on
+ * the replica that wrote it. When the commit never reached ZooKeeper, ClickHouse 18.16 drops that
+ * part at some later time (its five-minute check only runs when something wakes it): a count that
+ * saw the rows in between would acknowledge a batch that then vanishes.
+ *
+ * The state is made exactly: a request's rows are inserted on one replica while its peer fetches
+ * nothing, and the part's node is removed from ZooKeeper, as if the commit had been lost. The
+ * writer's retry of that batch (a thorough reconcile) must then find it not stored, having had the
+ * part detached, and its insert must leave each replica with the rows exactly once.
+ */
+if (profile.name !== 'cluster') {
+  t.pass('cluster suite skipped: it runs against the cluster profile (npm run test:cluster)');
+} else {
+  const servers = urls.CLICKHOUSE_URL.split(',');
+  const at = async <T>(url: string, query: string): Promise<T[]> => {
+    const res = await fetch(`${url}/?database=csp`, { method: 'POST', body: `${query} FORMAT JSONEachRow` });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`${url}: ${text}`);
+    return text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as T);
+  };
+  const run = async (url: string, query: string) => {
+    const res = await fetch(url, { method: 'POST', body: query });
+    if (!res.ok) throw new Error(`${url}: ${await res.text()}`);
+  };
+  const zkDelete = (path: string) =>
+    execFileSync(
+      'java',
+      [
+        '-cp',
+        '/usr/share/java/zookeeper.jar',
+        'org.apache.zookeeper.ZooKeeperMain',
+        '-server',
+        `127.0.0.1:${profile.zookeeperPort}`,
+        'deleteall',
+        path,
+      ],
+      { stdio: 'ignore' },
+    );
+
+  t.test('a part ZooKeeper never registered is detached before a retry counts its batch', async (t) => {
+    const ws = await bootstrap();
+    await seed(ws.tenant_id, 3);
+    const nc = await connect({ servers: urls.NATS_URL.split(',') });
+    t.teardown(() => nc.close());
+    const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '1' });
+    const send = async (n: number) => {
+      const events = Array.from({ length: n }, (_, i) => ({
+        event_name: 'login',
+        external_customer_id: `cust-00000${(i % 3) + 1}`,
+        timestamp: new Date(Date.now() - i * 1000).toISOString(),
+        properties: { i },
+      }));
+      const res = await post(`${ingest.url}/v1/ingest/events`, { events }, { 'x-api-key': ws.ingestion_key });
+      t.equal(res.status, 202, `a request of ${n} events accepted`);
+    };
+    // An earlier, registered request of the workspace: the lost part stays a small share of the
+    // replica (a table whose unknown parts hold most of its rows refuses to restart).
+    for (let i = 0; i < 4; i++) await send(100);
+    await send(10);
+    await ingest.stop();
+
+    const js = nc.jetstream();
+    const consumer = await js.consumers.get(STREAM_EVENTS, { filterSubjects: subjects.usage(ws.tenant_id) });
+    const messages: JsMsg[] = [];
+    for (let i = 0; i < 5; i++) messages.push((await consumer.next({ expires: 5000 }))!);
+    const lost = messages.pop()!;
+    t.equal(Number(lost.headers!.get('Cs-Rows')), 10, 'the second request is the batch of 10');
+    const format = formatOf(lost.headers!.get(FORMAT_HEADER))!;
+    const batch = lost.headers!.get('Nats-Msg-Id').toLowerCase();
+
+    // The workspace's shard: where the first request lands, on both replicas.
+    const first = new ClickHouse(servers[0], 'csp', 30_000, profile.chCluster);
+    t.teardown(() => first.close());
+    await first.insert('events', body(messages, format), `probe-filler-${batch}`, format);
+    const counts = async (where: string) =>
+      Promise.all(
+        servers.map(async (u) => {
+          const [r] = await at<{ c: string }>(u, `SELECT count() AS c FROM csp_local.events WHERE ${where}`);
+          return Number(r.c);
+        }),
+      );
+    const shard = await waitFor(
+      'the first request on both replicas of its shard',
+      async () => {
+        const c = await counts(`tenant_id = '${ws.tenant_id}'`);
+        const holders = servers.filter((_, i) => c[i] === 400);
+        return holders.length === 2 && holders;
+      },
+      30_000,
+      200,
+    );
+    const [writer, peer] = shard;
+    await run(peer, 'SYSTEM STOP FETCHES csp_local.events');
+    t.teardown(() => run(peer, 'SYSTEM START FETCHES csp_local.events'));
+
+    // The batch's rows on one replica only, then its part forgotten by ZooKeeper.
+    const direct = new ClickHouse(writer, 'csp_local', 30_000);
+    t.teardown(() => direct.close());
+    await run(writer, 'SYSTEM STOP MERGES csp_local.events');
+    t.teardown(() => run(writer, 'SYSTEM START MERGES csp_local.events'));
+    await direct.insert('events', body([lost], format), `probe-lost-${batch}`, format);
+    const [{ part }] = await at<{ part: string }>(
+      writer,
+      `SELECT DISTINCT _part AS part FROM csp_local.events WHERE batch_id = '${batch}'`,
+    );
+    const [{ path }] = await at<{ path: string }>(
+      writer,
+      `SELECT replica_path AS path FROM system.replicas WHERE database = 'csp_local' AND table = 'events'`,
+    );
+    zkDelete(`${path}/parts/${part}`);
+    const byBatch = `batch_id = '${batch}'`;
+    const before = await counts(byBatch);
+    t.same(
+      [before[servers.indexOf(writer)], before[servers.indexOf(peer)]],
+      [10, 0],
+      'before: the rows are visible on the replica that wrote them, and only there',
+    );
+
+    const all = new ClickHouse(urls.CLICKHOUSE_URL, 'csp', 30_000, profile.chCluster);
+    t.teardown(() => all.close());
+    const reconciler = new Reconciler('events', {
+      ch: all,
+      log: createLogger('test', 'silent'),
+      running: new Set(),
+    });
+    const v = await reconciler.classify([lost], true);
+    t.equal(v.stored.length, 0, 'the retry does not call the batch stored');
+    t.equal(v.insert.length, 1, 'the retry inserts the batch');
+    const [active] = await at<{ c: string }>(
+      writer,
+      `SELECT count() AS c FROM system.parts WHERE database = 'csp_local' AND table = 'events' AND name = '${part}' AND active`,
+    );
+    t.equal(Number(active.c), 0, `the unregistered part ${part} is no longer active on its replica`);
+    const [{ c: gone }] = await at<{ c: string }>(writer, `SELECT count() AS c FROM csp_local.events WHERE ${byBatch}`);
+    t.equal(Number(gone), 0, 'its rows are no longer visible');
+
+    await first.insert('events', body(v.insert, format), `probe-retry-${batch}`, format);
+    await run(peer, 'SYSTEM START FETCHES csp_local.events');
+    await waitFor(
+      'the retried batch on both replicas',
+      async () => (await counts(byBatch)).filter((c) => c > 0).length === 2,
+      30_000,
+      200,
+    );
+    for (const u of shard) {
+      const [r] = await at<{ c: string; u: string }>(
+        u,
+        `SELECT count() AS c, uniqExact(event_id) AS u FROM csp_local.events WHERE ${byBatch}`,
+      );
+      t.same([Number(r.c), Number(r.u)], [10, 10], `${u}: the batch's 10 rows, each once`);
+    }
+    const again = await reconciler.classify([lost], true);
+    t.equal(again.stored.length, 1, 'a later retry finds the batch stored');
+  });
+}
