@@ -1,5 +1,6 @@
 import { connect, type NatsConnection } from 'nats';
 import type { Logger } from './logger.js';
+import { writeFramesUncopied } from './nats-frames.js';
 
 /**
  * Connects with unlimited reconnects, logging connection state changes. `url` is one server or
@@ -15,6 +16,7 @@ export async function connectNats(url: string, name: string, log: Logger): Promi
     pingInterval: 10_000,
     noAsyncTraces: true,
   });
+  if (!writeFramesUncopied(nc)) log.warn('nats.js internals changed: publishes are copied once more before writing');
   void (async () => {
     for await (const s of nc.status()) {
       if (s.type === 'disconnect' || s.type === 'reconnect' || s.type === 'error')
