@@ -16,6 +16,8 @@ export interface LoadResult {
   latency: LatencySummary;
   /** Accepted events per second, second by second. */
   perSecond: number[];
+  /** The p99 latency of each second's requests, in ms. */
+  perSecondP99Ms: number[];
   /** [epoch ms, cumulative accepted events], every ~50 ms: when each event was acknowledged. */
   timeline: Array<[number, number]>;
   targetEventsPerSec?: number;
@@ -38,6 +40,7 @@ export class Meter {
   private windowAccepted = 0;
   private readonly status: Record<string, number> = {};
   private readonly perSecond: number[] = [];
+  private readonly perSecondP99Ms: number[] = [];
   private readonly timeline: Array<[number, number]> = [];
   private started = 0;
   private ended = 0;
@@ -83,6 +86,7 @@ export class Meter {
   private tick(): void {
     const t = Math.round((performance.now() - this.started) / 1000);
     this.perSecond.push(this.windowAccepted);
+    if (this.window.total) this.perSecondP99Ms.push(this.window.quantile(0.99) / 1000);
     const w = this.window;
     const line = `${this.label.padEnd(14)} ${String(t).padStart(3)}/${this.durationS}s  ${fmt(this.windowAccepted).padStart(9)} ev/s  ${fmt(w.total).padStart(6)} req/s  p50 ${(w.quantile(0.5) / 1000).toFixed(1).padStart(5)} ms  p99 ${(w.quantile(0.99) / 1000).toFixed(1).padStart(6)} ms  in-flight ${String(this.inflight()).padStart(4)}  errors ${this.errors}`;
     process.stderr.write(process.stderr.isTTY ? `\r${line}` : `${line}\n`);
@@ -111,6 +115,7 @@ export class Meter {
       bytesPerSec: Math.round(this.bytes / s),
       latency: this.total.summary(),
       perSecond: this.perSecond,
+      perSecondP99Ms: this.perSecondP99Ms,
       timeline: this.timeline,
       targetEventsPerSec: this.targetEventsPerSec,
       cpuS: round((cpu.user + cpu.system) / 1e6, 2),

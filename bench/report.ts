@@ -156,7 +156,7 @@ export function rows(s: Stored): Row[] {
     });
     out.push({
       figure: `Surface A, half load (${k(i.half.targetEventsPerSec ?? 0)} events/s offered)`,
-      measured: `${n(i.half.eventsPerSec)} events/s, p50 ${i.half.latency.p50Ms} ms, p99 ${i.half.latency.p99Ms} ms, p99.9 ${i.half.latency.p999Ms} ms, errors ${i.half.errors}`,
+      measured: `${n(i.half.eventsPerSec)} events/s over ${i.half.durationS} s, p50 ${i.half.latency.p50Ms} ms, p99 ${i.half.latency.p99Ms} ms, p99.9 ${i.half.latency.p999Ms} ms, errors ${i.half.errors}; ${secondsWithin(i.half.perSecondP99Ms ?? [], 10)}`,
       target: 'p99 ≤ 10 ms at half of 600k',
       ratio: `p99 ${(i.half.latency.p99Ms / 10).toFixed(2)} × target`,
       bound: boundBy(i.half.usage, ['load']),
@@ -512,4 +512,12 @@ ${table(rows(s))}
 ${notes}
 `;
   fs.writeFileSync(file, md);
+}
+
+/** How the seconds of a run spread: the median of their p99s and how many kept p99 within `ms`. */
+function secondsWithin(p99s: number[], ms: number): string {
+  if (p99s.length === 0) return 'no per-second figures';
+  const sorted = [...p99s].sort((a, b) => a - b);
+  const median = sorted[Math.floor(sorted.length / 2)];
+  return `per second: median p99 ${median.toFixed(1)} ms, ${p99s.filter((p) => p <= ms).length} of ${p99s.length} seconds with p99 ≤ ${ms} ms`;
 }
