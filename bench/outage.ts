@@ -215,9 +215,9 @@ export async function outageScenario(ctx: BenchContext): Promise<OutageResult> {
     const clickhouseStartS = round((performance.now() - spawnedAt) / 1000, 1);
     const drainSampler = watch();
     // Rows of this run's workspaces, not all of csp.events: ClickHouse 18.16 can bring back parts
-    // that TRUNCATE (--empty-event-store) dropped when it restarts, and the total then jumps. A
-    // count over the table (rows only; the batch ids are counted once, at the end), so once a
-    // second rather than ten times.
+    // that a TRUNCATE or dropped partition left outdated when it restarts, and the total then
+    // jumps. A count over the table (rows only; the batch ids are counted once, at the end), so
+    // once a second rather than ten times.
     const poll = new LandedPoller(
       ctx,
       baseRows,

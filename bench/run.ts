@@ -4,6 +4,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect } from 'nats';
 import { connectPg } from '../lib/pg.js';
+import { applyClickhouse } from '../infra/apply.js';
 import { ROOT, stackProfile, stackUrls } from '../infra/stack.js';
 import { ceilings } from './ceilings.js';
 import type { BenchContext, BenchOptions } from './context.js';
@@ -38,7 +39,7 @@ import type { BenchTenant } from './workload.js';
  *   [--playbooks-customers N] [--playbooks-events N] [--playbooks-count N] [--playbooks-kinds condition,…]
  *   [--analytics-customers N] [--analytics-requests N] [--analytics-callers N] [--profile-cpu]
  * Every option also reads from BENCH_<NAME> (e.g. BENCH_DURATION=30, BENCH_PROFILE=test).
- * --empty-event-store (test profile only) empties every csp table in ClickHouse before the run, so
+ * --empty-event-store (test profile only) drops and recreates the csp database in ClickHouse before the run, so
  * that earlier runs' rows (and their background merges) do not weigh on the figures.
  * --profile-cpu writes a V8 CPU profile (.cpuprofile, for Chrome DevTools or speedscope) of every
  * ingest process the run starts, into .data/<profile>/cpu-profiles/<time>/, outside the repository.
@@ -261,7 +262,7 @@ async function main(): Promise<void> {
       now: Date.now(),
     },
   };
-  if (o.emptyEventStore) await emptyEventStore(ch);
+  if (o.emptyEventStore) await emptyEventStore(ch, urls.CLICKHOUSE_URL);
   const m = machine(version('nats-server', ['--version']), (await ch.query('SELECT version()')).trim());
   const file = path.join(ROOT, 'bench', 'results.json');
   const stored: Stored = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')) as Stored) : {};
@@ -338,12 +339,11 @@ main().catch(async (err: unknown) => {
 });
 
 /** TRUNCATE of every csp MergeTree table (views' targets included; the views stay). */
-async function emptyEventStore(ch: ClickHouse): Promise<void> {
-  const tables = (
-    await ch.query(`SELECT name FROM system.tables WHERE database = 'csp' AND engine LIKE '%MergeTree' FORMAT TSV`)
-  )
-    .split('\n')
-    .filter(Boolean);
-  for (const t of tables) await ch.query(`TRUNCATE TABLE csp.${t}`);
-  say(`emptied ${tables.length} csp tables in ClickHouse (--empty-event-store)`);
+async function emptyEventStore(ch: ClickHouse, url: string): Promise<void> {
+  // DROP, not TRUNCATE: ClickHouse 18.16 only marks truncated parts outdated and deletes them minutes
+  // later, and a server restarted before then (the outage scenario) loads them back as active.
+  const tables = Number((await ch.query(`SELECT count() FROM system.tables WHERE database = 'csp'`)).trim());
+  await ch.query('DROP DATABASE IF EXISTS csp');
+  await applyClickhouse(url);
+  say(`dropped the csp database (${tables} tables and views) and created it again (--empty-event-store)`);
 }

@@ -14,6 +14,7 @@ import { Resolver } from './resolver.js';
 import { DailyQuota, type DailyQuotas } from './quota.js';
 import { EventQuery } from './surface-b/query.js';
 import { SurfaceBStore } from './surface-b/store.js';
+import { Ticker } from '../lib/ticker.js';
 import { ApiKeyStore } from '../lib/credentials/api-keys.js';
 import { AuditLog } from '../lib/credentials/audit.js';
 import { Authenticator, RevokedFamilies } from '../lib/credentials/authenticate.js';
@@ -90,6 +91,16 @@ export async function serve(
     log.child({ mod: 'surface-b' }),
   );
   await store.listen();
+  // Every ingest process sweeps now and then; the statements are safe to run concurrently.
+  const sweeper = new Ticker(
+    60_000,
+    async () => {
+      const n = await store.sweepExpired();
+      if (n) log.warn({ reservations: n }, 'released the keys of surface-B requests whose process died');
+    },
+    (err) => log.warn({ err: String((err as Error).message ?? err) }, 'sweeping expired reservations failed'),
+  );
+  sweeper.start(30_000);
   const app = ingestApp(
     uws.App(),
     {
@@ -143,6 +154,7 @@ export async function serve(
     // answer) until requests stop arriving and every one has its PubAck; only then let NATS go.
     uws.us_listen_socket_close(listenSocket);
     await drain(traffic, Date.now() + 10_000);
+    await sweeper.stop();
     await audit.close();
     await nc.drain();
     await sql.end({ timeout: 5 });

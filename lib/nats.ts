@@ -1,5 +1,6 @@
 import { connect, type NatsConnection } from 'nats';
 import type { Logger } from './logger.js';
+import { commaList } from './config.js';
 import { writeFramesUncopied } from './nats-frames.js';
 
 /**
@@ -28,10 +29,7 @@ export async function connectNats(url: string, name: string, log: Logger): Promi
 
 /** NATS_URL's servers: comma-separated, blanks ignored. */
 export function natsServers(url: string): string[] {
-  return url
-    .split(',')
-    .map((u) => u.trim())
-    .filter(Boolean);
+  return commaList(url);
 }
 
 export const STREAM_EVENTS = 'EVENTS';

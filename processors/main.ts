@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import Type from 'typebox';
 import { Piscina } from 'piscina';
-import { configOrExit, loadConfig } from '../lib/config.js';
+import { commaList, configOrExit, loadConfig } from '../lib/config.js';
 import { providersFromEnv } from '../lib/integrations/providers.js';
 import { TokenCipher } from '../lib/integrations/tokens.js';
 import { onShutdown } from '../lib/lifecycle.js';
@@ -313,9 +313,7 @@ const playbooksLog = log.child({ module: 'playbooks' });
 const evaluator = new Evaluator({ sql, ch, log: playbooksLog });
 const playbookRunner = new PlaybookRunner(sql, evaluator, playbooksLog, cfg.PLAYBOOKS_CONCURRENCY);
 const afterRuns = new AfterRuns(playbookRunner, playbooksLog);
-const playbookTenants = cfg.PLAYBOOKS_TENANTS.split(',')
-  .map((x) => x.trim())
-  .filter(Boolean);
+const playbookTenants = commaList(cfg.PLAYBOOKS_TENANTS);
 const playbookSchedule = new LeasedSchedule(
   sql,
   { run: (tenantId, stopping) => playbookRunner.runWorkspace(tenantId, 'schedule', undefined, stopping) },
@@ -365,9 +363,7 @@ const dispatcher = new WebhookDispatcher(webhookSql, sender, webhooksLog, {
   timeoutMs: cfg.WEBHOOK_TIMEOUT_MS,
   retryScheduleMs: cfg.WEBHOOK_RETRY_SCHEDULE.split(',').map((x) => Number(x.trim())),
   disableAfterMs: cfg.WEBHOOK_DISABLE_AFTER_MS,
-  tenants: cfg.WEBHOOK_TENANTS.split(',')
-    .map((x) => x.trim())
-    .filter(Boolean),
+  tenants: commaList(cfg.WEBHOOK_TENANTS),
 });
 const integrationsLog = log.child({ module: 'integrations' });
 const providers = providersFromEnv(process.env);
@@ -409,9 +405,7 @@ const scheduler = new HealthScheduler(
     intervalMs: cfg.HEALTH_RECALC_INTERVAL_MS,
     leaseTtlMs: cfg.HEALTH_LEASE_TTL_MS,
     holder: instance,
-    tenants: cfg.HEALTH_TENANTS.split(',')
-      .map((x) => x.trim())
-      .filter(Boolean),
+    tenants: commaList(cfg.HEALTH_TENANTS),
   },
   (tenantId) => {
     afterRuns.request(tenantId, 'health');
@@ -442,9 +436,7 @@ const materializeSchedule = new LeasedSchedule(
     intervalMs: cfg.METRICS_MATERIALIZE_INTERVAL_MS,
     leaseTtlMs: cfg.METRICS_LEASE_TTL_MS,
     holder: instance,
-    tenants: cfg.METRICS_TENANTS.split(',')
-      .map((x) => x.trim())
-      .filter(Boolean),
+    tenants: commaList(cfg.METRICS_TENANTS),
   },
 );
 const materializeResponder = materializeNowResponder(nc, sql, materializer, metricsLog);

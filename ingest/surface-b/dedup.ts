@@ -144,6 +144,26 @@ export class DedupKeys {
   }
 
   /**
+   * Reservations that expired more than `graceMs` ago belong to requests whose process died; their
+   * keys stay in doubt until a request shares one. Releases them (keys and reservation, one
+   * statement per reservation so no transaction grows large), as a request taking them over would:
+   * a copy too many if that publish had gone through, never a lost event. Returns how many.
+   */
+  async sweep(graceMs: number, limit = 100): Promise<number> {
+    const expired = await this.sql<{ batch_id: string; tenant_id: string }[]>`
+      SELECT batch_id::text, tenant_id::text FROM event_dedup_pending
+      WHERE expires_at < now() - ${graceMs} * interval '1 millisecond' LIMIT ${limit}`;
+    // The keys go only with a reservation still expired (not renewed meanwhile). A scan of the
+    // workspace's keys (batch_id has no index: every insert would pay for one), once per crash.
+    for (const r of expired)
+      await this.sql`
+        WITH p AS (DELETE FROM event_dedup_pending WHERE batch_id = ${r.batch_id} AND expires_at < now() RETURNING batch_id),
+        k AS (DELETE FROM event_dedup WHERE tenant_id = ${r.tenant_id} AND batch_id IN (SELECT batch_id FROM p))
+        SELECT pg_notify(${CHANNEL}, batch_id::text) FROM p`;
+    return expired.length;
+  }
+
+  /**
    * Inserts the keys `ks` owned by this batch (sorted, so that concurrent requests lock shared keys
    * in one order) and marks what went in fresh; of the others, returns those held by a request in
    * flight or in doubt, and those the statement's snapshot cannot see (committed while the insert

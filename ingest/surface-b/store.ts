@@ -91,6 +91,11 @@ export class SurfaceBStore {
     return this.keys.listen();
   }
 
+  /** Releases the keys of requests whose process died, a reservation's length after they expired. */
+  sweepExpired(): Promise<number> {
+    return this.keys.sweep(this.o.reservationMs);
+  }
+
   async store(r: StoreRequest): Promise<StoreResult> {
     const keyed = r.prepared.keyCustomers.length > 0;
     if (!r.idempotency && !r.job) return keyed ? this.reserved(r) : this.send(await this.charge(r, null));

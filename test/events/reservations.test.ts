@@ -181,6 +181,29 @@ t.test('the keys of a request that died before confirming are taken over once it
   t.equal(x.stored + y.stored, 20, `each event once (${x.stored} + ${y.stored})`);
 });
 
+t.test('the sweep releases the keys of requests that died, and only theirs', async (t) => {
+  const dead = uuidv7();
+  const live = uuidv7();
+  await sql`INSERT INTO event_dedup_pending (batch_id, tenant_id, expires_at) VALUES
+    (${dead}, ${tenantId}, now() - interval '5 seconds'), (${live}, ${tenantId}, now() + interval '30 seconds')`;
+  await sql`INSERT INTO event_dedup (tenant_id, customer_id, external_id, batch_id)
+    SELECT ${tenantId}::uuid, ${customer}::uuid, x, ${dead}::uuid FROM unnest(${ids('s', 0, 4)}::text[]) AS x
+    UNION ALL SELECT ${tenantId}::uuid, ${customer}::uuid, x, ${live}::uuid FROM unnest(${ids('s', 4, 8)}::text[]) AS x`;
+  // A grace of one second: the dead reservation expired five seconds ago, the live one not at all.
+  const sweeper = newStore(1000);
+  t.ok((await sweeper.sweepExpired()) >= 1, 'the expired reservation is swept');
+  t.equal(await reservations([dead]), 0, 'its reservation is gone');
+  t.equal(await reservations([live]), 1, 'a live reservation stays');
+  t.same(
+    (await owners(ids('s', 0, 8))).map((o) => o.external_id).sort(),
+    ids('s', 4, 8).sort(),
+    'the dead request’s keys are gone, the live one’s stay',
+  );
+  const r = await store.store(request(ids('s', 0, 4)));
+  t.equal(r.stored, 4, 'a retry of the dead request’s events stores them, without waiting for anything');
+  await sql`DELETE FROM event_dedup_pending WHERE batch_id = ${live}`;
+});
+
 t.test('a request with an Idempotency-Key waits for the keys it shares, inside its transaction', async (t) => {
   const slow = request(ids('f', 0, 10));
   publisher.delays.set(slow.msgId, 300);
