@@ -93,17 +93,20 @@ export async function detachUnregisteredParts(ch: ClickHouse, table: string, log
   await warnOfUnlistedServers(ch, table, replicas.size, log);
 }
 
-let warnedUnlisted = false;
+const comparedListed = new Set<string>();
 
-/** Servers CLICKHOUSE_URL does not name cannot be checked: said once, as an error to act on. */
+/**
+ * Servers CLICKHOUSE_URL does not name cannot be checked: compared once per table and process
+ * (the first check after start), said as an error to act on.
+ */
 async function warnOfUnlistedServers(ch: ClickHouse, table: string, checked: number, log: Logger): Promise<void> {
-  if (warnedUnlisted) return;
+  if (comparedListed.has(table)) return;
   const [r] = await ch.rows<{ n: string }>(
     `SELECT count() AS n FROM ${ch.database}.replicas WHERE database = '${ch.storageDatabase}' AND table = '${table}'
      SETTINGS skip_unavailable_shards = 1`,
   );
+  comparedListed.add(table);
   if (Number(r?.n ?? 0) <= checked) return;
-  warnedUnlisted = true;
   log.error(
     { table, replicas: Number(r.n), listed: checked },
     'CLICKHOUSE_URL does not name every server of the cluster: parts of unknown status on the others go unchecked',

@@ -133,6 +133,15 @@ if (profile.name !== 'cluster') {
 
     const all = new ClickHouse(urls.CLICKHOUSE_URL, 'csp', 30_000, profile.chCluster);
     t.teardown(() => all.close());
+    const ledger = async () => {
+      const [r] = await at<{ n: string }>(
+        writer,
+        `SELECT sum(rows) AS n FROM csp_local.batch_ledger WHERE batch_id = '${batch}' AND tbl = 'events'`,
+      );
+      return Number(r?.n ?? 0);
+    };
+    // The emulated insert fed the views (a real commit of unknown status stops before them).
+    const ledgerBefore = await ledger();
     const reconciler = new Reconciler('events', {
       ch: all,
       log: createLogger('test', 'silent'),
@@ -157,6 +166,8 @@ if (profile.name !== 'cluster') {
       30_000,
       200,
     );
+    await waitFor('the retry in the batch ledger', async () => (await ledger()) === ledgerBefore + 10, 30_000, 200);
+    t.pass('the restarted replica still feeds its materialized views: the ledger counts the retry');
     for (const u of shard) {
       const [r] = await at<{ c: string; u: string }>(
         u,
