@@ -3,10 +3,9 @@ import type { NatsConnection } from 'nats';
 /**
  * nats.js queues each publish's protocol line and payload as separate chunks and, when it flushes,
  * copies them all into one new Uint8Array before writing it to the socket (`DataBuffer.drain`).
- * For the ingest tier that is a fresh allocation the size of every request's rows: tens of MB a
- * second outside V8's heap, which V8 answers with full mark-compact collections every few
- * seconds (the half-load latency tail, bench/RESULTS.md). Writing the chunks to the corked socket
- * instead sends them in one `writev` without the copy.
+ * For the ingest tier that is an allocation and a copy the size of every request's rows, about
+ * 70 MB a second at full load. Writing the chunks to the corked socket instead sends them in one
+ * `writev` without the copy: 2-14 % less ingest CPU per event (bench/RESULTS.md, 26 Nov).
  *
  * This reaches into nats.js internals (`protocol.flushPending`, `protocol.outbound.buffers`,
  * `protocol.transport.socket`, as of nats 2.29). When they are not shaped as expected the

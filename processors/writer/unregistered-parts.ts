@@ -135,7 +135,8 @@ async function unregisteredParts(ch: ClickHouse, url: string, table: string): Pr
     url,
     `SELECT replica_path AS path FROM system.replicas WHERE ${where}`,
   );
-  // Not a replica of this table, or restarting right now (then the next look finds it).
+  // Not a replica of this table, or being restarted right now (by another writer: that restart
+  // detaches such parts; a count meanwhile fails on that server and its batch is retried).
   if (!replica) return none;
   const empty = { ...none, replica: true };
   const active = (extra = '') =>
