@@ -338,7 +338,7 @@ main().catch(async (err: unknown) => {
   process.exit(1);
 });
 
-/** TRUNCATE of every csp MergeTree table (views' targets included; the views stay). */
+/** The csp database dropped and created again from schema.sql: every table and view empty. */
 async function emptyEventStore(ch: ClickHouse, url: string): Promise<void> {
   // DROP, not TRUNCATE: ClickHouse 18.16 only marks truncated parts outdated and deletes them minutes
   // later, and a server restarted before then (the outage scenario) loads them back as active.

@@ -228,7 +228,7 @@ function clickhouseService(node: ClickhouseNode): Service {
   };
 }
 
-const ZOOKEEPER_JAR = '/usr/share/java/zookeeper.jar';
+export const ZOOKEEPER_JAR = '/usr/share/java/zookeeper.jar';
 
 /**
  * Four-letter word `srvr` over ZooKeeper's client port: true once it serves sessions. `ruok`

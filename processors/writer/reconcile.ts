@@ -88,10 +88,10 @@ export class Reconciler {
    * (unknown status) leaves a part that ZooKeeper may or may not know; the retry is thorough, and a
    * thorough count first has such parts detached (unregistered-parts.ts), so it never counts rows
    * that vanish later. When the unknown status came from a view ("while pushing to view …"), the
-   * table's own part was committed before the views ran; that view's rows of the batch are kept or
-   * dropped by the same rule and the views after it never got them: the rollups, not the events,
-   * may then miss those rows (docs/cluster.md says how to rebuild them). Logged as an error with
-   * the batch ids.
+   * table's own part was committed before the views ran; that view's part is left to ClickHouse's
+   * own check (kept or dropped, at a time of its choosing) and the views after it never got the
+   * rows: the rollups, not the events, may then miss them (docs/cluster.md says how to rebuild
+   * them). Logged as an error with the batch ids.
    */
   insertFailed(err: unknown, batch: JsMsg[]): void {
     if (chErrorCode(err) !== UNKNOWN_STATUS_OF_INSERT) return;

@@ -1,8 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { connect, type JsMsg } from 'nats';
 import t from 'tap';
+import { ZOOKEEPER_JAR } from '../../infra/services.js';
 import { createLogger } from '../../lib/logger.js';
-import { STREAM_EVENTS, subjects } from '../../lib/nats.js';
+import { natsServers, STREAM_EVENTS, subjects } from '../../lib/nats.js';
 import { FORMAT_HEADER, formatOf } from '../../lib/row-binary.js';
 import { ClickHouse } from '../../processors/clickhouse.js';
 import { body } from '../../processors/writer/payload.js';
@@ -23,26 +24,18 @@ import { bootstrap, post, profile, seed, startTier, urls, waitFor } from '../hel
 if (profile.name !== 'cluster') {
   t.pass('cluster suite skipped: it runs against the cluster profile (npm run test:cluster)');
 } else {
-  const servers = urls.CLICKHOUSE_URL.split(',');
-  const at = async <T>(url: string, query: string): Promise<T[]> => {
-    const res = await fetch(`${url}/?database=csp`, { method: 'POST', body: `${query} FORMAT JSONEachRow` });
-    const text = await res.text();
-    if (!res.ok) throw new Error(`${url}: ${text}`);
-    return text
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as T);
-  };
-  const run = async (url: string, query: string) => {
-    const res = await fetch(url, { method: 'POST', body: query });
-    if (!res.ok) throw new Error(`${url}: ${await res.text()}`);
-  };
+  // The writer's own client: one server at a time through rowsAt/commandAt, inserts to the first.
+  const all = new ClickHouse(urls.CLICKHOUSE_URL, 'csp', 30_000, profile.chCluster);
+  t.teardown(() => all.close());
+  const servers = all.endpoints.urls;
+  const at = <T>(url: string, query: string) => all.rowsAt<T>(url, query);
+  const run = (url: string, query: string) => all.commandAt(url, query);
   const zkDelete = (path: string) =>
     execFileSync(
       'java',
       [
         '-cp',
-        '/usr/share/java/zookeeper.jar',
+        ZOOKEEPER_JAR,
         'org.apache.zookeeper.ZooKeeperMain',
         '-server',
         `127.0.0.1:${profile.zookeeperPort}`,
@@ -55,7 +48,7 @@ if (profile.name !== 'cluster') {
   t.test('a part ZooKeeper never registered is detached before a retry counts its batch', async (t) => {
     const ws = await bootstrap();
     await seed(ws.tenant_id, 3);
-    const nc = await connect({ servers: urls.NATS_URL.split(',') });
+    const nc = await connect({ servers: natsServers(urls.NATS_URL) });
     t.teardown(() => nc.close());
     const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '1' });
     const send = async (n: number) => {
@@ -84,9 +77,7 @@ if (profile.name !== 'cluster') {
     const batch = lost.headers!.get('Nats-Msg-Id').toLowerCase();
 
     // The workspace's shard: where the first request lands, on both replicas.
-    const first = new ClickHouse(servers[0], 'csp', 30_000, profile.chCluster);
-    t.teardown(() => first.close());
-    await first.insert('events', body(messages, format), `probe-filler-${batch}`, format);
+    await all.insert('events', body(messages, format), `probe-filler-${batch}`, format);
     const counts = async (where: string) =>
       Promise.all(
         servers.map(async (u) => {
@@ -131,8 +122,6 @@ if (profile.name !== 'cluster') {
       'before: the rows are visible on the replica that wrote them, and only there',
     );
 
-    const all = new ClickHouse(urls.CLICKHOUSE_URL, 'csp', 30_000, profile.chCluster);
-    t.teardown(() => all.close());
     const ledger = async () => {
       const [r] = await at<{ n: string }>(
         writer,
@@ -158,7 +147,7 @@ if (profile.name !== 'cluster') {
     const [{ c: gone }] = await at<{ c: string }>(writer, `SELECT count() AS c FROM csp_local.events WHERE ${byBatch}`);
     t.equal(Number(gone), 0, 'its rows are no longer visible');
 
-    await first.insert('events', body(v.insert, format), `probe-retry-${batch}`, format);
+    await all.insert('events', body(v.insert, format), `probe-retry-${batch}`, format);
     await run(peer, 'SYSTEM START FETCHES csp_local.events');
     await waitFor(
       'the retried batch on both replicas',
