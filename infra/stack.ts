@@ -65,8 +65,15 @@ type Ports = Pick<
   | 'apiPort'
   | 'edgePort'
   | 'edgeHttpPort'
->;
+> & { zookeeperPort: number };
 
+/**
+ * Every fixed port lies below 32768, the start of Linux's ephemeral range
+ * (net.ipv4.ip_local_port_range): a port inside it can be held for a moment as the local end of
+ * some client's connection, and a server started then fails with "Address already in use".
+ * Derived ports: nats routes at natsPort + 2000, ClickHouse interserver at chTcpPort + 9, one more
+ * per node; processors at ingestPort + 200.
+ */
 const PROFILES: Record<StackProfile['name'], Ports> = {
   dev: {
     natsPort: 14222,
@@ -78,6 +85,7 @@ const PROFILES: Record<StackProfile['name'], Ports> = {
     apiPort: 3200,
     edgePort: 3443,
     edgeHttpPort: 3080,
+    zookeeperPort: 12181,
   },
   test: {
     natsPort: 24222,
@@ -89,17 +97,19 @@ const PROFILES: Record<StackProfile['name'], Ports> = {
     apiPort: 23200,
     edgePort: 23443,
     edgeHttpPort: 23080,
+    zookeeperPort: 22181,
   },
   cluster: {
-    natsPort: 34222,
-    natsMonitorPort: 38222,
-    chHttpPort: 38123,
-    chTcpPort: 39000,
-    pgPort: 35432,
-    ingestPort: 33100,
-    apiPort: 33200,
-    edgePort: 33443,
-    edgeHttpPort: 33080,
+    natsPort: 30222,
+    natsMonitorPort: 31222,
+    chHttpPort: 31123,
+    chTcpPort: 32000,
+    pgPort: 30432,
+    ingestPort: 30100,
+    apiPort: 30200,
+    edgePort: 30443,
+    edgeHttpPort: 30080,
+    zookeeperPort: 32181,
   },
 };
 
@@ -141,8 +151,8 @@ export function stackProfile(name = 'dev'): StackProfile {
     nats,
     clickhouse,
     chCluster: replicated ? CLUSTER_NAME : undefined,
-    zookeeperPort: replicated ? p.chTcpPort - 6819 : undefined,
     ...p,
+    zookeeperPort: replicated ? p.zookeeperPort : undefined,
   };
 }
 
