@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { CLUSTER_NAME, ROOT, type ClickhouseNode, type NatsNode, type StackProfile } from './stack.js';
+import { release as releaseHugePages, reserve as reserveHugePages } from './huge-pages.js';
 import { InfraError, alive, isRoot, portOpen, readPid, spawnDetached, stopByPidFile, waitFor, which } from './proc.js';
 
 type Say = (line: string) => void;
@@ -21,7 +22,7 @@ const CLUSTER_PACKAGES: Array<{ pkg: string; bin: string }> = [
 ];
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
-const PG_TOOLS = new Set(['initdb', 'pg_ctl', 'pg_isready']);
+const PG_TOOLS = new Set(['initdb', 'pg_ctl', 'pg_isready', 'postgres']);
 
 /** Debian's /usr/bin wrappers for PostgreSQL tools want a registered cluster: call the real binaries. */
 function findBin(bin: string): string | undefined {
@@ -293,10 +294,32 @@ const zookeeper: Service = {
 
 const pgDir = (p: StackProfile) => path.join(p.dataDir, 'pg');
 /** PostgreSQL refuses to run as root: as root we run its tools as the postgres user. */
-function asPg(bin: string, args: string[], stdio: 'ignore' | 'inherit' = 'ignore'): void {
+function asPg(bin: string, args: string[], stdio: 'ignore' | 'inherit' | 'pipe' = 'ignore'): string {
   const full = findBin(bin)!;
-  if (isRoot()) execFileSync('runuser', ['-u', 'postgres', '--', full, ...args], { stdio: ['ignore', stdio, 'pipe'] });
-  else execFileSync(full, args, { stdio: ['ignore', stdio, 'pipe'] });
+  const out = isRoot()
+    ? execFileSync('runuser', ['-u', 'postgres', '--', full, ...args], { stdio: ['ignore', stdio, 'pipe'] })
+    : execFileSync(full, args, { stdio: ['ignore', stdio, 'pipe'] });
+  return out ? String(out) : '';
+}
+/** The server's settings, given on its command line (pg_ctl -o) and to `postgres -C`. */
+const pgSettings = (p: StackProfile) => [
+  'listen_addresses=127.0.0.1',
+  `unix_socket_directories=${pgDir(p)}`,
+  'max_connections=300',
+  'shared_buffers=256MB',
+  'huge_pages=try',
+  'synchronous_commit=on',
+  'fsync=on',
+];
+const hugePagesLedger = (p: StackProfile) => path.join(p.dataDir, 'pg-huge-pages');
+/** Huge pages the stopped server's shared memory would take (PostgreSQL computes it); 0 when it cannot say. */
+function pgHugePagesNeeded(p: StackProfile): number {
+  try {
+    const args = ['-D', pgDir(p), ...pgSettings(p).flatMap((s) => ['-c', s]), '-C', 'shared_memory_size_in_huge_pages'];
+    return Number(asPg('postgres', args, 'pipe').trim()) || 0;
+  } catch {
+    return 0;
+  }
 }
 async function pgReady(p: StackProfile): Promise<boolean> {
   try {
@@ -330,7 +353,8 @@ const postgresService: Service = {
       fs.closeSync(fs.openSync(log, 'a'));
       execFileSync('chown', ['postgres:postgres', log]);
     }
-    const opts = `-p ${p.pgPort} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c max_connections=300 -c shared_buffers=256MB -c synchronous_commit=on -c fsync=on`;
+    const opts = [`-p ${p.pgPort}`, ...pgSettings(p).map((s) => `-c ${s}`)].join(' ');
+    reserveHugePages(pgHugePagesNeeded(p), hugePagesLedger(p));
     try {
       asPg('pg_ctl', ['-D', dir, '-l', log, '-o', opts, '-w', '-t', '60', 'start']);
     } catch (err) {
@@ -344,6 +368,7 @@ const postgresService: Service = {
     const dir = pgDir(p);
     if (!alive(readPid(path.join(dir, 'postmaster.pid')))) return false;
     asPg('pg_ctl', ['-D', dir, '-m', 'fast', '-w', 'stop']);
+    releaseHugePages(hugePagesLedger(p));
     return true;
   },
 };

@@ -1,0 +1,17 @@
+import t from 'tap';
+import { hugePages, shortfall } from '../../infra/huge-pages.js';
+
+// infra reserves huge pages for PostgreSQL's shared memory from what /proc/meminfo says is left.
+const meminfo = (total: number, free: number, rsvd: number) =>
+  `MemTotal:       24582040 kB\nHugePages_Total:     ${total}\nHugePages_Free:      ${free}\nHugePages_Rsvd:      ${rsvd}\nHugePages_Surp:        0\nHugepagesize:       2048 kB\n`;
+
+t.test('pages already promised to a running server are not available to the next', async (t) => {
+  t.same(hugePages(meminfo(300, 290, 130)), { total: 300, available: 160 });
+  t.equal(shortfall({ total: 300, available: 160 }, 146), 0, 'enough left: nothing added');
+  t.equal(shortfall({ total: 170, available: 24 }, 146), 122, 'short: only the difference is added');
+  t.equal(shortfall({ total: 0, available: 0 }, 146), 146);
+});
+
+t.test('a kernel without huge pages gives no figures', async (t) => {
+  t.equal(hugePages('MemTotal:       24582040 kB\n'), undefined);
+});
