@@ -18,7 +18,7 @@ import type { IngestMetrics } from '../metrics.js';
 import { EventStoreFull } from '../publisher.js';
 import type { DailyQuota } from '../quota.js';
 import type { Resolver } from '../resolver.js';
-import { prepareB } from './events.js';
+import { prepareB, release } from './events.js';
 import type { EventQuery } from './query.js';
 import { type Admission, admit, decode, idempotencyKey, queryParams, validate } from './steps.js';
 import type { Answer, SurfaceBStore } from './store.js';
@@ -176,6 +176,7 @@ export function surfaceB(d: SurfaceBDeps) {
         now,
         resolver: d.resolver,
         unstorable,
+        payloads: d.store.payloads,
         oldest: now - (backfill ? MAX_BACKFILL_AGE_MS : MAX_EVENT_AGE_MS) - opts.ageGraceMs,
         newest: now + opts.futureSkewMs,
         tooOld: backfill
@@ -191,7 +192,7 @@ export function surfaceB(d: SurfaceBDeps) {
           body: Buffer.from(
             JSON.stringify({
               job_id: jobId,
-              status: prepared.rows.length === 0 ? 'succeeded' : 'queued',
+              status: prepared.rowCount === 0 ? 'succeeded' : 'queued',
               status_url: `/v1/jobs/${jobId}`,
               ...counts,
             }),
@@ -200,19 +201,21 @@ export function surfaceB(d: SurfaceBDeps) {
         }
       : { status: 200, body: Buffer.from(JSON.stringify(counts)), headers: JSON_TYPE };
     // Quota, job row, Idempotency-Key record and publish, the publish last (store.ts).
-    const out = await d.store.store({
-      tenantId: p.tenantId,
-      plan,
-      subject: backfill ? subjects.backfill(p.tenantId) : subjects.usage(p.tenantId),
-      msgId: x.traceId,
-      prepared,
-      idempotency:
-        key === undefined
-          ? undefined
-          : { scope: backfill ? 'events.backfill' : 'events', key, hash: requestHash(body) },
-      job: backfill ? { id: jobId!, rejected: prepared.errors.length } : undefined,
-      answer,
-    });
+    const out = await d.store
+      .store({
+        tenantId: p.tenantId,
+        plan,
+        subject: backfill ? subjects.backfill(p.tenantId) : subjects.usage(p.tenantId),
+        msgId: x.traceId,
+        prepared,
+        idempotency:
+          key === undefined
+            ? undefined
+            : { scope: backfill ? 'events.backfill' : 'events', key, hash: requestHash(body) },
+        job: backfill ? { id: jobId!, rejected: prepared.errors.length } : undefined,
+        answer,
+      })
+      .finally(() => release(prepared, d.store.payloads));
     metrics.events(out.stored, out.replayed ? 0 : prepared.errors.length);
     return out.replayed ? { ...out, headers: [...out.headers, ['Idempotent-Replayed', 'true']] } : out;
   }

@@ -1,6 +1,7 @@
 import { FORMAT_HEADER, ROW_FORMAT } from '../../lib/row-binary.js';
 import { type IdempotencyClaim, onceWithKey } from '../../lib/idempotency.js';
 import { ApiError } from '../../lib/problem.js';
+import type { BufferPool } from '../../lib/buffer-pool.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
 import { DedupKeys, type KeySet } from './dedup.js';
@@ -84,6 +85,11 @@ export class SurfaceBStore {
     private readonly log: Logger,
   ) {
     this.keys = new DedupKeys(sql, { reservationMs: o.reservationMs, maxWaitMs: o.reservationMs + 5000 });
+  }
+
+  /** Where requests' rows and payloads are written (the publisher's pool). */
+  get payloads(): BufferPool {
+    return this.publisher.payloads;
   }
 
   /** Hears when other requests' reservations end (before the first request). */

@@ -10,7 +10,7 @@ import { Publisher } from '../../ingest/publisher.js';
 import { DailyQuota, parseQuotas } from '../../ingest/quota.js';
 import type { PreparedB } from '../../ingest/surface-b/events.js';
 import { SurfaceBStore, type StoreRequest, type StoreResult } from '../../ingest/surface-b/store.js';
-import { sampleEventRow } from '../helpers/rows.js';
+import { preparedRows, sampleEventRow } from '../helpers/rows.js';
 import { bootstrap, closeDb, privateNats, urls } from '../helpers/stack.js';
 
 // Surface B's deduplication reservations (ingest/surface-b/dedup.ts), against the test stack's
@@ -79,7 +79,7 @@ function request(externalIds: string[], subject = `res.${tenantId}`): StoreReque
   const prepared: PreparedB = {
     accepted: rows.length,
     errors: [],
-    rows,
+    ...preparedRows(rows),
     rowKey: Int32Array.from(rows.keys()),
     keyCustomers: externalIds.map(() => customer),
     keyExternal: externalIds,

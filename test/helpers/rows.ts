@@ -1,4 +1,6 @@
 import type { EventRow } from '../../schemas/rows.js';
+import type { PreparedB } from '../../ingest/surface-b/events.js';
+import { EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
 
 /** A csp.events row numbered `i` (its name, time and event id follow the number), with `over` on top. */
 export const sampleEventRow = (i: number, over: Partial<EventRow> = {}): EventRow => ({
@@ -25,3 +27,20 @@ export const sampleEventRow = (i: number, over: Partial<EventRow> = {}): EventRo
   prop_kinds: '',
   ...over,
 });
+
+/** Rows as surface B's prepare step leaves them: one RowBinary buffer, each row's end and event name. */
+export function preparedRows(
+  rows: EventRow[],
+): Pick<PreparedB, 'rows' | 'rowCount' | 'rowEnds' | 'rowName' | 'names' | 'rowsTaken'> {
+  const w = new RowBinaryWriter(1024);
+  const rowEnds = new Int32Array(rows.length);
+  const rowName = new Uint16Array(rows.length);
+  const names: string[] = [];
+  rows.forEach((r, i) => {
+    w.row(EVENT_ROW_COLUMNS, r);
+    rowEnds[i] = w.length;
+    if (!names.includes(r.event_name)) names.push(r.event_name);
+    rowName[i] = names.indexOf(r.event_name);
+  });
+  return { rows: w.take(), rowCount: rows.length, rowEnds, rowName, names, rowsTaken: false };
+}
