@@ -101,17 +101,13 @@ export class Resolver {
   async prepare(tenantId: string, ids: Iterable<string>, exts: Iterable<[string, string]>): Promise<CustomerView> {
     const c = this.cache(tenantId);
     const now = Date.now();
-    const wantIds: string[] = [];
     const wantSrc: string[] = [];
     const wantExt: string[] = [];
     const fresh = (until: number | undefined) => until !== undefined && until > now;
     // A Set, not includes(): a 1000-event batch of distinct customers would compare half a million strings.
-    const asked = new Set<string>();
-    for (const id of ids) {
-      if (c.ids.has(id) || fresh(c.missing.get(id)) || asked.has(id)) continue;
-      asked.add(id);
-      wantIds.push(id);
-    }
+    const unknown = new Set<string>();
+    for (const id of ids) if (!c.ids.has(id) && !fresh(c.missing.get(id))) unknown.add(id);
+    const wantIds = [...unknown];
     for (const [src, ext] of exts) {
       if (c.ext.get(src)?.has(ext) || fresh(c.missingExt.get(src)?.get(ext))) continue;
       wantSrc.push(src);
