@@ -1,7 +1,8 @@
 import { jsonBytesBounds, NO_PROPERTIES, type SplitProperties, splitProperties } from '../lib/event-properties.js';
 import { uuidv7 } from '../lib/ids.js';
 import { MAX_PROPERTIES_BYTES } from '../schemas/ingest.js';
-import type { EventRow } from '../schemas/rows.js';
+import { RawProperties } from '../lib/json-scan.js';
+import { type RowBinaryWriter, uuidWire } from '../lib/row-binary.js';
 
 /** A per-event rejection, as both surfaces list it in `errors[]`. */
 export interface Rejection {
@@ -40,8 +41,12 @@ const tooLarge = (): Rejection => ({
  * at most 10,240 bytes. Its length is bounded from the split values, so the whole object is
  * serialized only when the limit falls between the bounds.
  */
-export function storedProperties(properties: Record<string, unknown> | undefined): SplitProperties | Rejection {
+export function storedProperties(
+  properties: Record<string, unknown> | RawProperties | undefined,
+): SplitProperties | RawProperties | Rejection {
   if (properties === undefined) return NO_PROPERTIES;
+  // Read from the body's bytes (lib/json-scan.ts), already measured exactly.
+  if (properties instanceof RawProperties) return properties.jsonBytes > MAX_PROPERTIES_BYTES ? tooLarge() : properties;
   let p: SplitProperties;
   try {
     p = splitProperties(properties);
@@ -75,7 +80,7 @@ export interface EventRowFields {
   externalId: string;
   userEmail: string;
   userExternalId: string;
-  props: SplitProperties;
+  props: SplitProperties | RawProperties;
 }
 
 export interface RequestStamp {
@@ -86,32 +91,46 @@ export interface RequestStamp {
   surface: 'a' | 'b';
 }
 
+/** A request's stamp with what every row repeats already encoded. */
+export interface RowStamp extends RequestStamp {
+  tenant: Uint8Array;
+  batch: Uint8Array;
+}
+
+export function rowStamp(r: RequestStamp): RowStamp {
+  return { ...r, tenant: uuidWire(r.tenantId), batch: uuidWire(r.batchId) };
+}
+
 /**
- * One row of csp.events in ClickHouse's JSONEachRow form (the contract: schemas/rows.ts), stamped
- * with tenant, batch and a fresh event id. Every row has the same keys in the same order.
+ * One row of csp.events (the contract: schemas/rows.ts) written into `w`, stamped with tenant,
+ * batch and a fresh event id: the columns of EVENT_ROW_COLUMNS, in their order
+ * (test/unit/rows.test.ts reads a row back by the contract's names).
  */
-export function eventRow(r: RequestStamp, f: EventRowFields): EventRow {
-  return {
-    tenant_id: r.tenantId,
-    customer_id: f.customerId,
-    event_name: f.eventName,
-    ts: Math.floor(f.ts / 1000),
-    ts_ms: f.ts % 1000,
-    event_id: uuidv7(r.now),
-    batch_id: r.batchId,
-    received_at: Math.floor(r.now / 1000),
-    external_customer_id: f.externalCustomerId,
-    external_source: f.externalSource,
-    user_id: f.userId,
-    product_id: f.productId,
-    product_code: f.productCode,
-    surface: r.surface,
-    external_id: f.externalId,
-    properties: f.props.raw,
-    prop_keys: f.props.keys,
-    prop_values: f.props.values,
-    user_email: f.userEmail,
-    user_external_id: f.userExternalId,
-    prop_kinds: f.props.kinds,
-  };
+export function writeEventRow(w: RowBinaryWriter, r: RowStamp, f: EventRowFields): void {
+  w.raw16(r.tenant);
+  w.uuid(f.customerId);
+  w.string(f.eventName);
+  w.dateTime(Math.floor(f.ts / 1000));
+  w.uint16(f.ts % 1000);
+  w.uuid(uuidv7(r.now));
+  w.raw16(r.batch);
+  w.dateTime(Math.floor(r.now / 1000));
+  w.string(f.externalCustomerId);
+  w.string(f.externalSource);
+  w.string(f.userId);
+  w.string(f.productId);
+  w.string(f.productCode);
+  w.string(r.surface);
+  w.string(f.externalId);
+  const p = f.props;
+  if (p instanceof RawProperties) p.writeColumns(w);
+  else {
+    w.string(p.raw);
+    w.strings(p.keys);
+    w.strings(p.values);
+  }
+  w.string(f.userEmail);
+  w.string(f.userExternalId);
+  if (p instanceof RawProperties) p.writeKinds(w);
+  else w.string(p.kinds);
 }

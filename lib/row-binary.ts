@@ -72,6 +72,15 @@ const UUID_ORDER = [7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8];
 const HEX_AT: number[] = [];
 for (let i = 0; i < 36; i++) if (i !== 8 && i !== 13 && i !== 18 && i !== 23) HEX_AT.push(i);
 
+/** The 16 wire bytes of a UUID in the canonical 8-4-4-4-12 form (either case). */
+export function uuidWire(text: string): Uint8Array {
+  const out = new Uint8Array(16);
+  for (let i = 0; i < 16; i++)
+    out[UUID_ORDER[i]] =
+      (HEX_VALUE[text.charCodeAt(HEX_AT[2 * i])] << 4) | HEX_VALUE[text.charCodeAt(HEX_AT[2 * i + 1])];
+  return out;
+}
+
 /**
  * Rows written into one growing buffer, value by value: the ingest tier writes a request's
  * accepted events here. Strings are encoded straight into it (UTF-8); a short one's one-byte
@@ -158,6 +167,62 @@ export class RowBinaryWriter {
     this.varint(n);
     this.room(n);
     this.at += this.buf.write(s, this.at, n, 'utf8');
+  }
+
+  /** An Array's element count (LEB128). */
+  count(n: number): void {
+    this.varint(n);
+  }
+
+  /** One byte as it is (a kind character of `prop_kinds`, already counted). */
+  byte(c: number): void {
+    this.room(1);
+    this.buf[this.at++] = c;
+  }
+
+  /** A String whose UTF-8 bytes are `src[start, end)` (a value inside a request body). */
+  bytes(src: Uint8Array, start: number, end: number): void {
+    const n = end - start;
+    this.varint(n);
+    this.room(n);
+    const b = this.buf;
+    // Short spans by hand: a call into the native copy costs more than a few dozen bytes.
+    if (n <= 64) {
+      let at = this.at;
+      for (let i = start; i < end; i++) b[at++] = src[i];
+    } else b.set(src.subarray(start, end), this.at);
+    this.at += n;
+  }
+
+  /**
+   * A String from JSON string content `src[start, end)` whose escapes are all two-byte ones
+   * (`\n`, `\"`…): `unescaped[c]` is the byte `\c` stands for.
+   */
+  unescaped(src: Uint8Array, start: number, end: number, unescaped: Uint8Array): void {
+    let n = end - start;
+    for (let i = start; i < end; i++)
+      if (src[i] === 0x5c) {
+        n--;
+        i++;
+      }
+    this.varint(n);
+    this.room(n);
+    const b = this.buf;
+    let at = this.at;
+    for (let i = start; i < end; i++) {
+      const c = src[i];
+      b[at++] = c === 0x5c ? unescaped[src[++i]] : c;
+    }
+    this.at = at;
+  }
+
+  /** 16 bytes already in wire order (a UUID written once per request, copied into every row). */
+  raw16(src: Uint8Array): void {
+    this.room(16);
+    const b = this.buf;
+    const at = this.at;
+    for (let i = 0; i < 16; i++) b[at + i] = src[i];
+    this.at += 16;
   }
 
   strings(list: readonly string[]): void {

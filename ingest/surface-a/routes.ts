@@ -7,7 +7,7 @@ import type { Logger } from '../../lib/logger.js';
 import { isPgUnavailable, STORE_RETRY_AFTER_S } from '../../lib/pg.js';
 import { compile } from '../../schemas/ajv.js';
 import { INGEST_ROUTES } from '../../schemas/ingest-routes.js';
-import type { BillingEvent, UsageEventA } from '../../schemas/ingest.js';
+import type { BillingEvent } from '../../schemas/ingest.js';
 import { EventStoreFull } from '../publisher.js';
 import { prepareBilling } from './billing.js';
 import { type Answer, answer, answerError, bodyProblem, IngestError } from './errors.js';
@@ -20,9 +20,11 @@ import {
   publishUsage,
   quota,
   rateLimit,
+  requireJson,
   type SurfaceADeps,
   validate,
 } from './steps.js';
+import { type IncomingUsage, scanUsage } from './scan.js';
 import { prepareUsage } from './usage.js';
 
 /**
@@ -105,7 +107,10 @@ export function surfaceA(d: SurfaceA) {
     async steps(x, body) {
       const org = await authenticate(d, x.head);
       await rateLimit(d, org);
-      const { events } = validate(usageBatch, decode(x.head, body!)) as { events: UsageEventA[] };
+      requireJson(x.head, body!);
+      // Read from the bytes when the scanner covers the body, else parsed and validated (scan.ts).
+      const events =
+        scanUsage(body!) ?? (validate(usageBatch, decode(x.head, body!)) as { events: IncomingUsage[] }).events;
       const p = await prepareUsage(events, {
         tenantId: org.tenantId,
         batchId: x.traceId,

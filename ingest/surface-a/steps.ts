@@ -60,8 +60,8 @@ export async function rateLimit(d: SurfaceADeps, org: Org): Promise<void> {
     );
 }
 
-/** The body as JSON: its content type, UTF-8, syntax, and text PostgreSQL can store. */
-export function decode(head: RequestHead, body: Buffer): unknown {
+/** A JSON body is there: its content type, and not empty. */
+export function requireJson(head: RequestHead, body: Buffer): void {
   const ct = head.headers['content-type'];
   if (!isJsonContentType(ct)) {
     throw unprocessable([
@@ -74,6 +74,11 @@ export function decode(head: RequestHead, body: Buffer): unknown {
     ]);
   }
   if (body.length === 0) throw bodyProblem('missing', 'Request body is empty; expected a JSON object with "events"');
+}
+
+/** The body as JSON: its content type, UTF-8, syntax, and text PostgreSQL can store. */
+export function decode(head: RequestHead, body: Buffer): unknown {
+  requireJson(head, body);
   const decoded = decodeJson(body);
   if (decoded.ok) return decoded.value;
   if (decoded.reason === 'not_utf8') throw bodyProblem('json_invalid', 'Request body is not valid UTF-8');

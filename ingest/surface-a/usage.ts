@@ -1,11 +1,12 @@
 import type { BufferPool } from '../../lib/buffer-pool.js';
 import { isUuid } from '../../lib/ids.js';
 import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
-import { MAX_EVENT_AGE_MS, type UsageEventA } from '../../schemas/ingest.js';
-import { EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
-import { eventRow, eventTime, isRejection, storedProperties } from '../event-rules.js';
+import { MAX_EVENT_AGE_MS } from '../../schemas/ingest.js';
+import { RowBinaryWriter } from '../../lib/row-binary.js';
+import { eventTime, isRejection, rowStamp, storedProperties, writeEventRow } from '../event-rules.js';
 import { unprocessable, type Detail } from './errors.js';
 import type { Resolver } from '../resolver.js';
+import type { IncomingUsage } from './scan.js';
 
 export type EventErrorCode =
   | 'unknown_customer'
@@ -46,7 +47,7 @@ export interface UsageContext {
 }
 
 /** Rule 1: an event with neither reference fails the whole request. */
-function requireReferences(events: UsageEventA[]): void {
+function requireReferences(events: IncomingUsage[]): void {
   const details: Detail[] = [];
   for (let i = 0; i < events.length; i++) {
     const e = events[i];
@@ -67,7 +68,7 @@ function requireReferences(events: UsageEventA[]): void {
  * properties size, product attribution. Accepted events come out already in the sink's row
  * format, stamped with tenant, event id, batch id and the resolved customer.
  */
-export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Promise<Prepared> {
+export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): Promise<Prepared> {
   requireReferences(events);
   const { tenantId, resolver } = ctx;
   const ids: string[] = [];
@@ -89,7 +90,7 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
   let accepted = 0;
   const errors: EventError[] = [];
   const names = new Set<string>();
-  const stamp = { tenantId, batchId: ctx.batchId, now: ctx.now, surface: 'a' as const };
+  const stamp = rowStamp({ tenantId, batchId: ctx.batchId, now: ctx.now, surface: 'a' });
   const window = {
     now: ctx.now,
     oldest: ctx.now - MAX_EVENT_AGE_MS - ctx.ageGraceMs,
@@ -97,7 +98,7 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
     tooOld: 'timestamp is more than 30 days in the past',
   };
   let i = 0;
-  let e: UsageEventA;
+  let e: IncomingUsage;
   const fail = (code: EventErrorCode, message: string) =>
     errors.push({ index: i, event_name: e.event_name, code, message });
   for (; i < events.length; i++) {
@@ -136,30 +137,27 @@ export async function prepareUsage(events: UsageEventA[], ctx: UsageContext): Pr
       fail(ts.code, ts.message);
       continue;
     }
-    const props = storedProperties(e.properties as Record<string, unknown> | undefined);
+    const props = storedProperties(e.properties);
     if (isRejection(props)) {
       fail(props.code, props.message);
       continue;
     }
     names.add(e.event_name);
     accepted++;
-    rows.row(
-      EVENT_ROW_COLUMNS,
-      eventRow(stamp, {
-        customerId,
-        eventName: e.event_name,
-        ts,
-        externalCustomerId: e.external_customer_id ?? '',
-        externalSource: e.external_source ?? 'internal',
-        userId: e.user_id ?? '',
-        productId: resolver.product(tenantId, e.product_id, e.product_code),
-        productCode: e.product_code ?? '',
-        externalId: '',
-        userEmail: '',
-        userExternalId: '',
-        props,
-      }),
-    );
+    writeEventRow(rows, stamp, {
+      customerId,
+      eventName: e.event_name,
+      ts,
+      externalCustomerId: e.external_customer_id ?? '',
+      externalSource: e.external_source ?? 'internal',
+      userId: e.user_id ?? '',
+      productId: resolver.product(tenantId, e.product_id, e.product_code),
+      productCode: e.product_code ?? '',
+      externalId: '',
+      userEmail: '',
+      userExternalId: '',
+      props,
+    });
   }
   return { rows: rows.take(), accepted, errors, names: [...names] };
 }

@@ -1,5 +1,5 @@
 import type { BufferPool } from '../../lib/buffer-pool.js';
-import { EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
+import { RowBinaryWriter } from '../../lib/row-binary.js';
 import type { ErrorObject } from 'ajv';
 import { isUuid } from '../../lib/ids.js';
 import { UNSTORABLE_MESSAGE } from '../../lib/json.js';
@@ -11,7 +11,7 @@ import {
   UsageEventB,
   type EventBErrorCode,
 } from '../../schemas/events.js';
-import { eventRow, eventTime, isRejection, storedProperties } from '../event-rules.js';
+import { eventTime, isRejection, rowStamp, storedProperties, writeEventRow } from '../event-rules.js';
 import type { Resolver } from '../resolver.js';
 
 export interface EventErrorB {
@@ -145,7 +145,7 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
   const keyExternal: string[] = [];
   let keys: Map<string, number> | undefined;
   let inBatchDuplicates = 0;
-  const stamp = { tenantId, batchId: ctx.batchId, now: ctx.now, surface: 'b' as const };
+  const stamp = rowStamp({ tenantId, batchId: ctx.batchId, now: ctx.now, surface: 'b' });
   for (let i = 0; i < list.length; i++) {
     if (valid && !valid[i]) continue;
     const e = list[i];
@@ -195,23 +195,20 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
     if (name === undefined) nameAt.set(e.event_name, (name = names.push(e.event_name) - 1));
     rowKey[rowCount] = key;
     rowName[rowCount] = name;
-    rows.row(
-      EVENT_ROW_COLUMNS,
-      eventRow(stamp, {
-        customerId,
-        eventName: e.event_name,
-        ts,
-        externalCustomerId: '',
-        externalSource: '',
-        userId: e.user_external_id ?? e.user_email ?? '',
-        productId: '',
-        productCode: '',
-        externalId: e.external_id ?? '',
-        userEmail: e.user_email ?? '',
-        userExternalId: e.user_external_id ?? '',
-        props,
-      }),
-    );
+    writeEventRow(rows, stamp, {
+      customerId,
+      eventName: e.event_name,
+      ts,
+      externalCustomerId: '',
+      externalSource: '',
+      userId: e.user_external_id ?? e.user_email ?? '',
+      productId: '',
+      productCode: '',
+      externalId: e.external_id ?? '',
+      userEmail: e.user_email ?? '',
+      userExternalId: e.user_external_id ?? '',
+      props,
+    });
     rowEnds[rowCount++] = rows.length;
   }
   errors.sort((a, b) => a.index - b.index);

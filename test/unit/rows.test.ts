@@ -1,8 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { eventRow } from '../../ingest/event-rules.js';
-import { NO_PROPERTIES } from '../../lib/event-properties.js';
+import { rowStamp, writeEventRow } from '../../ingest/event-rules.js';
+import { splitProperties } from '../../lib/event-properties.js';
+import { decodeRows, EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
 import { ROOT } from '../../infra/stack.js';
 import { SINK_TABLES } from '../../schemas/rows.js';
 
@@ -27,30 +28,55 @@ for (const [table, columns] of Object.entries(SINK_TABLES)) {
   });
 }
 
-t.test('the ingest tier builds csp.events rows with exactly the contract keys, in order', async (t) => {
-  const row = eventRow(
+t.test('the ingest tier writes csp.events rows column for column as the contract names them', async (t) => {
+  const w = new RowBinaryWriter(256);
+  const stamp = rowStamp({
+    tenantId: '0190a000-0000-7000-8000-000000000001',
+    batchId: '0190A000-0000-7000-8000-00000000000B',
+    now: 1_700_000_100_456,
+    surface: 'a',
+  });
+  writeEventRow(w, stamp, {
+    customerId: '0190a000-0000-7000-8000-000000000003',
+    eventName: 'login',
+    ts: 1_700_000_000_123,
+    externalCustomerId: 'ext-1',
+    externalSource: 'crm',
+    userId: 'u-1',
+    productId: 'p-id',
+    productCode: 'p-code',
+    externalId: 'x-1',
+    userEmail: 'a@example.com',
+    userExternalId: 'ux-1',
+    props: splitProperties({ plan: 'pro', n: 2 }),
+  });
+  const [row] = decodeRows(w.take(), EVENT_ROW_COLUMNS);
+  t.same(Object.keys(row), Object.keys(SINK_TABLES.events));
+  t.match(row.event_id, /^018bcfe6-f068-7/, 'a UUIDv7 of the receipt time');
+  t.same(
+    { ...row, event_id: '' },
     {
-      tenantId: '0190a000-0000-7000-8000-000000000001',
-      batchId: '0190a000-0000-7000-8000-000000000002',
-      now: 1,
+      tenant_id: '0190a000-0000-7000-8000-000000000001',
+      customer_id: '0190a000-0000-7000-8000-000000000003',
+      event_name: 'login',
+      ts: 1_700_000_000,
+      ts_ms: 123,
+      event_id: '',
+      batch_id: '0190a000-0000-7000-8000-00000000000b',
+      received_at: 1_700_000_100,
+      external_customer_id: 'ext-1',
+      external_source: 'crm',
+      user_id: 'u-1',
+      product_id: 'p-id',
+      product_code: 'p-code',
       surface: 'a',
-    },
-    {
-      customerId: '0190a000-0000-7000-8000-000000000003',
-      eventName: 'login',
-      ts: 1_700_000_000_123,
-      externalCustomerId: '',
-      externalSource: 'internal',
-      userId: '',
-      productId: '',
-      productCode: '',
-      externalId: '',
-      userEmail: '',
-      userExternalId: '',
-      props: NO_PROPERTIES,
+      external_id: 'x-1',
+      properties: '',
+      prop_keys: ['plan', 'n'],
+      prop_values: ['pro', '2'],
+      user_email: 'a@example.com',
+      user_external_id: 'ux-1',
+      prop_kinds: 'sj',
     },
   );
-  t.same(Object.keys(row), Object.keys(SINK_TABLES.events));
-  t.equal(row.ts, 1_700_000_000, 'DateTime as unix seconds');
-  t.equal(row.ts_ms, 123);
 });

@@ -1,0 +1,380 @@
+import type { RowBinaryWriter } from './row-binary.js';
+
+/**
+ * A JSON scanner over the request's bytes for the ingest hot path: it checks the syntax of what
+ * it walks and finds where values lie, so an event's properties go from the body into its row
+ * without being parsed into objects and serialized back (lib/event-properties.ts says how they are
+ * stored). It covers what clients send nearly always; the first thing outside that makes it give
+ * up (`Unscannable`), and the caller parses the body the general way, which stays the reference
+ * for every rule and error. So a document scans only when the general path would store exactly
+ * the same bytes:
+ * - strings hold no `\u` or `\/` escape (the other escapes are those JSON.stringify writes), no raw
+ *   control character;
+ * - a property key holds no escape, does not start with a digit (an index key would move first in
+ *   the parsed object) and occurs once per object;
+ * - a top-level property number is written as JSON.stringify writes it (`1`, `0.5`, not `1.0`);
+ * - objects and arrays nest at most MAX_SCAN_DEPTH deep.
+ * A nested value (an object or array property) whose text differs from JSON.stringify's (spaces,
+ * `1.0`, a repeated key, a digit key) is rewritten as JSON.stringify writes it.
+ */
+
+/** Thrown (never escapes the scanner's caller) when the document is not one the scanner covers. */
+export const UNSCANNABLE = Symbol('unscannable');
+
+export const MAX_SCAN_DEPTH = 64;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const MINUS = 0x2d;
+const DOT = 0x2e;
+const ZERO = 0x30;
+const NINE = 0x39;
+const STRING_KIND = 0x73; // 's'
+const JSON_KIND = 0x6a; // 'j'
+
+/** What follows a backslash in a string the scanner takes: the escapes JSON.stringify writes. */
+const SHORT_ESCAPE = new Uint8Array(128);
+for (const c of '"\\bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;
+/** The byte an escape stands for. */
+const UNESCAPED = new Uint8Array(128);
+UNESCAPED[QUOTE] = QUOTE;
+UNESCAPED[BACKSLASH] = BACKSLASH;
+UNESCAPED[0x62] = 0x08;
+UNESCAPED[0x66] = 0x0c;
+UNESCAPED[0x6e] = 0x0a;
+UNESCAPED[0x72] = 0x0d;
+UNESCAPED[0x74] = 0x09;
+
+const LITERALS: Record<number, Uint8Array> = {
+  116: Buffer.from('true'),
+  102: Buffer.from('false'),
+  110: Buffer.from('null'),
+};
+
+/** How a property's value is written (`RawProperties` spans). */
+enum How {
+  /** String content copied as it is. */
+  StringBytes = 0,
+  /** String content with escapes, unescaped while copied. */
+  StringEscaped = 1,
+  /** JSON text copied as it is. */
+  JsonBytes = 2,
+  /** JSON text from `texts` (the value rewritten as JSON.stringify writes it). */
+  JsonText = 3,
+}
+
+/** Ints per property in a `RawProperties` span list: key start, key end, value start, value end, how. */
+const PER_KEY = 5;
+
+/**
+ * One event's properties as spans of the request body, written into a row as lib/event-properties.ts
+ * stores them (`properties` empty, `prop_keys`, `prop_values`, `prop_kinds`) without making a
+ * string of any of them.
+ */
+export class RawProperties {
+  constructor(
+    private readonly body: Buffer,
+    /** PER_KEY ints per property from `first` (shared by the request's events). */
+    private readonly spans: number[],
+    private readonly first: number,
+    readonly count: number,
+    /** Rewritten values, indexed by a JsonText span's start. */
+    private readonly texts: string[],
+    /** Bytes of JSON.stringify of the parsed object (UTF-8). */
+    readonly jsonBytes: number,
+  ) {}
+
+  /** The `properties`, `prop_keys` and `prop_values` columns. */
+  writeColumns(w: RowBinaryWriter): void {
+    const { body, spans, first, count } = this;
+    w.string('');
+    w.count(count);
+    for (let k = first; k < first + count * PER_KEY; k += PER_KEY) w.bytes(body, spans[k], spans[k + 1]);
+    w.count(count);
+    for (let k = first; k < first + count * PER_KEY; k += PER_KEY) {
+      const how = spans[k + 4];
+      if (how === How.StringBytes || how === How.JsonBytes) w.bytes(body, spans[k + 2], spans[k + 3]);
+      else if (how === How.StringEscaped) w.unescaped(body, spans[k + 2], spans[k + 3], UNESCAPED);
+      else w.string(this.texts[spans[k + 2]]);
+    }
+  }
+
+  /** The `prop_kinds` column. */
+  writeKinds(w: RowBinaryWriter): void {
+    const { spans, first, count } = this;
+    w.count(count);
+    for (let k = first; k < first + count * PER_KEY; k += PER_KEY)
+      w.byte(spans[k + 4] <= How.StringEscaped ? STRING_KIND : JSON_KIND);
+  }
+}
+
+/**
+ * The scanner's state over one body. Methods move `at` past what they read and throw UNSCANNABLE
+ * at the first thing outside what the scanner covers (or not JSON at all).
+ */
+export class JsonScanner {
+  at = 0;
+  /** Of the last string read: escapes in it, and whether a byte of it is not ASCII. */
+  escapes = 0;
+  wide = false;
+  /** Set while scanning a nested value when its text is not JSON.stringify's. */
+  private odd = false;
+  /** Key spans of the objects being scanned, innermost last (duplicate detection). */
+  private readonly keys: number[] = [];
+  private readonly texts: string[] = [];
+  private readonly spans: number[] = [];
+
+  constructor(readonly b: Buffer) {}
+
+  /** The next byte after any whitespace (-1 at the end); `at` moves to it. */
+  peek(): number {
+    const b = this.b;
+    let i = this.at;
+    for (; i < b.length; i++) {
+      const c = b[i];
+      if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
+      this.odd = true;
+    }
+    this.at = i;
+    return i < b.length ? b[i] : -1;
+  }
+
+  /** Whitespace, then the byte `c`. */
+  expect(c: number): void {
+    if (this.peek() !== c) throw UNSCANNABLE;
+    this.at++;
+  }
+
+  /** After a member: true if a comma follows (and is taken), false at the closing byte `close` (taken). */
+  more(close: number): boolean {
+    const c = this.peek();
+    this.at++;
+    if (c === COMMA) return true;
+    if (c === close) return false;
+    throw UNSCANNABLE;
+  }
+
+  /** Whitespace to the end of the body. */
+  end(): void {
+    if (this.peek() !== -1) throw UNSCANNABLE;
+  }
+
+  /** A string at `at` (its opening quote); returns the end of its content, `at` moves past the closing quote. */
+  string(): number {
+    const b = this.b;
+    if (b[this.at] !== QUOTE) throw UNSCANNABLE;
+    let i = this.at + 1;
+    let escapes = 0;
+    let wide = false;
+    for (;;) {
+      const c = b[i];
+      if (c === QUOTE) break;
+      if (c === BACKSLASH) {
+        const n = b[i + 1];
+        if (n === undefined || n >= 0x80 || SHORT_ESCAPE[n] === 0) throw UNSCANNABLE;
+        escapes++;
+        i += 2;
+        continue;
+      }
+      // Also the end of the body (undefined < 0x20 is false, so test it explicitly).
+      if (c === undefined || c < 0x20) throw UNSCANNABLE;
+      if (c >= 0x80) wide = true;
+      i++;
+    }
+    this.escapes = escapes;
+    this.wide = wide;
+    this.at = i + 1;
+    return i;
+  }
+
+  /** A string without escapes as a JS string. */
+  text(): string {
+    const start = this.at + 1;
+    const end = this.string();
+    if (this.escapes !== 0) throw UNSCANNABLE;
+    return this.b.toString(this.wide ? 'utf8' : 'latin1', start, end);
+  }
+
+  /** Code points of the string content [start, end) (JSON Schema's maxLength counts these). */
+  codePoints(start: number, end: number): number {
+    if (!this.wide) return end - start;
+    let n = 0;
+    for (let i = start; i < end; i++) if ((this.b[i] & 0xc0) !== 0x80) n++;
+    return n;
+  }
+
+  /** Whether the string content [start, end) equals `name` (ASCII bytes). */
+  is(start: number, end: number, name: Uint8Array): boolean {
+    if (end - start !== name.length) return false;
+    for (let i = 0; i < name.length; i++) if (this.b[start + i] !== name[i]) return false;
+    return true;
+  }
+
+  /** A number at `at`; returns whether its text is the one JSON.stringify writes for it. */
+  private number(): boolean {
+    const b = this.b;
+    const start = this.at;
+    let i = start;
+    if (b[i] === MINUS) i++;
+    const first = i;
+    if (b[i] === ZERO) i++;
+    else if (b[i] > ZERO && b[i] <= NINE) while (b[i] >= ZERO && b[i] <= NINE) i++;
+    else throw UNSCANNABLE;
+    const integer = i - first;
+    let plain = true;
+    if (b[i] === DOT) {
+      plain = false;
+      const d = ++i;
+      while (b[i] >= ZERO && b[i] <= NINE) i++;
+      if (i === d) throw UNSCANNABLE;
+    }
+    if (b[i] === 0x65 || b[i] === 0x45) {
+      plain = false;
+      i++;
+      if (b[i] === 0x2b || b[i] === MINUS) i++;
+      const d = i;
+      while (b[i] >= ZERO && b[i] <= NINE) i++;
+      if (i === d) throw UNSCANNABLE;
+    }
+    this.at = i;
+    // Integers of up to 15 digits print as written, but for -0.
+    if (plain && integer <= 15 && !(integer === 1 && b[first] === ZERO && first > start)) return true;
+    const t = b.toString('latin1', start, i);
+    return String(Number(t)) === t;
+  }
+
+  private literal(): void {
+    const word = LITERALS[this.b[this.at]];
+    if (word === undefined) throw UNSCANNABLE;
+    for (let i = 0; i < word.length; i++) if (this.b[this.at + i] !== word[i]) throw UNSCANNABLE;
+    this.at += word.length;
+  }
+
+  /** Any value at `at` (after whitespace); sets `odd` where its text is not JSON.stringify's. */
+  value(depth: number): void {
+    const c = this.peek();
+    if (c === QUOTE) this.string();
+    else if (c === OPEN_OBJECT) this.object(depth + 1);
+    else if (c === OPEN_ARRAY) this.array(depth + 1);
+    else if (c === MINUS || (c >= ZERO && c <= NINE)) {
+      if (!this.number()) this.odd = true;
+    } else this.literal();
+  }
+
+  private array(depth: number): void {
+    if (depth > MAX_SCAN_DEPTH) throw UNSCANNABLE;
+    this.at++;
+    if (this.peek() === CLOSE_ARRAY) {
+      this.at++;
+      return;
+    }
+    do this.value(depth);
+    while (this.more(CLOSE_ARRAY));
+  }
+
+  private object(depth: number): void {
+    if (depth > MAX_SCAN_DEPTH) throw UNSCANNABLE;
+    this.at++;
+    if (this.peek() === CLOSE_OBJECT) {
+      this.at++;
+      return;
+    }
+    const base = this.keys.length;
+    do {
+      this.peek();
+      const start = this.at + 1;
+      const end = this.string();
+      // Parsing then serializing would reorder an index key and keep one of repeated keys.
+      if (this.escapes !== 0 || this.isDigit(start) || this.repeats(base, start, end)) this.odd = true;
+      this.keys.push(start, end);
+      this.expect(COLON);
+      this.value(depth);
+    } while (this.more(CLOSE_OBJECT));
+    this.keys.length = base;
+  }
+
+  private isDigit(at: number): boolean {
+    return this.b[at] >= ZERO && this.b[at] <= NINE;
+  }
+
+  /** Whether the key [start, end) is among the keys from `base` of the object being scanned. */
+  private repeats(base: number, start: number, end: number): boolean {
+    const b = this.b;
+    const n = end - start;
+    for (let k = base; k < this.keys.length; k += 2) {
+      const s = this.keys[k];
+      if (this.keys[k + 1] - s !== n) continue;
+      let i = 0;
+      while (i < n && b[s + i] === b[start + i]) i++;
+      if (i === n) return true;
+    }
+    return false;
+  }
+
+  /**
+   * An event's properties object at `at`, its members as spans, measured as JSON.stringify would
+   * write it. Throws UNSCANNABLE where the general path would store something else than the
+   * bytes (a repeated or index key, a top-level number written otherwise).
+   */
+  properties(): RawProperties {
+    if (this.peek() !== OPEN_OBJECT) throw UNSCANNABLE;
+    this.at++;
+    const spans = this.spans;
+    const first = spans.length;
+    let count = 0;
+    // Braces, and per key its quotes and colon; commas are added at the end.
+    let bytes = 2;
+    if (this.peek() === CLOSE_OBJECT) this.at++;
+    else
+      do {
+        this.peek();
+        const keyStart = this.at + 1;
+        const keyEnd = this.string();
+        if (this.escapes !== 0 || this.isDigit(keyStart) || this.repeats(0, keyStart, keyEnd)) throw UNSCANNABLE;
+        this.keys.push(keyStart, keyEnd);
+        this.expect(COLON);
+        const c = this.peek();
+        const start = this.at;
+        let how: How;
+        let valueStart = start;
+        let valueEnd: number;
+        if (c === QUOTE) {
+          valueStart = start + 1;
+          valueEnd = this.string();
+          how = this.escapes === 0 ? How.StringBytes : How.StringEscaped;
+          bytes += valueEnd - valueStart + 2;
+        } else if (c === MINUS || (c >= ZERO && c <= NINE)) {
+          // A top-level number is stored as String(value): one not written that way is left to the general path.
+          if (!this.number()) throw UNSCANNABLE;
+          valueEnd = this.at;
+          how = How.JsonBytes;
+          bytes += valueEnd - start;
+        } else {
+          this.odd = false;
+          this.value(1);
+          valueEnd = this.at;
+          if (this.odd) {
+            const text = JSON.stringify(JSON.parse(this.b.toString('utf8', start, valueEnd)));
+            valueStart = this.texts.push(text) - 1;
+            how = How.JsonText;
+            bytes += Buffer.byteLength(text);
+          } else {
+            how = How.JsonBytes;
+            bytes += valueEnd - start;
+          }
+        }
+        bytes += keyEnd - keyStart + 3;
+        spans.push(keyStart, keyEnd, valueStart, valueEnd, how);
+        count++;
+      } while (this.more(CLOSE_OBJECT));
+    this.keys.length = 0;
+    if (count > 1) bytes += count - 1;
+    return new RawProperties(this.b, spans, first, count, this.texts, bytes);
+  }
+}

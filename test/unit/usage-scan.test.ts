@@ -1,0 +1,235 @@
+import t, { type Test } from 'tap';
+import { Workload } from '../../bench/workload.js';
+import { isRejection, rowStamp, storedProperties, writeEventRow } from '../../ingest/event-rules.js';
+import { type IncomingUsage, scanUsage } from '../../ingest/surface-a/scan.js';
+import { decodeJson } from '../../lib/json.js';
+import { decodeRows, EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
+import { compile } from '../../schemas/ajv.js';
+import { UsageBatchA } from '../../schemas/ingest.js';
+
+/**
+ * Surface A reads a usage batch straight from its bytes when it can (ingest/surface-a/scan.ts).
+ * Whenever it does, the events and their stored rows must be exactly those of the general path
+ * (JSON.parse, the schema, splitProperties); whenever it cannot, the general path runs. These
+ * tests hold the scanner to that on chosen edge cases, the benchmark's workload and random
+ * documents.
+ */
+
+const batch = compile(UsageBatchA);
+const CUSTOMER = '0190a000-0000-7000-8000-000000000003';
+const stamp = rowStamp({
+  tenantId: '0190a000-0000-7000-8000-000000000001',
+  batchId: '0190a000-0000-7000-8000-000000000002',
+  now: 1_700_000_000_000,
+  surface: 'a',
+});
+
+/** The general path: the events a valid body holds, or undefined where it answers an error. */
+function general(body: Buffer): IncomingUsage[] | undefined {
+  const d = decodeJson(body);
+  if (!d.ok || !batch.check(d.value)) return undefined;
+  return (d.value as { events: IncomingUsage[] }).events;
+}
+
+/** What an event becomes: its fields and its stored row (or the properties' rejection). */
+function outcome(e: IncomingUsage): unknown {
+  const props = storedProperties(e.properties);
+  const fields = { ...e, properties: undefined, external_source: e.external_source ?? 'internal' };
+  if (isRejection(props)) return { fields, rejected: props.code };
+  const w = new RowBinaryWriter(64);
+  writeEventRow(w, stamp, {
+    customerId: CUSTOMER,
+    eventName: e.event_name,
+    ts: 1_700_000_000_000,
+    externalCustomerId: e.external_customer_id ?? '',
+    externalSource: e.external_source ?? 'internal',
+    userId: e.user_id ?? '',
+    productId: e.product_id ?? '',
+    productCode: e.product_code ?? '',
+    externalId: '',
+    userEmail: '',
+    userExternalId: '',
+    props,
+  });
+  const [row] = decodeRows(w.take(), EVENT_ROW_COLUMNS);
+  return { fields, row: { ...row, event_id: '' } };
+}
+
+/** Scans `body`; when the scanner takes it, its result must be the general path's. Returns whether it scanned. */
+function agree(t: Test, body: string | Buffer, what: string): boolean {
+  const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+  const scanned = scanUsage(bytes);
+  if (scanned === undefined) return false;
+  const reference = general(bytes);
+  if (reference === undefined) {
+    t.fail(`${what}: scanned a body the general path refuses`, { body: bytes.toString() });
+    return true;
+  }
+  t.same(scanned.map(outcome), reference.map(outcome), what);
+  return true;
+}
+
+const one = (event: string) => `{"events":[${event}]}`;
+const withProps = (props: string) => one(`{"event_name":"login","customer_id":"${CUSTOMER}","properties":${props}}`);
+
+t.test('bodies as clients send them are scanned, and stored as the general path stores them', async (t) => {
+  const cases: Record<string, string> = {
+    'no properties': one(`{"event_name":"login","customer_id":"${CUSTOMER}"}`),
+    'every field': one(
+      `{"event_name":"feature_used_2","external_customer_id":"acme-1","external_source":"crm","user_id":"u-7","product_id":"0190A000-0000-7000-8000-00000000000F","product_code":"core","timestamp":"2026-11-20T10:00:00.123+01:00","properties":{"a":1}}`,
+    ),
+    'whitespace between tokens': ` { "events" : [ { "event_name" : "login" , "customer_id" : "${CUSTOMER}" , "properties" : { "plan" : "pro" , "n" : 3 } } ] } \n`,
+    'empty properties': withProps('{}'),
+    'scalar kinds': withProps('{"s":"x","i":-12,"f":0.5,"e":1.5e-7,"t":true,"f2":false,"n":null,"z":0}'),
+    'escapes in a string value': withProps('{"note":"line\\nnext \\"quoted\\" back\\\\slash\\ttab\\b\\f\\r"}'),
+    'non-ASCII text': withProps('{"name":"Zoë ✓ 𝄞","emoji":["😀",{"k":"ü"}]}'),
+    'nested values as JSON.stringify writes them': withProps(
+      '{"browser":{"name":"firefox","version":"120.0"},"tags":["a","b"],"deep":[[[{"x":[1,2,{"y":null}]}]]],"e":[],"o":{}}',
+    ),
+    'nested values written otherwise': withProps(
+      '{"a":{ "x" : 1 },"b":[1.0, 2e2, -0],"c":{"k":1,"k":2},"d":{"b":1,"2":2,"a":3},"e":{"s":"x\\"y"}}',
+    ),
+    'a __proto__ property': withProps('{"__proto__":{"x":1},"y":2}'),
+    'large integers and decimals': withProps('{"a":123456789012345,"b":[1234567890123456789],"c":0.1,"d":-1.25}'),
+    'several events': `{"events":[${Array.from({ length: 100 }, (_, i) => `{"event_name":"e_${i}","customer_id":"${CUSTOMER}","properties":{"i":${i}}}`).join(',')}]}`,
+    'customer id not a UUID (a per-event error later)': one('{"event_name":"login","customer_id":"nope"}'),
+    'an event without a customer (rule 1, later)': one('{"event_name":"login"}'),
+  };
+  for (const [what, body] of Object.entries(cases)) t.ok(agree(t, body, what), `${what}: scanned`);
+});
+
+t.test('the 10 KB limit on properties is measured as the general path measures it', async (t) => {
+  // {"note":"…"} is 11 bytes around the text; a 2-byte character counts twice, an escape as written.
+  for (const [pad, ch] of [
+    ['x', 1],
+    ['é', 2],
+    ['\\n', 2],
+  ] as const) {
+    for (const total of [10_239, 10_240, 10_241]) {
+      const n = Math.floor((total - 11) / ch);
+      const rest = total - 11 - n * ch;
+      const body = withProps(`{"note":"${pad.repeat(n)}${'x'.repeat(rest)}"}`);
+      t.ok(agree(t, body, `${total} bytes with ${pad}`), `${total} bytes with ${pad}: scanned`);
+    }
+  }
+  const nested = withProps(`{"a":{ "note" : "${'x'.repeat(10_220)}" }}`);
+  t.ok(agree(t, nested, 'a rewritten nested value near the limit'));
+});
+
+t.test('bodies the scanner leaves to the general path', async (t) => {
+  const cases: Record<string, string> = {
+    'a \\u escape': withProps('{"a":"\\u0041"}'),
+    'a NUL escape': withProps('{"a":"\\u0000"}'),
+    'a \\/ escape': withProps('{"a":"a\\/b"}'),
+    'an escaped key': withProps('{"\\"a":1}'),
+    'a repeated property key': withProps('{"a":1,"a":2}'),
+    'an index key': withProps('{"b":1,"7":2}'),
+    'a number not as JSON.stringify writes it': withProps('{"a":1.0}'),
+    'an integer past 15 digits that does not print back': withProps('{"a":1234567890123456789}'),
+    'minus zero': withProps('{"a":-0}'),
+    'properties not an object': withProps('[1]'),
+    'properties null': withProps('null'),
+    'nesting past the limit': withProps(`${'['.repeat(70)}${']'.repeat(70)}`),
+    'an unknown event field': one(`{"event_name":"login","customer_id":"${CUSTOMER}","extra":1}`),
+    'a repeated event field': one(`{"event_name":"login","event_name":"other","customer_id":"${CUSTOMER}"}`),
+    'an event name not in snake_case': one(`{"event_name":"Login","customer_id":"${CUSTOMER}"}`),
+    'a trailing underscore': one(`{"event_name":"login_","customer_id":"${CUSTOMER}"}`),
+    'a double underscore': one(`{"event_name":"a__b","customer_id":"${CUSTOMER}"}`),
+    'an event name too long': one(`{"event_name":"${'a'.repeat(256)}","customer_id":"${CUSTOMER}"}`),
+    'an empty external id': one('{"event_name":"login","external_customer_id":""}'),
+    'a bad product id': one('{"event_name":"login","customer_id":"x","product_id":"nope"}'),
+    'a bad timestamp': one('{"event_name":"login","customer_id":"x","timestamp":"2026-11-20"}'),
+    'a number where a string goes': one('{"event_name":"login","customer_id":7}'),
+    'no events': '{"events":[]}',
+    'another top-level key': `{"events":[{"event_name":"login","customer_id":"x"}],"x":1}`,
+    '101 events': `{"events":[${Array(101).fill('{"event_name":"a","customer_id":"x"}').join(',')}]}`,
+    'trailing text': `${one('{"event_name":"login","customer_id":"x"}')}x`,
+    'a raw control character': withProps('{"a":"x\ty"}'),
+    'not UTF-8': '',
+  };
+  for (const [what, body] of Object.entries(cases)) {
+    const bytes =
+      what === 'not UTF-8'
+        ? Buffer.from([...Buffer.from(withProps('{"a":"')), 0xff, 0x22, 0x7d, 0x7d, 0x5d, 0x7d])
+        : Buffer.from(body);
+    t.equal(scanUsage(bytes), undefined, what);
+  }
+});
+
+t.test('no prefix of a body scans (every cut is invalid JSON)', async (t) => {
+  const body = withProps('{"s":"a\\nb","n":-1.5,"m":[-1.5e3],"o":{"x":[true,false,null]},"t":"é"}');
+  let scanned = 0;
+  for (let i = 0; i < body.length - 1; i++) if (scanUsage(Buffer.from(body.slice(0, i))) !== undefined) scanned++;
+  t.equal(scanned, 0);
+  t.ok(scanUsage(Buffer.from(body)));
+});
+
+t.test("the benchmark's bodies are all scanned, as the general path stores them", async (t) => {
+  const w = new Workload(
+    [
+      {
+        tenantId: stamp.tenantId,
+        key: 'k',
+        customers: [[CUSTOMER, 'ext-1']],
+        products: [['0190a000-0000-7000-8000-00000000000f', 'core']],
+      },
+    ],
+    { bodiesPerTenant: 20, eventsPerBody: 100, seed: 7, customerIdShare: 0.2, now: Date.now() },
+  );
+  let scanned = 0;
+  const bodies = w.bodies();
+  for (const b of bodies) if (agree(t, b.json, 'bench body')) scanned++;
+  t.equal(scanned, bodies.length);
+});
+
+/** A random JSON value, as text, with random whitespace and number spellings. */
+function randomJson(rnd: () => number, depth: number): string {
+  const ws = () => (rnd() < 0.1 ? ' ' : '');
+  const r = rnd();
+  if (depth > 3 || r < 0.3) {
+    const s = rnd();
+    if (s < 0.3) return JSON.stringify(randomText(rnd));
+    if (s < 0.5) return String(Math.floor(rnd() * 2000) - 1000);
+    if (s < 0.6) return ['1.0', '2e3', '-0', '0.25', '1E-2', '12345678901234567890'][Math.floor(rnd() * 6)];
+    return ['true', 'false', 'null'][Math.floor(rnd() * 3)];
+  }
+  const n = Math.floor(rnd() * 4);
+  if (r < 0.6) return `[${ws()}${Array.from({ length: n }, () => randomJson(rnd, depth + 1)).join(`${ws()},${ws()}`)}]`;
+  return randomObject(rnd, depth, n);
+}
+
+const KEYS = ['a', 'b', 'a', '1', 'é', '__proto__', 'note'];
+
+function randomObject(rnd: () => number, depth: number, n: number): string {
+  const ws = () => (rnd() < 0.1 ? ' ' : '');
+  const member = () =>
+    `${ws()}${JSON.stringify(KEYS[Math.floor(rnd() * KEYS.length)])}${ws()}:${ws()}${randomJson(rnd, depth + 1)}`;
+  return `{${Array.from({ length: n }, member).join(',')}}`;
+}
+
+function randomText(rnd: () => number): string {
+  const alphabet = ['a', 'Z', ' ', '"', '\\', '\n', '\t', 'é', '✓', '😀', '/', '\u0001', '\u2028'];
+  let s = '';
+  for (let n = Math.floor(rnd() * 8); n > 0; n--) s += alphabet[Math.floor(rnd() * alphabet.length)];
+  return s;
+}
+
+t.test('random documents: whatever scans is stored as the general path stores it', async (t) => {
+  let seed = 42;
+  const rnd = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
+  let scanned = 0;
+  let mutatedScanned = 0;
+  for (let i = 0; i < 3000; i++) {
+    const body = withProps(randomObject(rnd, 0, Math.floor(rnd() * 5)));
+    if (agree(t, body, `random ${i}`)) scanned++;
+    // One byte changed: whatever still scans must still agree.
+    const bytes = Buffer.from(body);
+    bytes[Math.floor(rnd() * bytes.length)] = Math.floor(rnd() * 128);
+    if (agree(t, bytes, `mutated ${i}`)) mutatedScanned++;
+  }
+  t.ok(scanned > 1000, `most random documents scan (${scanned} of 3000)`);
+  t.ok(mutatedScanned > 0, `some mutated ones too (${mutatedScanned})`);
+});
