@@ -1,5 +1,4 @@
 import { jsonBytesBounds, NO_PROPERTIES, type SplitProperties, splitProperties } from '../lib/event-properties.js';
-import { uuidv7 } from '../lib/ids.js';
 import { MAX_PROPERTIES_BYTES } from '../schemas/ingest.js';
 import { RawProperties } from '../lib/json-scan.js';
 import { type RowBinaryWriter, uuidWire } from '../lib/row-binary.js';
@@ -18,10 +17,13 @@ export interface Window {
   tooOld: string;
 }
 
-/** Unix ms of the event, or why it is refused. The string was already checked as ISO 8601 with a zone. */
-export function eventTime(timestamp: string | undefined, w: Window): number | Rejection {
+/**
+ * Unix ms of the event, or why it is refused. A string was already checked as ISO 8601 with a
+ * zone; a number is one already read (ingest/surface-a/scan.ts).
+ */
+export function eventTime(timestamp: string | number | undefined, w: Window): number | Rejection {
   if (timestamp === undefined) return w.now;
-  const ts = Date.parse(timestamp);
+  const ts = typeof timestamp === 'number' ? timestamp : Date.parse(timestamp);
   if (!(ts >= w.oldest)) return { code: 'invalid_timestamp', message: w.tooOld };
   if (ts > w.newest) return { code: 'invalid_timestamp', message: 'timestamp is in the future' };
   return ts;
@@ -112,7 +114,7 @@ export function writeEventRow(w: RowBinaryWriter, r: RowStamp, f: EventRowFields
   w.string(f.eventName);
   w.dateTime(Math.floor(f.ts / 1000));
   w.uint16(f.ts % 1000);
-  w.uuid(uuidv7(r.now));
+  w.uuidv7(r.now);
   w.raw16(r.batch);
   w.dateTime(Math.floor(r.now / 1000));
   w.string(f.externalCustomerId);

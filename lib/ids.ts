@@ -11,10 +11,11 @@ let lastMs = 0;
 let counter = 0;
 
 /**
- * UUIDv7 (RFC 9562): 48-bit unix milliseconds, then a 12-bit counter seeded randomly each
- * millisecond (monotonic within one process), then 62 random bits.
+ * A fresh UUIDv7 (RFC 9562) as its 16 bytes in text order, written into `out` at `at`: 48-bit unix
+ * milliseconds, then a 12-bit counter seeded randomly each millisecond (monotonic within one
+ * process), then 62 random bits.
  */
-export function uuidv7(now = Date.now()): string {
+export function uuidv7Into(out: Uint8Array, at: number, now = Date.now()): void {
   if (poolOffset + 10 > POOL_SIZE) {
     randomFillSync(pool);
     poolOffset = 0;
@@ -31,30 +32,47 @@ export function uuidv7(now = Date.now()): string {
       counter = 0;
     }
   }
-  const ms = lastMs;
-  const hi = Math.floor(ms / 0x10000);
-  const lo = ms % 0x10000;
+  const hi = Math.floor(lastMs / 0x10000);
+  const lo = lastMs % 0x10000;
+  out[at] = hi >>> 24;
+  out[at + 1] = hi >>> 16;
+  out[at + 2] = hi >>> 8;
+  out[at + 3] = hi;
+  out[at + 4] = lo >>> 8;
+  out[at + 5] = lo;
+  out[at + 6] = 0x70 | (counter >>> 8);
+  out[at + 7] = counter;
+  out[at + 8] = 0x80 | (pool[r + 2] & 0x3f);
+  for (let i = 3; i < 10; i++) out[at + 6 + i] = pool[r + i];
+}
+
+const scratch = new Uint8Array(16);
+
+/** A fresh UUIDv7 in the canonical lowercase text form (uuidv7Into). */
+export function uuidv7(now = Date.now()): string {
+  uuidv7Into(scratch, 0, now);
+  const b = scratch;
   return (
-    HEX[(hi >>> 24) & 0xff] +
-    HEX[(hi >>> 16) & 0xff] +
-    HEX[(hi >>> 8) & 0xff] +
-    HEX[hi & 0xff] +
+    HEX[b[0]] +
+    HEX[b[1]] +
+    HEX[b[2]] +
+    HEX[b[3]] +
     '-' +
-    HEX[(lo >>> 8) & 0xff] +
-    HEX[lo & 0xff] +
+    HEX[b[4]] +
+    HEX[b[5]] +
     '-' +
-    HEX[0x70 | (counter >>> 8)] +
-    HEX[counter & 0xff] +
+    HEX[b[6]] +
+    HEX[b[7]] +
     '-' +
-    HEX[0x80 | (pool[r + 2] & 0x3f)] +
-    HEX[pool[r + 3]] +
+    HEX[b[8]] +
+    HEX[b[9]] +
     '-' +
-    HEX[pool[r + 4]] +
-    HEX[pool[r + 5]] +
-    HEX[pool[r + 6]] +
-    HEX[pool[r + 7]] +
-    HEX[pool[r + 8]] +
-    HEX[pool[r + 9]]
+    HEX[b[10]] +
+    HEX[b[11]] +
+    HEX[b[12]] +
+    HEX[b[13]] +
+    HEX[b[14]] +
+    HEX[b[15]]
   );
 }
 

@@ -18,6 +18,12 @@ import type { RowBinaryWriter } from './row-binary.js';
  * `1.0`, a repeated key, a digit key) is rewritten as JSON.stringify writes it.
  */
 
+/** Node's Buffer slices without toString's argument handling (both exist on every Buffer). */
+type Slicing = Buffer & {
+  latin1Slice(start: number, end: number): string;
+  utf8Slice(start: number, end: number): string;
+};
+
 /** Thrown (never escapes the scanner's caller) when the document is not one the scanner covers. */
 export const UNSCANNABLE = Symbol('unscannable');
 
@@ -38,8 +44,12 @@ const NINE = 0x39;
 const STRING_KIND = 0x73; // 's'
 const JSON_KIND = 0x6a; // 'j'
 
+/** 1 for a byte that stands for itself inside a string: not a quote, a backslash or a control character. */
+const STRING_BYTE = new Uint8Array(256).fill(1, 0x20);
+STRING_BYTE[QUOTE] = 0;
+STRING_BYTE[BACKSLASH] = 0;
 /** What follows a backslash in a string the scanner takes: the escapes JSON.stringify writes. */
-const SHORT_ESCAPE = new Uint8Array(128);
+const SHORT_ESCAPE = new Uint8Array(256);
 for (const c of '"\\bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;
 /** The byte an escape stands for. */
 const UNESCAPED = new Uint8Array(128);
@@ -120,9 +130,8 @@ export class RawProperties {
  */
 export class JsonScanner {
   at = 0;
-  /** Of the last string read: escapes in it, and whether a byte of it is not ASCII. */
+  /** Escapes in the last string read. */
   escapes = 0;
-  wide = false;
   /** Set while scanning a nested value when its text is not JSON.stringify's. */
   private odd = false;
   /** Key spans of the objects being scanned, innermost last (duplicate detection). */
@@ -171,24 +180,17 @@ export class JsonScanner {
     if (b[this.at] !== QUOTE) throw UNSCANNABLE;
     let i = this.at + 1;
     let escapes = 0;
-    let wide = false;
     for (;;) {
+      // Past the end of the body b[i] is undefined, and so is its class.
+      while (STRING_BYTE[b[i]] === 1) i++;
       const c = b[i];
       if (c === QUOTE) break;
-      if (c === BACKSLASH) {
-        const n = b[i + 1];
-        if (n === undefined || n >= 0x80 || SHORT_ESCAPE[n] === 0) throw UNSCANNABLE;
-        escapes++;
-        i += 2;
-        continue;
-      }
-      // Also the end of the body (undefined < 0x20 is false, so test it explicitly).
-      if (c === undefined || c < 0x20) throw UNSCANNABLE;
-      if (c >= 0x80) wide = true;
-      i++;
+      if (c !== BACKSLASH) throw UNSCANNABLE;
+      if (SHORT_ESCAPE[b[i + 1]] !== 1) throw UNSCANNABLE;
+      escapes++;
+      i += 2;
     }
     this.escapes = escapes;
-    this.wide = wide;
     this.at = i + 1;
     return i;
   }
@@ -198,12 +200,13 @@ export class JsonScanner {
     const start = this.at + 1;
     const end = this.string();
     if (this.escapes !== 0) throw UNSCANNABLE;
-    return this.b.toString(this.wide ? 'utf8' : 'latin1', start, end);
+    const b = this.b as Slicing;
+    for (let i = start; i < end; i++) if (b[i] >= 0x80) return b.utf8Slice(start, end);
+    return b.latin1Slice(start, end);
   }
 
   /** Code points of the string content [start, end) (JSON Schema's maxLength counts these). */
   codePoints(start: number, end: number): number {
-    if (!this.wide) return end - start;
     let n = 0;
     for (let i = start; i < end; i++) if ((this.b[i] & 0xc0) !== 0x80) n++;
     return n;
@@ -227,15 +230,16 @@ export class JsonScanner {
     else if (b[i] > ZERO && b[i] <= NINE) while (b[i] >= ZERO && b[i] <= NINE) i++;
     else throw UNSCANNABLE;
     const integer = i - first;
-    let plain = true;
+    // Where the fraction's digits start, or -1.
+    let fraction = -1;
+    let exponent = false;
     if (b[i] === DOT) {
-      plain = false;
-      const d = ++i;
+      fraction = ++i;
       while (b[i] >= ZERO && b[i] <= NINE) i++;
-      if (i === d) throw UNSCANNABLE;
+      if (i === fraction) throw UNSCANNABLE;
     }
     if (b[i] === 0x65 || b[i] === 0x45) {
-      plain = false;
+      exponent = true;
       i++;
       if (b[i] === 0x2b || b[i] === MINUS) i++;
       const d = i;
@@ -243,9 +247,21 @@ export class JsonScanner {
       if (i === d) throw UNSCANNABLE;
     }
     this.at = i;
-    // Integers of up to 15 digits print as written, but for -0.
-    if (plain && integer <= 15 && !(integer === 1 && b[first] === ZERO && first > start)) return true;
-    const t = b.toString('latin1', start, i);
+    if (!exponent) {
+      // Up to 15 significant digits a decimal is the shortest text of its double, which JS prints
+      // as written when it has no trailing zero and is not below 1e-6 (then it uses an exponent).
+      if (fraction === -1) return integer <= 15 && !(integer === 1 && b[first] === ZERO && first > start);
+      if (b[i - 1] === ZERO) return false;
+      let digits = integer + (i - fraction);
+      if (integer === 1 && b[first] === ZERO) {
+        let zeros = 0;
+        while (b[fraction + zeros] === ZERO) zeros++;
+        if (zeros > 5) return false;
+        digits -= 1 + zeros;
+      }
+      if (digits <= 15) return true;
+    }
+    const t = (b as Slicing).latin1Slice(start, i);
     return String(Number(t)) === t;
   }
 

@@ -1,5 +1,6 @@
 import { type ChType, SINK_TABLES, type SinkTable } from '../schemas/rows.js';
 import type { BufferPool } from './buffer-pool.js';
+import { uuidv7Into } from './ids.js';
 
 /**
  * ClickHouse's RowBinary format for the sink tables: the rows of one JetStream message, columns
@@ -60,6 +61,7 @@ export function insertColumns(format: RowBinaryFormat, table: SinkTable): string
 }
 
 const EMPTY = Buffer.alloc(0);
+const V7 = new Uint8Array(16);
 const HEX_VALUE = new Int8Array(128).fill(-1);
 for (let i = 0; i < 10; i++) HEX_VALUE[48 + i] = i;
 for (let i = 0; i < 6; i++) {
@@ -144,6 +146,16 @@ export class RowBinaryWriter {
     this.at += 16;
   }
 
+  /** A fresh UUIDv7 (lib/ids.ts), written without making its text. */
+  uuidv7(now: number): void {
+    this.room(16);
+    uuidv7Into(V7, 0, now);
+    const b = this.buf;
+    const at = this.at;
+    for (let i = 0; i < 16; i++) b[at + UUID_ORDER[i]] = V7[i];
+    this.at += 16;
+  }
+
   string(s: string): void {
     // One byte of length covers up to 127 bytes; longer strings are measured first.
     if (s.length <= 42) {
@@ -181,7 +193,7 @@ export class RowBinaryWriter {
   }
 
   /** A String whose UTF-8 bytes are `src[start, end)` (a value inside a request body). */
-  bytes(src: Uint8Array, start: number, end: number): void {
+  bytes(src: Buffer, start: number, end: number): void {
     const n = end - start;
     this.varint(n);
     this.room(n);
@@ -190,7 +202,7 @@ export class RowBinaryWriter {
     if (n <= 64) {
       let at = this.at;
       for (let i = start; i < end; i++) b[at++] = src[i];
-    } else b.set(src.subarray(start, end), this.at);
+    } else src.copy(b, this.at, start, end);
     this.at += n;
   }
 

@@ -16,7 +16,7 @@ export function isUuid(value: string): boolean {
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const DAYS = [0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
-function validDay(year: number, month: number, day: number): boolean {
+export function validDay(year: number, month: number, day: number): boolean {
   if (year < 1 || month < 1 || month > 12 || day < 1) return false;
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   return day <= (month === 2 && leap ? 29 : DAYS[month]);

@@ -5,6 +5,7 @@ import { type IncomingUsage, scanUsage } from '../../ingest/surface-a/scan.js';
 import { decodeJson } from '../../lib/json.js';
 import { decodeRows, EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
 import { compile } from '../../schemas/ajv.js';
+import { isDateTime } from '../../schemas/formats.js';
 import { UsageBatchA } from '../../schemas/ingest.js';
 
 /**
@@ -34,7 +35,13 @@ function general(body: Buffer): IncomingUsage[] | undefined {
 /** What an event becomes: its fields and its stored row (or the properties' rejection). */
 function outcome(e: IncomingUsage): unknown {
   const props = storedProperties(e.properties);
-  const fields = { ...e, properties: undefined, external_source: e.external_source ?? 'internal' };
+  const fields = {
+    ...e,
+    properties: undefined,
+    external_source: e.external_source ?? 'internal',
+    // The scanner reads the timestamp into unix ms as the rules would.
+    timestamp: typeof e.timestamp === 'string' ? Date.parse(e.timestamp) : e.timestamp,
+  };
   if (isRejection(props)) return { fields, rejected: props.code };
   const w = new RowBinaryWriter(64);
   writeEventRow(w, stamp, {
@@ -154,6 +161,33 @@ t.test('bodies the scanner leaves to the general path', async (t) => {
         : Buffer.from(body);
     t.equal(scanUsage(bytes), undefined, what);
   }
+});
+
+t.test('timestamps are read as the date-time format and Date.parse read them', async (t) => {
+  let seed = 9;
+  const rnd = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
+  const pick = <T>(a: readonly T[]): T => a[Math.floor(rnd() * a.length)];
+  const digits = (n: number, max: number) => String(Math.floor(rnd() * (max + 1))).padStart(n, '0');
+  let scanned = 0;
+  for (let i = 0; i < 3000; i++) {
+    const date = `${pick(['0001', '1969', '1970', '2000', '2024', '2026', '2100', '9999', '0000', '19x0'])}-${digits(2, 13)}-${digits(2, 31)}`;
+    const time = `${digits(2, 24)}:${digits(2, 60)}:${digits(2, 60)}`;
+    const fraction = pick(['', '', '.1', '.12', '.123', '.1239', '.123456789', '.1234567890', '.']);
+    const zone = pick(['Z', 'z', '+00:00', '-15:59', '+16:00', '+05:30', '-03:60', '+0530', '', ' Z']);
+    const ts = `${date}${pick(['T', 't', ' ', 'x'])}${time}${fraction}${zone}`;
+    const valid = isDateTime(ts);
+    const [e] = scanUsage(Buffer.from(one(`{"event_name":"a","customer_id":"x","timestamp":"${ts}"}`))) ?? [];
+    if (e === undefined) t.notOk(valid, `${ts} is left to the general path only when the format refuses it`);
+    else {
+      scanned++;
+      t.ok(valid, `${ts} scans only when the format takes it`);
+      t.equal(e.timestamp, Date.parse(ts), `${ts} read as Date.parse reads it`);
+    }
+  }
+  t.ok(scanned > 300, `many scanned (${scanned})`);
 });
 
 t.test('no prefix of a body scans (every cut is invalid JSON)', async (t) => {
