@@ -22,7 +22,8 @@ interface TenantCache {
 /** The answers one request works from: the cache as it was when the request's look-ups were made. */
 export interface CustomerView {
   has(id: string): boolean;
-  byExternal(source: string, externalId: string): string | undefined;
+  /** The customer of each external reference given to `prepare`, in its order; undefined for none. */
+  external: Array<string | undefined>;
 }
 
 export interface ResolverOptions {
@@ -97,8 +98,17 @@ export class Resolver {
     if (c) c.products = undefined;
   }
 
-  /** Answers every given reference, with at most one query for those not in memory. */
-  async prepare(tenantId: string, ids: Iterable<string>, exts: Iterable<[string, string]>): Promise<CustomerView> {
+  /**
+   * Answers every given reference (customer ids, and external ids `exts[i]` of source `srcs[i]`),
+   * with at most one query for those not in memory. An external reference is looked up once here
+   * and its answer kept in the view: the per-event look-ups are most of this class's cost.
+   */
+  async prepare(
+    tenantId: string,
+    ids: Iterable<string>,
+    srcs: string[] = [],
+    exts: string[] = [],
+  ): Promise<CustomerView> {
     const c = this.cache(tenantId);
     const now = Date.now();
     const wantSrc: string[] = [];
@@ -108,12 +118,17 @@ export class Resolver {
     const unknown = new Set<string>();
     for (const id of ids) if (!c.ids.has(id) && !fresh(c.missing.get(id))) unknown.add(id);
     const wantIds = [...unknown];
-    for (const [src, ext] of exts) {
-      if (c.ext.get(src)?.has(ext) || fresh(c.missingExt.get(src)?.get(ext))) continue;
-      wantSrc.push(src);
-      wantExt.push(ext);
+    const external = new Array<string | undefined>(exts.length);
+    // Indexes into exts of the references asked of PostgreSQL.
+    const asked: number[] = [];
+    for (let i = 0; i < exts.length; i++) {
+      external[i] = c.ext.get(srcs[i])?.get(exts[i]);
+      if (external[i] !== undefined || fresh(c.missingExt.get(srcs[i])?.get(exts[i]))) continue;
+      asked.push(i);
+      wantSrc.push(srcs[i]);
+      wantExt.push(exts[i]);
     }
-    const view: CustomerView = { has: (id) => c.ids.has(id), byExternal: (src, ext) => c.ext.get(src)?.get(ext) };
+    const view: CustomerView = { has: (id) => c.ids.has(id), external };
     if (wantIds.length === 0 && wantSrc.length === 0) return view;
     // Two branches, each on its own index: with OR the planner reads every customer of the workspace.
     const rows = await this.sql<{ id: string; external_source: string; external_id: string | null }[]>`
@@ -134,6 +149,7 @@ export class Resolver {
         if (c.missingExt.get(r.external_source)?.delete(r.external_id)) c.extEntries--;
       }
     }
+    for (const i of asked) external[i] = c.ext.get(srcs[i])?.get(exts[i]);
     return view;
   }
 

@@ -23,7 +23,7 @@ export async function prepareBilling(
 ): Promise<PreparedBilling> {
   const { tenantId, resolver } = ctx;
   const ids = events.map((e) => e.customer_id.toLowerCase());
-  const customers = await resolver.prepare(tenantId, ids, []);
+  const customers = await resolver.prepare(tenantId, ids);
   const details: Detail[] = [];
   for (let i = 0; i < ids.length; i++) {
     if (!customers.has(ids[i])) {

@@ -72,16 +72,20 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
   requireReferences(events);
   const { tenantId, resolver } = ctx;
   const ids: string[] = [];
-  const exts: Array<[string, string]> = [];
+  const srcs: string[] = [];
+  const exts: string[] = [];
   let products = false;
   for (const e of events) {
     if (e.customer_id !== undefined) {
       if (isUuid(e.customer_id)) ids.push(e.customer_id.toLowerCase());
-    } else exts.push([e.external_source ?? 'internal', e.external_customer_id!]);
+    } else {
+      srcs.push(e.external_source ?? 'internal');
+      exts.push(e.external_customer_id!);
+    }
     if (e.product_id !== undefined || e.product_code !== undefined) products = true;
   }
   const [customers] = await Promise.all([
-    resolver.prepare(tenantId, ids, exts),
+    resolver.prepare(tenantId, ids, srcs, exts),
     products ? resolver.prepareProducts(tenantId) : undefined,
   ]);
 
@@ -98,11 +102,14 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
     tooOld: 'timestamp is more than 30 days in the past',
   };
   let i = 0;
+  // The external reference of events[i] is customers.external[ext] (they come in the events' order).
+  let ext = 0;
   let e: IncomingUsage;
   const fail = (code: EventErrorCode, message: string) =>
     errors.push({ index: i, event_name: e.event_name, code, message });
   for (; i < events.length; i++) {
     e = events[i];
+    const found = e.customer_id === undefined ? customers.external[ext++] : undefined;
     if (RESERVED_EVENT_NAMES.has(e.event_name)) {
       fail(
         'reserved_event_name',
@@ -122,7 +129,6 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
         continue;
       }
     } else {
-      const found = customers.byExternal(e.external_source ?? 'internal', e.external_customer_id!);
       if (found === undefined) {
         fail(
           'unknown_external_customer',

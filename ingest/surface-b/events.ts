@@ -131,7 +131,7 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
   const ids: string[] = [];
   for (let i = 0; i < list.length; i++)
     if ((!valid || valid[i]) && isUuid(list[i].customer_id)) ids.push(list[i].customer_id.toLowerCase());
-  const customers = await ctx.resolver.prepare(tenantId, ids, []);
+  const customers = await ctx.resolver.prepare(tenantId, ids);
 
   // About 1 KB per row for the benchmark's events: one buffer, rarely grown.
   const rows = new RowBinaryWriter(list.length * 1024, ctx.payloads);
