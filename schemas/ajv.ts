@@ -34,3 +34,19 @@ const full = createAjv({ allErrors: true });
 export function compile<S extends TSchema>(schema: S): Compiled<Static<S>> {
   return { check: fast.compile<Static<S>>(schema as object), explain: full.compile<Static<S>>(schema as object) };
 }
+
+/** A string format as every Ajv of the service checks it (`email`, `uuid`…), for code that checks without a schema. */
+export function formatCheck(name: string): (value: string) => boolean {
+  const f = fast.formats[name];
+  if (f instanceof RegExp) return (v) => f.test(v);
+  if (typeof f === 'function') return (v) => f(v) === true;
+  if (typeof f === 'object' && typeof f.validate === 'function') {
+    const validate = f.validate as (v: string) => boolean;
+    return (v) => validate(v) === true;
+  }
+  if (typeof f === 'object' && f.validate instanceof RegExp) {
+    const re = f.validate;
+    return (v) => re.test(v);
+  }
+  throw new Error(`no string format ${name}`);
+}

@@ -24,8 +24,7 @@ import {
   type SurfaceADeps,
   validate,
 } from './steps.js';
-import { type IncomingUsage, scanUsage } from './scan.js';
-import { prepareUsage } from './usage.js';
+import { type IncomingUsage, prepareUsage, scanUsage } from './usage.js';
 
 /**
  * Ingestion surface A: POST /v1/ingest/events and POST /v1/ingest/billing-events with an
@@ -108,7 +107,7 @@ export function surfaceA(d: SurfaceA) {
       const org = await authenticate(d, x.head);
       await rateLimit(d, org);
       requireJson(x.head, body!);
-      // Read from the bytes when the scanner covers the body, else parsed and validated (scan.ts).
+      // Read from the bytes when the scanner covers the body, else parsed and validated (ingest/scan.ts).
       const events =
         scanUsage(body!) ?? (validate(usageBatch, decode(x.head, body!)) as { events: IncomingUsage[] }).events;
       const p = await prepareUsage(events, {

@@ -3,8 +3,11 @@ import { RowBinaryWriter } from '../../lib/row-binary.js';
 import type { ErrorObject } from 'ajv';
 import { isUuid } from '../../lib/ids.js';
 import { UNSTORABLE_MESSAGE } from '../../lib/json.js';
-import { compile } from '../../schemas/ajv.js';
+import { compile, formatCheck } from '../../schemas/ajv.js';
+import { BatchScanner, type Incoming } from '../scan.js';
 import {
+  MAX_B_BATCH,
+  MAX_B_EVENT_NAME,
   MAX_EXTERNAL_ID,
   RESERVED_EVENT_NAMES,
   UsageBatchB,
@@ -61,6 +64,8 @@ export interface ContextB {
   /** Message of a too-old timestamp. */
   tooOld: string;
   resolver: Resolver;
+  /** Set when the events were scanned (`scanEvents`): every one of them passed UsageEventB. */
+  checked?: boolean;
   /** Events holding text no store can hold (NUL, unpaired surrogates), found while decoding: index → field. */
   unstorable?: ReadonlyMap<number, string>;
   /** Where the rows' buffer comes from (the publisher's pool). */
@@ -109,11 +114,33 @@ function explain(index: number, errors: ErrorObject[] | null | undefined): Event
  * only when that fails is each event checked on its own, so one bad event never costs the others.
  * Accepted events come out already in the sink's row format.
  */
+export type IncomingEventB = Incoming<UsageEventB>;
+
+/**
+ * Surface B's batch straight from the body's bytes when every event passes UsageEventB as it is
+ * (ingest/scan.ts), else undefined.
+ */
+const scanner = new BatchScanner<UsageEventB>(
+  {
+    customer_id: { kind: 'text', min: 1, max: 255 },
+    event_name: { kind: 'snake_case', min: 1, max: MAX_B_EVENT_NAME },
+    user_email: { kind: 'format', check: formatCheck('email'), max: 320 },
+    user_external_id: { kind: 'text', min: 1, max: 255 },
+    timestamp: { kind: 'date-time' },
+    properties: { kind: 'properties' },
+    external_id: { kind: 'text', min: 1, max: MAX_EXTERNAL_ID },
+  },
+  ['customer_id', 'event_name'],
+  MAX_B_BATCH,
+);
+
+export const scanEvents = (body: Buffer): IncomingEventB[] | undefined => scanner.scan(body);
+
 export async function prepareB(events: unknown[], ctx: ContextB): Promise<PreparedB> {
   const errors: EventErrorB[] = [];
   let valid: boolean[] | undefined;
   const unstorable = ctx.unstorable;
-  if (unstorable?.size || !batchCheck.check({ events })) {
+  if (!ctx.checked && (unstorable?.size || !batchCheck.check({ events }))) {
     valid = new Array<boolean>(events.length);
     for (let i = 0; i < events.length; i++) {
       const field = unstorable?.get(i);
@@ -126,7 +153,7 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
       if (!valid[i]) errors.push(explain(i, eventCheck.check.errors));
     }
   }
-  const list = events as UsageEventB[];
+  const list = events as IncomingEventB[];
   const { tenantId } = ctx;
   const ids: string[] = [];
   for (let i = 0; i < list.length; i++)
@@ -171,7 +198,7 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
       errors.push({ index: i, code: ts.code, message: ts.message });
       continue;
     }
-    const props = storedProperties(e.properties as Record<string, unknown> | undefined);
+    const props = storedProperties(e.properties);
     if (isRejection(props)) {
       errors.push({ index: i, code: props.code, message: props.message });
       continue;

@@ -18,9 +18,9 @@ import type { IngestMetrics } from '../metrics.js';
 import { EventStoreFull } from '../publisher.js';
 import type { DailyQuota } from '../quota.js';
 import type { Resolver } from '../resolver.js';
-import { prepareB, release } from './events.js';
+import { prepareB, release, scanEvents } from './events.js';
 import type { EventQuery } from './query.js';
-import { type Admission, admit, decode, idempotencyKey, queryParams, validate } from './steps.js';
+import { type Admission, admit, decode, idempotencyKey, queryParams, requireJson, validate } from './steps.js';
 import type { Answer, SurfaceBStore } from './store.js';
 
 /**
@@ -166,7 +166,13 @@ export function surfaceB(d: SurfaceBDeps) {
       'events:write',
     );
     const key = idempotencyKey(x.head);
-    const { events, unstorable } = validate(decode(x.head, body));
+    requireJson(x.head, body);
+    // Read from the bytes when the scanner covers the body (every event then valid), else parsed
+    // and validated, each event then checked on its own in prepareB.
+    const scanned = scanEvents(body);
+    const { events, unstorable } = scanned
+      ? { events: scanned, unstorable: undefined }
+      : validate(decode(x.head, body));
     const now = Date.now();
     const [plan, prepared] = await Promise.all([
       d.quota.planOf(p.tenantId),
@@ -176,6 +182,7 @@ export function surfaceB(d: SurfaceBDeps) {
         now,
         resolver: d.resolver,
         unstorable,
+        checked: scanned !== undefined,
         payloads: d.store.payloads,
         oldest: now - (backfill ? MAX_BACKFILL_AGE_MS : MAX_EVENT_AGE_MS) - opts.ageGraceMs,
         newest: now + opts.futureSkewMs,

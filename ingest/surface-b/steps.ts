@@ -80,13 +80,18 @@ export interface DecodedBody {
   unstorable?: Map<number, string>;
 }
 
-/** The body as JSON; text a store cannot hold costs only the event holding it, anywhere else the request. */
-export function decode(head: RequestHead, body: Buffer): DecodedBody {
+/** A JSON body is there: its content type, and not empty. */
+export function requireJson(head: RequestHead, body: Buffer): void {
   const ct = head.headers['content-type'];
   if (!isJsonContentType(ct))
     throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
   if (body.length === 0)
     throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object with "events".');
+}
+
+/** The body as JSON; text a store cannot hold costs only the event holding it, anywhere else the request. */
+export function decode(head: RequestHead, body: Buffer): DecodedBody {
+  requireJson(head, body);
   const decoded = decodeJson(body);
   if (!decoded.ok && (decoded.reason === 'not_utf8' || decoded.reason === 'syntax')) {
     throw new ApiError(

@@ -1,16 +1,18 @@
 import t, { type Test } from 'tap';
 import { Workload } from '../../bench/workload.js';
 import { isRejection, rowStamp, storedProperties, writeEventRow } from '../../ingest/event-rules.js';
-import { type IncomingUsage, scanUsage } from '../../ingest/surface-a/scan.js';
+import { type IncomingUsage, scanUsage } from '../../ingest/surface-a/usage.js';
+import { scanEvents } from '../../ingest/surface-b/events.js';
 import { decodeJson } from '../../lib/json.js';
 import { decodeRows, EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
 import { compile } from '../../schemas/ajv.js';
 import { isDateTime } from '../../schemas/formats.js';
+import { UsageBatchB } from '../../schemas/events.js';
 import { UsageBatchA } from '../../schemas/ingest.js';
 
 /**
- * Surface A reads a usage batch straight from its bytes when it can (ingest/surface-a/scan.ts).
- * Whenever it does, the events and their stored rows must be exactly those of the general path
+ * Both surfaces read a batch straight from its bytes when they can (ingest/scan.ts).
+ * Whenever one does, the events and their stored rows must be exactly those of the general path
  * (JSON.parse, the schema, splitProperties); whenever it cannot, the general path runs. These
  * tests hold the scanner to that on chosen edge cases, the benchmark's workload and random
  * documents.
@@ -25,10 +27,12 @@ const stamp = rowStamp({
   surface: 'a',
 });
 
+type Check = (value: unknown) => boolean;
+
 /** The general path: the events a valid body holds, or undefined where it answers an error. */
-function general(body: Buffer): IncomingUsage[] | undefined {
+function general(body: Buffer, check: Check = batch.check): IncomingUsage[] | undefined {
   const d = decodeJson(body);
-  if (!d.ok || !batch.check(d.value)) return undefined;
+  if (!d.ok || !check(d.value)) return undefined;
   return (d.value as { events: IncomingUsage[] }).events;
 }
 
@@ -63,11 +67,17 @@ function outcome(e: IncomingUsage): unknown {
 }
 
 /** Scans `body`; when the scanner takes it, its result must be the general path's. Returns whether it scanned. */
-function agree(t: Test, body: string | Buffer, what: string): boolean {
+function agree(
+  t: Test,
+  body: string | Buffer,
+  what: string,
+  scan: (b: Buffer) => unknown[] | undefined = scanUsage,
+  check?: Check,
+): boolean {
   const bytes = typeof body === 'string' ? Buffer.from(body) : body;
-  const scanned = scanUsage(bytes);
+  const scanned = scan(bytes) as IncomingUsage[] | undefined;
   if (scanned === undefined) return false;
-  const reference = general(bytes);
+  const reference = general(bytes, check);
   if (reference === undefined) {
     t.fail(`${what}: scanned a body the general path refuses`, { body: bytes.toString() });
     return true;
@@ -266,4 +276,30 @@ t.test('random documents: whatever scans is stored as the general path stores it
   }
   t.ok(scanned > 1000, `most random documents scan (${scanned} of 3000)`);
   t.ok(mutatedScanned > 0, `some mutated ones too (${mutatedScanned})`);
+});
+
+const batchB = compile(UsageBatchB);
+const b = (event: string) => `{"events":[${event}]}`;
+
+t.test('surface B: its bodies are scanned as its schema takes them, and stored alike', async (t) => {
+  const ok: Record<string, string> = {
+    'as the benchmark sends them': `{"events":[${Array.from({ length: 1000 }, (_, i) => JSON.stringify({ customer_id: CUSTOMER, event_name: 'page_view', external_id: `b-${i}`, user_external_id: `u-${i % 50}`, properties: { i, plan: 'pro' } })).join(',')}]}`,
+    'every field': b(
+      `{"customer_id":"${CUSTOMER}","event_name":"${'a'.repeat(64)}","user_email":"a.b@example.com","user_external_id":"u","timestamp":"2026-11-20T10:00:00Z","properties":{"x":[1]},"external_id":"${'e'.repeat(128)}"}`,
+    ),
+    'a customer id that is no UUID (a per-event error later)': b('{"customer_id":"nope","event_name":"a"}'),
+  };
+  for (const [what, body] of Object.entries(ok))
+    t.ok(agree(t, body, what, scanEvents, batchB.check), `${what}: scanned`);
+  const left: Record<string, string> = {
+    'an event name past 64': b(`{"customer_id":"x","event_name":"${'a'.repeat(65)}"}`),
+    'an external id past 128': b(`{"customer_id":"x","event_name":"a","external_id":"${'e'.repeat(129)}"}`),
+    'an empty external id': b('{"customer_id":"x","event_name":"a","external_id":""}'),
+    'not an e-mail address': b('{"customer_id":"x","event_name":"a","user_email":"nobody"}'),
+    'no customer id': b('{"event_name":"a"}'),
+    'an empty customer id': b('{"customer_id":"","event_name":"a"}'),
+    "surface A's field": b('{"customer_id":"x","event_name":"a","user_id":"u"}'),
+    '1001 events': `{"events":[${Array(1001).fill('{"customer_id":"x","event_name":"a"}').join(',')}]}`,
+  };
+  for (const [what, body] of Object.entries(left)) t.equal(scanEvents(Buffer.from(body)), undefined, what);
 });

@@ -1,0 +1,229 @@
+import { isUtf8 } from 'node:buffer';
+import { JsonScanner, type RawProperties, UNSCANNABLE } from '../lib/json-scan.js';
+import { validDay } from '../schemas/formats.js';
+
+const EVENTS = Buffer.from('events');
+
+/**
+ * An event as a surface's rules take it: the request's fields, with `properties` either the parsed
+ * object (the general path) or spans of the body, and `timestamp` as sent or already read into
+ * unix ms (`BatchScanner`).
+ */
+export type Incoming<E> = Omit<E, 'properties' | 'timestamp'> & {
+  properties?: Record<string, unknown> | RawProperties;
+  timestamp?: string | number;
+};
+
+/** What a field of an event must be, as its surface's schema says. */
+export type FieldRule =
+  | { kind: 'text'; min: number; max: number }
+  /** A string in snake_case (schemas/ingest.ts SNAKE_CASE). */
+  | { kind: 'snake_case'; min: number; max: number }
+  /** A string passing `check` (a format), at most `max` code points. */
+  | { kind: 'format'; check: (s: string) => boolean; max: number }
+  /** The date-time format, read into unix ms. */
+  | { kind: 'date-time' }
+  /** A JSON object, kept as spans (lib/json-scan.ts). */
+  | { kind: 'properties' };
+
+interface Field {
+  name: Uint8Array;
+  key: string;
+  bit: number;
+  rule: FieldRule;
+}
+
+/** event_name's pattern, `^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$` (schemas/ingest.ts), on bytes. */
+function snakeCase(b: Buffer, start: number, end: number): boolean {
+  if (!(b[start] >= 0x61 && b[start] <= 0x7a)) return false;
+  let underscore = false;
+  for (let i = start + 1; i < end; i++) {
+    const c = b[i];
+    if (c === 0x5f) {
+      if (underscore) return false;
+      underscore = true;
+    } else if ((c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39)) underscore = false;
+    else return false;
+  }
+  return !underscore;
+}
+
+/** The two digits at `at` as a number (NaN unless both are digits). */
+function two(b: Buffer, at: number): number {
+  const hi = b[at] - 0x30;
+  const lo = b[at + 1] - 0x30;
+  return hi >= 0 && hi <= 9 && lo >= 0 && lo <= 9 ? hi * 10 + lo : Number.NaN;
+}
+
+/** Days from 1970-01-01 to a day of the proleptic Gregorian calendar. */
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yoe = y - era * 400;
+  const doy = Math.floor((153 * (month + (month > 2 ? -3 : 9)) + 2) / 5) + day - 1;
+  return era * 146_097 + yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy - 719_468;
+}
+
+/**
+ * The string content [start, end) as the `date-time` format takes it (schemas/formats.ts,
+ * isDateTime), read straight into unix ms as Date.parse reads it (fractions past the millisecond
+ * cut off); NaN for anything the format refuses.
+ */
+function dateTime(b: Buffer, start: number, end: number): number {
+  const n = end - start;
+  if (n < 20 || n > 40) return Number.NaN;
+  const year = two(b, start) * 100 + two(b, start + 2);
+  const month = two(b, start + 5);
+  const day = two(b, start + 8);
+  const hour = two(b, start + 11);
+  const minute = two(b, start + 14);
+  const second = two(b, start + 17);
+  const t = b[start + 10];
+  if (b[start + 4] !== 0x2d || b[start + 7] !== 0x2d || (t !== 0x54 && t !== 0x74 && t !== 0x20)) return Number.NaN;
+  if (b[start + 13] !== 0x3a || b[start + 16] !== 0x3a) return Number.NaN;
+  if (!validDay(year, month, day) || !(hour <= 23 && minute <= 59 && second <= 59)) return Number.NaN;
+  let i = start + 19;
+  let ms = 0;
+  if (b[i] === 0x2e) {
+    const first = ++i;
+    for (; i < end && b[i] >= 0x30 && b[i] <= 0x39; i++) if (i - first < 3) ms = ms * 10 + b[i] - 0x30;
+    const digits = i - first;
+    if (digits === 0 || digits > 9) return Number.NaN;
+    if (digits < 3) ms *= digits === 1 ? 100 : 10;
+  }
+  let offset = 0;
+  const z = b[i];
+  if (z === 0x5a || z === 0x7a) i++;
+  else if (z === 0x2b || z === 0x2d) {
+    const oh = two(b, i + 1);
+    const om = two(b, i + 4);
+    if (b[i + 3] !== 0x3a || !(oh <= 15 && om <= 59)) return Number.NaN;
+    offset = (z === 0x2b ? 1 : -1) * (oh * 60 + om) * 60_000;
+    i += 6;
+  } else return Number.NaN;
+  if (i !== end) return Number.NaN;
+  return (
+    daysFromCivil(year, month, day) * 86_400_000 + hour * 3_600_000 + minute * 60_000 + second * 1000 + ms - offset
+  );
+}
+
+/** A string field: its text when its length in code points is within [min, max] (min 0 or 1). */
+function text(s: JsonScanner, min: number, max: number): string {
+  s.peek();
+  const start = s.at + 1;
+  const value = s.text();
+  // Bytes bound the code points from above (and a minimum of 0 or 1 is the same in both); count
+  // them only when that bound is not enough.
+  const bytes = s.at - 1 - start;
+  if (bytes < min || (bytes > max && s.codePoints(start, s.at - 1) > max)) throw UNSCANNABLE;
+  return value;
+}
+
+function value(s: JsonScanner, rule: FieldRule): unknown {
+  switch (rule.kind) {
+    case 'text':
+      return text(s, rule.min, rule.max);
+    case 'snake_case': {
+      const at = s.at + 1;
+      const v = text(s, rule.min, rule.max);
+      if (!snakeCase(s.b, at, s.at - 1)) throw UNSCANNABLE;
+      return v;
+    }
+    case 'format': {
+      const v = text(s, 0, rule.max);
+      if (!rule.check(v)) throw UNSCANNABLE;
+      return v;
+    }
+    case 'date-time': {
+      const start = s.at + 1;
+      const end = s.string();
+      const ms = dateTime(s.b, start, end);
+      if (Number.isNaN(ms)) throw UNSCANNABLE;
+      return ms;
+    }
+    case 'properties':
+      return s.properties();
+  }
+}
+
+/**
+ * A surface's batch (`{"events": [...]}`) read straight from the body's bytes: its events when the
+ * body is one the schema accepts as it is and the scanner covers (lib/json-scan.ts), else
+ * undefined, and the caller decodes and validates it the general way (which then finds and words
+ * any error). Covered: exactly the key `events` at the top; 1 to `maxEvents` objects holding only
+ * the given fields, each at most once, the required ones present. The body's content type and
+ * emptiness are checked before.
+ */
+export class BatchScanner<E> {
+  /** Fields by the byte length of their name. */
+  private readonly byLength: Field[][] = [];
+  private readonly required: number;
+
+  constructor(
+    fields: Record<keyof E & string, FieldRule>,
+    required: Array<keyof E & string>,
+    private readonly maxEvents: number,
+  ) {
+    let bit = 1;
+    const all: Field[] = [];
+    for (const [key, rule] of Object.entries<FieldRule>(fields)) {
+      const name = Buffer.from(key);
+      all.push({ name, key, bit, rule });
+      (this.byLength[name.length] ??= []).push(all[all.length - 1]);
+      bit <<= 1;
+    }
+    this.required = all.filter((f) => required.includes(f.key as keyof E & string)).reduce((m, f) => m | f.bit, 0);
+  }
+
+  private field(s: JsonScanner, start: number, end: number): Field {
+    const candidates = this.byLength[end - start];
+    if (candidates !== undefined) for (const f of candidates) if (s.is(start, end, f.name)) return f;
+    throw UNSCANNABLE;
+  }
+
+  private event(s: JsonScanner): Incoming<E> {
+    s.expect(0x7b);
+    const e: Record<string, unknown> = {};
+    // Fields seen: a repeated key (JSON.parse keeps the last one) is left to the general path.
+    let seen = 0;
+    if (s.peek() !== 0x7d)
+      do {
+        s.peek();
+        const start = s.at + 1;
+        const f = this.field(s, start, s.string());
+        if ((seen & f.bit) !== 0) throw UNSCANNABLE;
+        seen |= f.bit;
+        s.expect(0x3a);
+        s.peek();
+        e[f.key] = value(s, f.rule);
+      } while (s.more(0x7d));
+    else s.at++;
+    if ((seen & this.required) !== this.required) throw UNSCANNABLE;
+    return e as Incoming<E>;
+  }
+
+  scan(body: Buffer): Array<Incoming<E>> | undefined {
+    if (!isUtf8(body)) return undefined;
+    const s = new JsonScanner(body);
+    try {
+      s.expect(0x7b);
+      s.peek();
+      const start = s.at + 1;
+      if (!s.is(start, s.string(), EVENTS)) throw UNSCANNABLE;
+      s.expect(0x3a);
+      s.expect(0x5b);
+      const events: Array<Incoming<E>> = [];
+      if (s.peek() === 0x5d) throw UNSCANNABLE; // at least one event
+      do {
+        if (events.length === this.maxEvents) throw UNSCANNABLE;
+        events.push(this.event(s));
+      } while (s.more(0x5d));
+      s.expect(0x7d);
+      s.end();
+      return events;
+    } catch (err) {
+      if (err === UNSCANNABLE) return undefined;
+      throw err;
+    }
+  }
+}
