@@ -12,6 +12,7 @@ export interface BenchOptions {
   /** --empty-event-store: every csp table in ClickHouse emptied before the run. */
   emptyEventStore: boolean;
   only: Set<
+    | 'parse'
     | 'ceilings'
     | 'ingest'
     | 'events-b'

@@ -10,6 +10,7 @@ import type { MetricsResult } from './metrics.js';
 import type { PlaybooksResult } from './playbooks.js';
 import type { WebhooksResult } from './webhooks.js';
 import type { OutageResult } from './outage.js';
+import { parseRows, type ParseResult } from './parse.js';
 import type { Usage } from './proc-stats.js';
 import type { ScenarioBResult } from './scenario-b.js';
 
@@ -22,6 +23,7 @@ export interface Section<T> {
 }
 
 export interface Stored {
+  parse?: Section<ParseResult>;
   ceilings?: Section<CeilingsResult>;
   ingest?: Section<IngestResult>;
   eventsB?: Section<ScenarioBResult>;
@@ -106,6 +108,7 @@ interface Row {
 
 export function rows(s: Stored): Row[] {
   const out: Row[] = [];
+  if (s.parse) out.push(...parseRows(s.parse.data));
   const c = s.ceilings?.data;
   const js = c?.jetstream;
   const chBest = c?.clickhouse.best;
@@ -474,6 +477,7 @@ export function writeResults(dir: string, s: Stored): void {
   const notes = NOTES.exec(old)?.[0] ?? '<!-- notes -->\n<!-- /notes -->';
   const sections = (
     [
+      'parse',
       'ceilings',
       'ingest',
       'eventsB',

@@ -6,6 +6,7 @@ import { connect } from 'nats';
 import { connectPg } from '../lib/pg.js';
 import { applyClickhouse } from '../infra/apply.js';
 import { ROOT, stackProfile, stackUrls } from '../infra/stack.js';
+import { parseScenario } from './parse.js';
 import { ceilings } from './ceilings.js';
 import type { BenchContext, BenchOptions } from './context.js';
 import { e2eScenario } from './e2e.js';
@@ -33,7 +34,7 @@ import {
 import type { BenchTenant } from './workload.js';
 
 /**
- * npm run bench [-- --only ceilings,ingest,events-b,e2e,outage] [--duration S] [--e2e-duration S] [--e2e-rate N]
+ * npm run bench [-- --only parse,ceilings,ingest,events-b,e2e,outage] [--duration S] [--e2e-duration S] [--e2e-rate N]
  *   [--outage-events N] [--connections N] [--profile dev|test] [--health-customers N] [--health-events N]
  *   [--metrics-customers N] [--metrics-events N] [--metrics-count N] [--metrics-test-requests N]
  *   [--playbooks-customers N] [--playbooks-events N] [--playbooks-count N] [--playbooks-kinds condition,…]
@@ -45,6 +46,7 @@ import type { BenchTenant } from './workload.js';
  * ingest process the run starts, into .data/<profile>/cpu-profiles/<time>/, outside the repository.
  */
 const SCENARIOS = [
+  'parse',
   'ceilings',
   'ingest',
   'events-b',
@@ -288,6 +290,7 @@ async function main(): Promise<void> {
     }
   };
   try {
+    await attempt('parse', async () => void (stored.parse = section(parseScenario())));
     await attempt('ceilings', async () => void (stored.ceilings = section(await ceilings(ctx))));
     await attempt('ingest', async () => void (stored.ingest = section(await ingestScenario(ctx))));
     await attempt('events-b', async () => {
