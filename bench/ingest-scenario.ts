@@ -72,11 +72,24 @@ export function failOnErrors(r: LoadResult, tier: Tier): void {
   );
 }
 
-/** Drops what the benchmark's workspaces left in EVENTS when no writer was there to consume it. */
+/**
+ * Drops what the benchmark's workspaces left in EVENTS when no writer was there to consume it.
+ * nats-server 2.9 before 2.9.15 keeps counting what a purge by subject removed against the
+ * account's storage (nats-io/nats-server#3876): every run would add the gigabytes it published,
+ * until at `max_file_store` the server refuses every publish (ingest answers 503) until it is
+ * restarted. A purge by sequence is accounted for, so when EVENTS holds nothing but the
+ * benchmark's subjects everything up to its last message goes that way; messages arriving
+ * meanwhile have later sequences and stay.
+ */
 export async function purgeBenchSubjects(ctx: BenchContext): Promise<number> {
+  const ours = new Set(ctx.tenants.map((t) => subjects.usage(t.tenantId)));
+  const info = await ctx.jsm.streams.info(STREAM_EVENTS, { subjects_filter: '>' });
+  const held = Object.entries(info.state.subjects ?? {});
+  if (held.every(([subject]) => ours.has(subject)))
+    return (await ctx.jsm.streams.purge(STREAM_EVENTS, { seq: info.state.last_seq + 1 })).purged;
+  say("EVENTS holds other workspaces' messages: purging by subject (nats-server 2.9 keeps counting those bytes)");
   let messages = 0;
-  for (const t of ctx.tenants)
-    messages += (await ctx.jsm.streams.purge(STREAM_EVENTS, { filter: subjects.usage(t.tenantId) })).purged;
+  for (const subject of ours) messages += (await ctx.jsm.streams.purge(STREAM_EVENTS, { filter: subject })).purged;
   return messages;
 }
 

@@ -1,9 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { connectPg } from '../lib/pg.js';
-import { subjects, STREAM_EVENTS } from '../lib/nats.js';
 import { sampler, type BenchContext } from './context.js';
 import { Http1Connection, requestBuffer } from './http1.js';
 import type { Usage } from './proc-stats.js';
+import { purgeBenchSubjects } from './ingest-scenario.js';
 import { say, startTier } from './tiers.js';
 
 export interface ScenarioBResult {
@@ -151,7 +151,7 @@ export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
   } finally {
     usage = s0.stop();
     await ingest.stop();
-    for (const t of ctx.tenants) await ctx.jsm.streams.purge(STREAM_EVENTS, { filter: subjects.usage(t.tenantId) });
+    await purgeBenchSubjects(ctx);
   }
   const s = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
