@@ -59,13 +59,32 @@ export function reserve(need: number, ledger: string): number {
   return added;
 }
 
-/** Gives back the pages `reserve` added for a server now stopped, those still free. */
-export function release(ledger: string): number {
+/** Of `added` pages to give back, how many can go now (those free) and how many stay owed. */
+export function giveBack(added: number, available: number): { back: number; owed: number } {
+  const back = Math.max(0, Math.min(added, available));
+  return { back, owed: added - back };
+}
+
+const pause = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+
+/**
+ * Gives back the pages `reserve` added for a server now stopped. Its shared memory can be unmapped
+ * a moment after `pg_ctl stop` returns, so this waits up to `waitMs` for them to be free; pages
+ * still in use stay in the ledger for the next `down` (a ledger dropped with them would leave
+ * them reserved for good, and the next `up` would find them free and record nothing).
+ */
+export function release(ledger: string, waitMs = 3000): number {
   if (!fs.existsSync(ledger)) return 0;
   const added = Number(fs.readFileSync(ledger, 'utf8')) || 0;
-  fs.rmSync(ledger, { force: true });
-  const h = hugePages();
-  if (!h || !isRoot() || added <= 0) return 0;
-  const back = Math.min(added, h.available);
-  return back > 0 && setTotal(h.total - back) ? back : 0;
+  let h = hugePages();
+  if (!h || !isRoot() || added <= 0) {
+    fs.rmSync(ledger, { force: true });
+    return 0;
+  }
+  for (const until = Date.now() + waitMs; h.available < added && Date.now() < until; h = hugePages() ?? h) pause(50);
+  const plan = giveBack(added, h.available);
+  const given = plan.back > 0 && setTotal(h.total - plan.back) ? plan.back : 0;
+  if (given === added) fs.rmSync(ledger, { force: true });
+  else fs.writeFileSync(ledger, String(added - given));
+  return given;
 }

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { hugePages, shortfall } from '../../infra/huge-pages.js';
+import { giveBack, hugePages, shortfall } from '../../infra/huge-pages.js';
 
 // infra reserves huge pages for PostgreSQL's shared memory from what /proc/meminfo says is left.
 const meminfo = (total: number, free: number, rsvd: number) =>
@@ -14,4 +14,11 @@ t.test('pages already promised to a running server are not available to the next
 
 t.test('a kernel without huge pages gives no figures', async (t) => {
   t.equal(hugePages('MemTotal:       24582040 kB\n'), undefined);
+});
+
+t.test('pages still mapped when the server stops stay owed instead of being forgotten', async (t) => {
+  t.same(giveBack(290, 290), { back: 290, owed: 0 }, 'all free: all go back');
+  t.same(giveBack(290, 120), { back: 120, owed: 170 }, 'some still mapped: the rest stays in the ledger');
+  t.same(giveBack(290, 0), { back: 0, owed: 290 });
+  t.same(giveBack(146, 400), { back: 146, owed: 0 }, "never more than were added (another server's stay)");
 });
