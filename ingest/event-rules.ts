@@ -19,7 +19,7 @@ export interface Window {
 
 /**
  * Unix ms of the event, or why it is refused. A string was already checked as ISO 8601 with a
- * zone; a number is one already read (ingest/surface-a/scan.ts).
+ * zone; a number is one already read (ingest/scan.ts).
  */
 export function eventTime(timestamp: string | number | undefined, w: Window): number | Rejection {
   if (timestamp === undefined) return w.now;

@@ -5,13 +5,13 @@ import type { RowBinaryWriter } from './row-binary.js';
  * it walks and finds where values lie, so an event's properties go from the body into its row
  * without being parsed into objects and serialized back (lib/event-properties.ts says how they are
  * stored). It covers what clients send nearly always; the first thing outside that makes it give
- * up (`Unscannable`), and the caller parses the body the general way, which stays the reference
+ * up (it throws UNSCANNABLE), and the caller parses the body the general way, which stays the reference
  * for every rule and error. So a document scans only when the general path would store exactly
  * the same bytes:
  * - strings hold no `\u` or `\/` escape (the other escapes are those JSON.stringify writes), no raw
  *   control character;
- * - a property key holds no escape, does not start with a digit (an index key would move first in
- *   the parsed object) and occurs once per object;
+ * - a top-level property key holds no escape, does not start with a digit (an index key would
+ *   move first in the parsed object) and occurs once;
  * - a top-level property number is written as JSON.stringify writes it (`1`, `0.5`, not `1.0`);
  * - objects and arrays nest at most MAX_SCAN_DEPTH deep.
  * A nested value (an object or array property) whose text differs from JSON.stringify's (spaces,
