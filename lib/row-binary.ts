@@ -74,12 +74,17 @@ const UUID_ORDER = [7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8];
 const HEX_AT: number[] = [];
 for (let i = 0; i < 36; i++) if (i !== 8 && i !== 13 && i !== 18 && i !== 23) HEX_AT.push(i);
 
-/** The 16 wire bytes of a UUID in the canonical 8-4-4-4-12 form (either case). */
+/** A UUID in the canonical 8-4-4-4-12 form (either case) as its 16 wire bytes, into `out` at `at`. */
+function encodeUuid(text: string, out: Uint8Array, at: number): void {
+  for (let i = 0; i < 16; i++)
+    out[at + UUID_ORDER[i]] =
+      (HEX_VALUE[text.charCodeAt(HEX_AT[2 * i])] << 4) | HEX_VALUE[text.charCodeAt(HEX_AT[2 * i + 1])];
+}
+
+/** The 16 wire bytes of a UUID in the canonical form, to copy into many rows (`raw16`). */
 export function uuidWire(text: string): Uint8Array {
   const out = new Uint8Array(16);
-  for (let i = 0; i < 16; i++)
-    out[UUID_ORDER[i]] =
-      (HEX_VALUE[text.charCodeAt(HEX_AT[2 * i])] << 4) | HEX_VALUE[text.charCodeAt(HEX_AT[2 * i + 1])];
+  encodeUuid(text, out, 0);
   return out;
 }
 
@@ -136,13 +141,7 @@ export class RowBinaryWriter {
   /** The canonical 8-4-4-4-12 form (either case); anything else must not reach here. */
   uuid(text: string): void {
     this.room(16);
-    const b = this.buf;
-    const at = this.at;
-    for (let i = 0; i < 16; i++) {
-      const hi = HEX_VALUE[text.charCodeAt(HEX_AT[2 * i])];
-      const lo = HEX_VALUE[text.charCodeAt(HEX_AT[2 * i + 1])];
-      b[at + UUID_ORDER[i]] = (hi << 4) | lo;
-    }
+    encodeUuid(text, this.buf, this.at);
     this.at += 16;
   }
 
