@@ -1,6 +1,8 @@
 import { isUtf8 } from 'node:buffer';
 import { JsonScanner, type RawProperties, UNSCANNABLE } from '../lib/json-scan.js';
+import { formatCheck } from '../schemas/ajv.js';
 import { validDay } from '../schemas/formats.js';
+import { SNAKE_CASE } from '../schemas/ingest.js';
 
 const EVENTS = Buffer.from('events');
 
@@ -14,17 +16,67 @@ export type Incoming<E> = Omit<E, 'properties' | 'timestamp'> & {
   timestamp?: string | number;
 };
 
-/** What a field of an event must be, as its surface's schema says. */
-export type FieldRule =
+/** What a field of an event must be, as its surface's schema says (`ruleOf`). */
+type FieldRule =
   | { kind: 'text'; min: number; max: number }
   /** A string in snake_case (schemas/ingest.ts SNAKE_CASE). */
   | { kind: 'snake_case'; min: number; max: number }
-  /** A string passing `check` (a format), at most `max` code points. */
-  | { kind: 'format'; check: (s: string) => boolean; max: number }
+  /** A string passing `check` (a format, as Ajv checks it). */
+  | { kind: 'format'; check: (s: string) => boolean; min: number; max: number }
   /** The date-time format, read into unix ms. */
   | { kind: 'date-time' }
   /** A JSON object, kept as spans (lib/json-scan.ts). */
   | { kind: 'properties' };
+
+/** The JSON Schema keywords of the surfaces' batch schemas (schemas/ingest.ts, schemas/events.ts). */
+interface Schema {
+  type?: string;
+  minLength?: number;
+  maxLength?: number;
+  pattern?: string;
+  format?: string;
+  properties?: Record<string, Schema>;
+  required?: string[];
+  additionalProperties?: unknown;
+  items?: Schema;
+  minItems?: number;
+  maxItems?: number;
+}
+
+/** Keywords that do not change what passes. */
+const ANNOTATIONS = new Set(['description', 'default']);
+
+/**
+ * The rule of an event field, read from its schema. A keyword the scanner does not check throws
+ * here, at start-up: the scanner must never take a value the schema refuses.
+ */
+function ruleOf(key: string, s: Schema): FieldRule {
+  const only = (...allowed: string[]) => {
+    for (const k of Object.keys(s))
+      if (!ANNOTATIONS.has(k) && !allowed.includes(k)) throw new Error(`the batch scanner cannot check ${key}: ${k}`);
+  };
+  if (s.type === 'object') {
+    only('type', 'properties', 'additionalProperties');
+    if (s.additionalProperties !== true || Object.keys(s.properties ?? {}).length > 0)
+      throw new Error(`the batch scanner takes ${key} only as a free-form object`);
+    return { kind: 'properties' };
+  }
+  if (s.type !== 'string') throw new Error(`the batch scanner cannot check ${key}: type ${s.type}`);
+  only('type', 'minLength', 'maxLength', 'pattern', 'format');
+  const min = s.minLength ?? 0;
+  const max = s.maxLength ?? Number.POSITIVE_INFINITY;
+  if (s.pattern !== undefined) {
+    if (s.pattern !== SNAKE_CASE || s.format !== undefined)
+      throw new Error(`the batch scanner cannot check ${key}: pattern ${s.pattern}`);
+    return { kind: 'snake_case', min, max };
+  }
+  if (s.format === 'date-time') {
+    only('type', 'format');
+    return { kind: 'date-time' };
+  }
+  if (s.format !== undefined) return { kind: 'format', check: formatCheck(s.format), min, max };
+  return { kind: 'text', min, max };
+}
 
 interface Field {
   name: Uint8Array;
@@ -107,15 +159,19 @@ function dateTime(b: Buffer, start: number, end: number): number {
   );
 }
 
-/** A string field: its text when its length in code points is within [min, max] (min 0 or 1). */
+/** A string field: its text when its length in code points is within [min, max]. */
 function text(s: JsonScanner, min: number, max: number): string {
   s.peek();
   const start = s.at + 1;
   const value = s.text();
-  // Bytes bound the code points from above (and a minimum of 0 or 1 is the same in both); count
-  // them only when that bound is not enough.
+  // Bytes bound the code points from above, and a minimum of 0 or 1 is the same in both: count
+  // them only when that is not enough.
   const bytes = s.at - 1 - start;
-  if (bytes < min || (bytes > max && s.codePoints(start, s.at - 1) > max)) throw UNSCANNABLE;
+  if (bytes < min) throw UNSCANNABLE;
+  if (bytes > max || min > 1) {
+    const n = s.codePoints(start, s.at - 1);
+    if (n < min || n > max) throw UNSCANNABLE;
+  }
   return value;
 }
 
@@ -130,7 +186,7 @@ function value(s: JsonScanner, rule: FieldRule): unknown {
       return v;
     }
     case 'format': {
-      const v = text(s, 0, rule.max);
+      const v = text(s, rule.min, rule.max);
       if (!rule.check(v)) throw UNSCANNABLE;
       return v;
     }
@@ -150,29 +206,34 @@ function value(s: JsonScanner, rule: FieldRule): unknown {
  * A surface's batch (`{"events": [...]}`) read straight from the body's bytes: its events when the
  * body is one the schema accepts as it is and the scanner covers (lib/json-scan.ts), else
  * undefined, and the caller decodes and validates it the general way (which then finds and words
- * any error). Covered: exactly the key `events` at the top; 1 to `maxEvents` objects holding only
- * the given fields, each at most once, the required ones present. The body's content type and
+ * any error). The rules come from the batch's own schema, so the two cannot drift apart. Covered:
+ * exactly the key `events` at the top; `minItems` to `maxItems` objects holding only the fields
+ * the schema names, each at most once, the required ones present. The body's content type and
  * emptiness are checked before.
  */
 export class BatchScanner<E> {
   /** Fields by the byte length of their name. */
   private readonly byLength: Field[][] = [];
   private readonly required: number;
+  private readonly minEvents: number;
+  private readonly maxEvents: number;
 
-  constructor(
-    fields: Record<keyof E & string, FieldRule>,
-    required: Array<keyof E & string>,
-    private readonly maxEvents: number,
-  ) {
+  constructor(batch: unknown) {
+    const events = (batch as Schema).properties?.events;
+    const item = events?.items;
+    if (events?.type !== 'array' || item?.type !== 'object' || item.properties === undefined)
+      throw new Error('the batch scanner takes a schema of {"events": [objects]}');
+    this.minEvents = Math.max(1, events.minItems ?? 0);
+    this.maxEvents = events.maxItems ?? Number.POSITIVE_INFINITY;
     let bit = 1;
-    const all: Field[] = [];
-    for (const [key, rule] of Object.entries<FieldRule>(fields)) {
-      const name = Buffer.from(key);
-      all.push({ name, key, bit, rule });
-      (this.byLength[name.length] ??= []).push(all[all.length - 1]);
+    let required = 0;
+    for (const [key, schema] of Object.entries(item.properties)) {
+      const f: Field = { name: Buffer.from(key), key, bit, rule: ruleOf(key, schema) };
+      (this.byLength[f.name.length] ??= []).push(f);
+      if (item.required?.includes(key)) required |= bit;
       bit <<= 1;
     }
-    this.required = all.filter((f) => required.includes(f.key as keyof E & string)).reduce((m, f) => m | f.bit, 0);
+    this.required = required;
   }
 
   private field(s: JsonScanner, start: number, end: number): Field {
@@ -213,11 +274,12 @@ export class BatchScanner<E> {
       s.expect(0x3a);
       s.expect(0x5b);
       const events: Array<Incoming<E>> = [];
-      if (s.peek() === 0x5d) throw UNSCANNABLE; // at least one event
+      if (s.peek() === 0x5d) throw UNSCANNABLE; // at least one event (minEvents ≥ 1)
       do {
         if (events.length === this.maxEvents) throw UNSCANNABLE;
         events.push(this.event(s));
       } while (s.more(0x5d));
+      if (events.length < this.minEvents) throw UNSCANNABLE;
       s.expect(0x7d);
       s.end();
       return events;

@@ -1,8 +1,7 @@
 import type { BufferPool } from '../../lib/buffer-pool.js';
 import { isUuid } from '../../lib/ids.js';
 import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
-import { formatCheck } from '../../schemas/ajv.js';
-import { MAX_EVENT_AGE_MS, MAX_USAGE_BATCH, type UsageEventA } from '../../schemas/ingest.js';
+import { MAX_EVENT_AGE_MS, UsageBatchA, type UsageEventA } from '../../schemas/ingest.js';
 import { RowBinaryWriter } from '../../lib/row-binary.js';
 import { eventTime, isRejection, rowStamp, storedProperties, writeEventRow } from '../event-rules.js';
 import { unprocessable, type Detail } from './errors.js';
@@ -49,25 +48,8 @@ export interface UsageContext {
 
 export type IncomingUsage = Incoming<UsageEventA>;
 
-/**
- * Surface A's usage batch straight from the body's bytes when UsageBatchA accepts it as it is
- * (ingest/scan.ts), else undefined.
- */
-const usageBatch = new BatchScanner<UsageEventA>(
-  {
-    event_name: { kind: 'snake_case', min: 1, max: 255 },
-    customer_id: { kind: 'text', min: 0, max: 255 },
-    external_customer_id: { kind: 'text', min: 1, max: 255 },
-    external_source: { kind: 'text', min: 1, max: 64 },
-    user_id: { kind: 'text', min: 0, max: 255 },
-    product_id: { kind: 'format', check: formatCheck('uuid'), max: Number.POSITIVE_INFINITY },
-    product_code: { kind: 'text', min: 1, max: 255 },
-    properties: { kind: 'properties' },
-    timestamp: { kind: 'date-time' },
-  },
-  ['event_name'],
-  MAX_USAGE_BATCH,
-);
+/** Surface A's usage batch straight from the body's bytes when UsageBatchA accepts it as it is (ingest/scan.ts), else undefined. */
+const usageBatch = new BatchScanner<UsageEventA>(UsageBatchA);
 
 export const scanUsage = (body: Buffer): IncomingUsage[] | undefined => usageBatch.scan(body);
 

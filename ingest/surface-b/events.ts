@@ -3,11 +3,9 @@ import { RowBinaryWriter } from '../../lib/row-binary.js';
 import type { ErrorObject } from 'ajv';
 import { isUuid } from '../../lib/ids.js';
 import { UNSTORABLE_MESSAGE } from '../../lib/json.js';
-import { compile, formatCheck } from '../../schemas/ajv.js';
+import { compile } from '../../schemas/ajv.js';
 import { BatchScanner, type Incoming } from '../scan.js';
 import {
-  MAX_B_BATCH,
-  MAX_B_EVENT_NAME,
   MAX_EXTERNAL_ID,
   RESERVED_EVENT_NAMES,
   UsageBatchB,
@@ -109,33 +107,18 @@ function explain(index: number, errors: ErrorObject[] | null | undefined): Event
   };
 }
 
+export type IncomingEventB = Incoming<UsageEventB>;
+
+/** Surface B's batch straight from the body's bytes when every event passes UsageEventB as it is (ingest/scan.ts), else undefined. */
+const scanner = new BatchScanner<UsageEventB>(UsageBatchB);
+
+export const scanEvents = (body: Buffer): IncomingEventB[] | undefined => scanner.scan(body);
+
 /**
  * Per-event rules of surface B on one pass. The whole batch is schema-checked in one call first;
  * only when that fails is each event checked on its own, so one bad event never costs the others.
  * Accepted events come out already in the sink's row format.
  */
-export type IncomingEventB = Incoming<UsageEventB>;
-
-/**
- * Surface B's batch straight from the body's bytes when every event passes UsageEventB as it is
- * (ingest/scan.ts), else undefined.
- */
-const scanner = new BatchScanner<UsageEventB>(
-  {
-    customer_id: { kind: 'text', min: 1, max: 255 },
-    event_name: { kind: 'snake_case', min: 1, max: MAX_B_EVENT_NAME },
-    user_email: { kind: 'format', check: formatCheck('email'), max: 320 },
-    user_external_id: { kind: 'text', min: 1, max: 255 },
-    timestamp: { kind: 'date-time' },
-    properties: { kind: 'properties' },
-    external_id: { kind: 'text', min: 1, max: MAX_EXTERNAL_ID },
-  },
-  ['customer_id', 'event_name'],
-  MAX_B_BATCH,
-);
-
-export const scanEvents = (body: Buffer): IncomingEventB[] | undefined => scanner.scan(body);
-
 export async function prepareB(events: unknown[], ctx: ContextB): Promise<PreparedB> {
   const errors: EventErrorB[] = [];
   let valid: boolean[] | undefined;

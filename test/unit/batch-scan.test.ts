@@ -2,6 +2,7 @@ import t, { type Test } from 'tap';
 import { Workload } from '../../bench/workload.js';
 import { isRejection, rowStamp, storedProperties, writeEventRow } from '../../ingest/event-rules.js';
 import { type IncomingUsage, scanUsage } from '../../ingest/surface-a/usage.js';
+import { BatchScanner } from '../../ingest/scan.js';
 import { scanEvents } from '../../ingest/surface-b/events.js';
 import { decodeJson } from '../../lib/json.js';
 import { decodeRows, EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
@@ -302,4 +303,28 @@ t.test('surface B: its bodies are scanned as its schema takes them, and stored a
     '1001 events': `{"events":[${Array(1001).fill('{"customer_id":"x","event_name":"a"}').join(',')}]}`,
   };
   for (const [what, body] of Object.entries(left)) t.equal(scanEvents(Buffer.from(body)), undefined, what);
+});
+
+t.test("the scanner's rules are its schema's: a keyword it cannot check stops it at start-up", async (t) => {
+  const batch = (field: object) => ({
+    type: 'object',
+    properties: {
+      events: { type: 'array', minItems: 1, maxItems: 10, items: { type: 'object', properties: { f: field } } },
+    },
+  });
+  t.ok(
+    new BatchScanner(batch({ type: 'string', minLength: 1, maxLength: 9, description: 'x' })),
+    'lengths and annotations',
+  );
+  t.throws(() => new BatchScanner(batch({ type: 'string', pattern: '^[A-Z]+$' })), /cannot check f: pattern/);
+  t.throws(() => new BatchScanner(batch({ type: 'string', enum: ['a'] })), /cannot check f: enum/);
+  t.throws(() => new BatchScanner(batch({ type: 'integer' })), /cannot check f: type integer/);
+  t.throws(
+    () => new BatchScanner(batch({ type: 'object', properties: { x: { type: 'string' } } })),
+    /free-form object/,
+  );
+  // A minimum above one is counted in code points, as the schema counts it.
+  const two = new BatchScanner(batch({ type: 'string', minLength: 2 }));
+  t.equal(two.scan(Buffer.from('{"events":[{"f":"é"}]}')), undefined, 'one code point in two bytes is too short');
+  t.ok(two.scan(Buffer.from('{"events":[{"f":"éé"}]}')), 'two code points');
 });
