@@ -1,4 +1,4 @@
-import { ErrorCode, headers, type JetStreamClient, type NatsError } from 'nats';
+import { createInbox, headers, type Msg, type MsgHdrs, type NatsConnection } from 'nats';
 import { BufferPool } from '../lib/buffer-pool.js';
 
 /** JetStream API error codes (nats-server's err_code) that mean the stream cannot take more. */
@@ -6,15 +6,6 @@ const STORE_FULL = new Set([
   10077, // store failed: maximum bytes or messages exceeded (discard new)
   10023, // insufficient resources
   10047, // storage resources exceeded
-]);
-
-/** Failures after which the same publish may succeed: the server is away, restarting, or slow. */
-const TRANSIENT = new Set<string>([
-  ErrorCode.Timeout,
-  ErrorCode.NoResponders, // also JetStreamNotEnabled: JetStream still loading after a restart
-  ErrorCode.Disconnect,
-  ErrorCode.ConnectionRefused,
-  ErrorCode.ConnectionTimeout,
 ]);
 
 /**
@@ -53,6 +44,86 @@ export class EventStoreUnavailable extends EventStoreError {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
+ * Why one publish got no PubAck. `timeout`: none came in time (the server may have stored the
+ * message); `no-responders`: nothing listens on the subject (no stream, or JetStream still
+ * loading after a restart); `api`: the stream refused it, with JetStream's `err_code`.
+ */
+export class PublishFailure extends Error {
+  constructor(
+    readonly kind: 'timeout' | 'no-responders' | 'api',
+    message: string,
+    readonly errCode = 0,
+  ) {
+    super(message);
+  }
+}
+
+interface Waiting {
+  resolve(): void;
+  reject(e: PublishFailure): void;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * JetStream publishes and their PubAcks over one inbox subscription: a publish is a NATS publish
+ * with a reply subject of its own under the inbox, and its PubAck settles it. This is what
+ * nats.js's `js.publish` does, less the per-publish work a request does there (a request object,
+ * a token, a promise chain, an Error with its stack trace made for every successful request).
+ */
+class PubAcks {
+  private readonly prefix = `${createInbox()}.`;
+  private readonly waiting = new Map<number, Waiting>();
+  private next = 0;
+  private readonly decoder = new TextDecoder();
+
+  constructor(private readonly nc: NatsConnection) {
+    nc.subscribe(`${this.prefix}*`, { callback: (_err, msg) => this.settle(msg) });
+  }
+
+  /** Resolves once the stream acknowledges (a duplicate included: it was stored before). */
+  publish(subject: string, payload: Uint8Array, h: MsgHdrs, timeoutMs: number): Promise<void> {
+    const id = this.next++;
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(id);
+        reject(new PublishFailure('timeout', `no PubAck within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.waiting.set(id, { resolve, reject, timer });
+      try {
+        this.nc.publish(subject, payload, { reply: this.prefix + id, headers: h });
+      } catch (err) {
+        // The connection is closed or draining: nothing was sent.
+        clearTimeout(timer);
+        this.waiting.delete(id);
+        reject(new PublishFailure('api', (err as Error).message));
+      }
+    });
+  }
+
+  private settle(msg: Msg): void {
+    const id = Number(msg.subject.slice(this.prefix.length));
+    const w = this.waiting.get(id);
+    if (!w) return; // answered after its timeout
+    this.waiting.delete(id);
+    clearTimeout(w.timer);
+    const failure = this.failure(msg);
+    if (failure) w.reject(failure);
+    else w.resolve();
+  }
+
+  private failure(msg: Msg): PublishFailure | undefined {
+    if (msg.headers?.code === 503) return new PublishFailure('no-responders', 'no responders for the subject');
+    let ack: { error?: { err_code?: number; description?: string } };
+    try {
+      ack = JSON.parse(this.decoder.decode(msg.data));
+    } catch {
+      return new PublishFailure('api', 'unreadable PubAck');
+    }
+    if (ack.error) return new PublishFailure('api', ack.error.description ?? 'JetStream error', ack.error.err_code);
+  }
+}
+
+/**
  * One JetStream message per request, acknowledged by the stream before we answer. A publish that
  * fails transiently (no PubAck in time, the server restarting) is sent again under the same
  * Nats-Msg-Id, with backoff, until the request's budget runs out: the stream's duplicate window
@@ -67,16 +138,20 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  */
 export class Publisher {
   readonly payloads = new BufferPool();
+  private readonly acks: PubAcks;
 
   constructor(
-    private readonly js: JetStreamClient,
+    nc: NatsConnection,
     private readonly timeoutMs: number,
     /** Total time a request may spend publishing; the default is three PubAck waits. */
     private readonly budgetMs = 3 * timeoutMs,
-  ) {}
+  ) {
+    this.acks = new PubAcks(nc);
+  }
 
   async publish(subject: string, payload: Uint8Array, msgId: string, meta: Record<string, string>): Promise<void> {
     const h = headers();
+    h.set('Nats-Msg-Id', msgId);
     for (const k in meta) h.set(k, meta[k]);
     const deadline = Date.now() + this.budgetMs;
     let last: unknown;
@@ -86,20 +161,16 @@ export class Publisher {
       if (maybeStored) h.set('Cs-Republished', String(attempt));
       const left = deadline - Date.now();
       try {
-        await this.js.publish(subject, payload, {
-          msgID: msgId,
-          headers: h,
-          timeout: Math.max(100, Math.min(this.timeoutMs, left)),
-        });
+        await this.acks.publish(subject, payload, h, Math.max(100, Math.min(this.timeoutMs, left)));
         this.payloads.give(payload);
         return;
       } catch (err) {
         last = err;
-        const e = err as NatsError;
-        if (STORE_FULL.has(e.api_error?.err_code ?? 0)) throw new EventStoreFull(err);
-        if (!TRANSIENT.has(e.code)) break;
+        const e = err as PublishFailure;
+        if (STORE_FULL.has(e.errCode)) throw new EventStoreFull(err);
         // Only a publish that may have reached the server can have left a copy there.
-        if (e.code === ErrorCode.Timeout) maybeStored = true;
+        if (e.kind === 'timeout') maybeStored = true;
+        else if (e.kind !== 'no-responders') break;
         if (Date.now() + backoff >= deadline) break;
         await sleep(backoff);
         backoff = Math.min(1000, backoff * 2);

@@ -21,7 +21,8 @@ interface TenantCache {
 
 /** The answers one request works from: the cache as it was when the request's look-ups were made. */
 export interface CustomerView {
-  has(id: string): boolean;
+  /** 1 where the customer id given to `prepare` at the same index exists in the workspace. */
+  known: Uint8Array;
   /** The customer of each external reference given to `prepare`, in its order; undefined for none. */
   external: Array<string | undefined>;
 }
@@ -99,24 +100,26 @@ export class Resolver {
   }
 
   /**
-   * Answers every given reference (customer ids, and external ids `exts[i]` of source `srcs[i]`),
-   * with at most one query for those not in memory. An external reference is looked up once here
-   * and its answer kept in the view: the per-event look-ups are most of this class's cost.
+   * Answers every given reference (customer ids `ids[i]`, lower-case; '' for one that cannot
+   * exist; and external ids `exts[i]` of source `srcs[i]`), with at most one query for those not
+   * in memory. Each reference is looked up once here and its answer kept in the view, by index:
+   * the per-event look-ups are most of this class's cost.
    */
-  async prepare(
-    tenantId: string,
-    ids: Iterable<string>,
-    srcs: string[] = [],
-    exts: string[] = [],
-  ): Promise<CustomerView> {
+  async prepare(tenantId: string, ids: string[], srcs: string[] = [], exts: string[] = []): Promise<CustomerView> {
     const c = this.cache(tenantId);
     const now = Date.now();
     const wantSrc: string[] = [];
     const wantExt: string[] = [];
     const fresh = (until: number | undefined) => until !== undefined && until > now;
+    const known = new Uint8Array(ids.length);
     // A Set, not includes(): a 1000-event batch of distinct customers would compare half a million strings.
     const unknown = new Set<string>();
-    for (const id of ids) if (!c.ids.has(id) && !fresh(c.missing.get(id))) unknown.add(id);
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i];
+      if (id === '') continue;
+      if (c.ids.has(id)) known[i] = 1;
+      else if (!fresh(c.missing.get(id))) unknown.add(id);
+    }
     const wantIds = [...unknown];
     const external = new Array<string | undefined>(exts.length);
     // Indexes into exts of the references asked of PostgreSQL.
@@ -128,7 +131,7 @@ export class Resolver {
       wantSrc.push(srcs[i]);
       wantExt.push(exts[i]);
     }
-    const view: CustomerView = { has: (id) => c.ids.has(id), external };
+    const view: CustomerView = { known, external };
     if (wantIds.length === 0 && wantSrc.length === 0) return view;
     // Two branches, each on its own index: with OR the planner reads every customer of the workspace.
     const rows = await this.sql<{ id: string; external_source: string; external_id: string | null }[]>`
@@ -149,6 +152,7 @@ export class Resolver {
         if (c.missingExt.get(r.external_source)?.delete(r.external_id)) c.extEntries--;
       }
     }
+    if (unknown.size) for (let i = 0; i < ids.length; i++) if (unknown.has(ids[i]) && c.ids.has(ids[i])) known[i] = 1;
     for (const i of asked) external[i] = c.ext.get(srcs[i])?.get(exts[i]);
     return view;
   }

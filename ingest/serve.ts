@@ -33,7 +33,6 @@ export async function serve(
   const uws = loadUws(env);
   const sql = connectPg(cfg.DATABASE_URL, cfg.INGEST_PG_POOL);
   const nc = await connectNats(cfg.NATS_URL, `ingest-${process.pid}`, log);
-  const js = nc.jetstream();
   const keys = new IngestionKeys(sql);
   await keys.load();
   const resolver = new Resolver(sql, {
@@ -75,7 +74,7 @@ export async function serve(
   traffic.bodies = new BufferPool();
   const limiter = new SharedRateLimiter(sql);
   const quota = new DailyQuota(sql, limiter, quotas);
-  const publisher = new Publisher(js, cfg.INGEST_PUBLISH_TIMEOUT_MS);
+  const publisher = new Publisher(nc, cfg.INGEST_PUBLISH_TIMEOUT_MS);
   const metrics = new IngestMetrics();
   const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
   const store = new SurfaceBStore(

@@ -84,7 +84,7 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
   let products = false;
   for (const e of events) {
     if (e.customer_id !== undefined) {
-      if (isUuid(e.customer_id)) ids.push(e.customer_id.toLowerCase());
+      ids.push(isUuid(e.customer_id) ? e.customer_id.toLowerCase() : '');
     } else {
       srcs.push(e.external_source ?? 'internal');
       exts.push(e.external_customer_id!);
@@ -109,14 +109,15 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
     tooOld: 'timestamp is more than 30 days in the past',
   };
   let i = 0;
-  // The external reference of events[i] is customers.external[ext] (they come in the events' order).
+  // The reference of events[i] is ids[id] or customers.external[ext] (each in the events' order).
+  let id = 0;
   let ext = 0;
   let e: IncomingUsage;
   const fail = (code: EventErrorCode, message: string) =>
     errors.push({ index: i, event_name: e.event_name, code, message });
   for (; i < events.length; i++) {
     e = events[i];
-    const found = e.customer_id === undefined ? customers.external[ext++] : undefined;
+    const at = e.customer_id === undefined ? ext++ : id++;
     if (RESERVED_EVENT_NAMES.has(e.event_name)) {
       fail(
         'reserved_event_name',
@@ -126,16 +127,17 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
     }
     let customerId: string;
     if (e.customer_id !== undefined) {
-      if (!isUuid(e.customer_id)) {
+      customerId = ids[at];
+      if (customerId === '') {
         fail('invalid_customer_id', 'customer_id is not a valid UUID');
         continue;
       }
-      customerId = e.customer_id.toLowerCase();
-      if (!customers.has(customerId)) {
+      if (customers.known[at] === 0) {
         fail('unknown_customer', 'No customer with this customer_id in the workspace');
         continue;
       }
     } else {
+      const found = customers.external[at];
       if (found === undefined) {
         fail(
           'unknown_external_customer',

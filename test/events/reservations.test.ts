@@ -46,7 +46,7 @@ class SlowPublisher extends Publisher {
   }
 }
 
-const publisher = new SlowPublisher(nc.jetstream(), 200, 400);
+const publisher = new SlowPublisher(nc, 200, 400);
 const quota = new DailyQuota(sql, new SharedRateLimiter(sql), parseQuotas('enterprise=unlimited'));
 const newStore = (reservationMs: number) =>
   new SurfaceBStore(
