@@ -77,7 +77,8 @@ class PubAcks {
   private readonly decoder = new TextDecoder();
 
   constructor(private readonly nc: NatsConnection) {
-    nc.subscribe(`${this.prefix}*`, { callback: (_err, msg) => this.settle(msg) });
+    // An error here ends no publish: each one still settles by its PubAck or its timeout.
+    nc.subscribe(`${this.prefix}*`, { callback: (err, msg) => !err && this.settle(msg) });
   }
 
   /** Resolves once the stream acknowledges (a duplicate included: it was stored before). */

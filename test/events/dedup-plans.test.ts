@@ -36,7 +36,10 @@ async function rowsRead(db: typeof sql): Promise<number> {
 t.test('the planner takes the workspace for a far smaller one: the case under test', async (t) => {
   const [plan] = await sql<{ 'QUERY PLAN': Array<{ Plan: { 'Plan Rows': number } }> }[]>`
     EXPLAIN (FORMAT JSON) SELECT * FROM event_dedup WHERE tenant_id = ${tenantId}`;
-  t.ok(plan['QUERY PLAN'][0].Plan['Plan Rows'] < WORKSPACE_KEYS / 10, `estimated ${plan['QUERY PLAN'][0].Plan['Plan Rows']} keys`);
+  t.ok(
+    plan['QUERY PLAN'][0].Plan['Plan Rows'] < WORKSPACE_KEYS / 10,
+    `estimated ${plan['QUERY PLAN'][0].Plan['Plan Rows']} keys`,
+  );
 });
 
 t.test('claiming, taking over and releasing 1000 keys reads about one row per key', async (t) => {
