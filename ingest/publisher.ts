@@ -10,8 +10,8 @@ const STORE_FULL = new Set([
 
 /**
  * Why a publish failed, in words neither surface owns: each surface turns these into its own
- * answer (surface A's 503/500 bodies, surface B's problem+json). Sorted by nats.js error codes and
- * JetStream's err_code, never by message text.
+ * answer (surface A's 503/500 bodies, surface B's problem+json). Sorted by what became of the
+ * publish (`PublishFailure.kind`) and JetStream's err_code, never by message text.
  */
 export class EventStoreError extends Error {
   constructor(
