@@ -46,11 +46,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /**
  * Why one publish got no PubAck. `timeout`: none came in time (the server may have stored the
  * message); `no-responders`: nothing listens on the subject (no stream, or JetStream still
- * loading after a restart); `api`: the stream refused it, with JetStream's `err_code`.
+ * loading after a restart); `api`: the stream refused it, with JetStream's `err_code`; `closed`:
+ * the connection is closed or draining, and nothing was sent.
  */
 export class PublishFailure extends Error {
   constructor(
-    readonly kind: 'timeout' | 'no-responders' | 'api',
+    readonly kind: 'timeout' | 'no-responders' | 'api' | 'closed',
     message: string,
     readonly errCode = 0,
   ) {
@@ -93,10 +94,9 @@ class PubAcks {
       try {
         this.nc.publish(subject, payload, { reply: this.prefix + id, headers: h });
       } catch (err) {
-        // The connection is closed or draining: nothing was sent.
         clearTimeout(timer);
         this.waiting.delete(id);
-        reject(new PublishFailure('api', (err as Error).message));
+        reject(new PublishFailure('closed', (err as Error).message));
       }
     });
   }

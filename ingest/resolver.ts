@@ -152,7 +152,7 @@ export class Resolver {
         if (c.missingExt.get(r.external_source)?.delete(r.external_id)) c.extEntries--;
       }
     }
-    if (unknown.size) for (let i = 0; i < ids.length; i++) if (unknown.has(ids[i]) && c.ids.has(ids[i])) known[i] = 1;
+    if (unknown.size) for (let i = 0; i < ids.length; i++) if (known[i] === 0 && c.ids.has(ids[i])) known[i] = 1;
     for (const i of asked) external[i] = c.ext.get(srcs[i])?.get(exts[i]);
     return view;
   }
