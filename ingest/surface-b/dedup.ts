@@ -1,3 +1,4 @@
+import type { PendingQuery, Row } from 'postgres';
 import type { Sql } from '../../lib/pg.js';
 import { ApiError } from '../../lib/problem.js';
 
@@ -135,14 +136,11 @@ export class DedupKeys {
         }
     // Without the fresh set (an error during the claim), every key this batch may own goes.
     const keys = fresh ? { c, e } : { c: s.customers, e: s.externals };
-    // Rows found one key at a time, then deleted by their ctid (see `owners`).
+    // Rows found one key at a time, then deleted by their ctid (see `keyRow`).
     await this.sql`
       WITH l AS (
         SELECT x.ctid FROM unnest(${keys.c}::uuid[], ${keys.e}::text[]) AS u(c, e)
-        CROSS JOIN LATERAL (
-          SELECT d.ctid FROM event_dedup d
-          WHERE d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e LIMIT 1
-        ) x
+        CROSS JOIN LATERAL ${keyRow(this.sql, s, this.sql`d.ctid`)} x
       ), k AS (
         DELETE FROM event_dedup d WHERE d.ctid = ANY(ARRAY(SELECT ctid FROM l)) AND d.batch_id = ${s.batchId}
       ), p AS (DELETE FROM event_dedup_pending WHERE batch_id = ${s.batchId} RETURNING batch_id)
@@ -231,37 +229,23 @@ export class DedupKeys {
     return { held, gone };
   }
 
-  /**
-   * Joins each key `u` (c, e) to its row `d` and its owner's reservation `p`, one index look-up
-   * each. The LIMITs keep each subquery a look-up per key: without them PostgreSQL flattens the
-   * LATERAL into a plain join, and for a workspace its statistics do not know yet (a new one, or
-   * one grown since the last ANALYZE) it estimates one key and hashes every key of the workspace
-   * instead, a scan per statement that grows with the workspace (measured: surface B from 50k
-   * to 10k events/s on a workspace of a few hundred thousand keys).
-   */
+  /** Joins each key `u` (c, e) to its row `d` and its owner's reservation `p`, one index look-up each (see `keyRow`). */
   private owners(db: Sql, s: KeySet) {
     return db`
-      LEFT JOIN LATERAL (
-        SELECT d.customer_id, d.batch_id FROM event_dedup d
-        WHERE d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e
-        LIMIT 1
-      ) d ON true
+      LEFT JOIN LATERAL ${keyRow(db, s, db`d.customer_id, d.batch_id`)} d ON true
       LEFT JOIN LATERAL (SELECT p.batch_id, p.expires_at FROM event_dedup_pending p WHERE p.batch_id = d.batch_id LIMIT 1) p ON true`;
   }
 
   /** Keys whose owner's reservation expired become this batch's (one request wins each key). */
   private async takeOver(db: Sql, s: KeySet, held: Held[], fresh: Uint8Array): Promise<void> {
-    // Rows found one key at a time, then updated by their ctid (see `owners`); the owner is checked
+    // Rows found one key at a time, then updated by their ctid (see `keyRow`); the owner is checked
     // again on the row updated, which a concurrent takeover may have changed since.
     const rows = await db<{ k: number }[]>`
       WITH l AS (
         SELECT x.ctid, u.o, u.k
         FROM unnest(${held.map((h) => s.customers[h.k])}::uuid[], ${held.map((h) => s.externals[h.k])}::text[],
           ${held.map((h) => h.owner)}::uuid[], ${held.map((h) => h.k)}::int[]) AS u(c, e, o, k)
-        CROSS JOIN LATERAL (
-          SELECT d.ctid FROM event_dedup d
-          WHERE d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e AND d.batch_id = u.o LIMIT 1
-        ) x
+        CROSS JOIN LATERAL ${keyRow(db, s, db`d.ctid`, db`AND d.batch_id = u.o`)} x
       )
       UPDATE event_dedup d SET batch_id = ${s.batchId} FROM l WHERE d.ctid = l.ctid AND d.batch_id = l.o
       RETURNING l.k`;
@@ -288,4 +272,21 @@ export class DedupKeys {
       }
     });
   }
+}
+
+/**
+ * The row of key `u` (c, e) in `event_dedup`, as `d`, reading `columns`: a subquery for a LATERAL
+ * join, one index look-up by the whole key. Every statement finds key rows through this. The LIMIT
+ * keeps it a look-up per key: without it PostgreSQL flattens the LATERAL into a plain join, and for
+ * a workspace its statistics do not know yet (a new one, or one grown since the last ANALYZE) it
+ * estimates one key and hashes every key of the workspace instead, a scan per statement that grows
+ * with the workspace (measured: surface B from 50k to 10k events/s on a workspace of a few hundred
+ * thousand keys; `test/events/dedup-plans.test.ts` counts the rows read).
+ */
+function keyRow(db: Sql, s: KeySet, columns: PendingQuery<Row[]>, and: PendingQuery<Row[]> = db``) {
+  return db`(
+    SELECT ${columns} FROM event_dedup d
+    WHERE d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e ${and}
+    LIMIT 1
+  )`;
 }
