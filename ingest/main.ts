@@ -53,7 +53,8 @@ export const IngestConfig = Type.Object({
   CUSTOMER_CACHE_MAX_AGE_MS: Type.Integer({
     minimum: 1000,
     default: 60_000,
-    description: "A tenant's customer cache is rebuilt after this long even without invalidations.",
+    description:
+      "A tenant's customer and product caches are refreshed in the background after this long even without invalidations; customers are dropped at twice this age if their refresh has not landed.",
   }),
   INGEST_PG_POOL: Type.Integer({
     minimum: 2,
