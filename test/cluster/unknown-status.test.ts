@@ -8,7 +8,6 @@ import { FORMAT_HEADER, formatOf } from '../../lib/row-binary.js';
 import { ClickHouse } from '../../processors/clickhouse.js';
 import { body } from '../../processors/writer/payload.js';
 import { Reconciler } from '../../processors/writer/reconcile.js';
-import { stackUp } from '../chaos/harness.js';
 import { bootstrap, post, profile, seed, startTier, urls, waitFor } from '../helpers/stack.js';
 
 /**
@@ -45,28 +44,6 @@ if (profile.name !== 'cluster') {
       ],
       { stdio: 'ignore' },
     );
-
-  // faults.test.js, which runs before this file, ends by stopping ZooKeeper for 30 s: replicas stay
-  // read-only until they have a session again, and a ClickHouse 18.16 replica whose session expired
-  // can crash on the way (a segfault in its alter thread, seen once). What is down is started again.
-  await waitFor(
-    'every ClickHouse server up, every replica writable',
-    async () => {
-      for (const u of servers) {
-        const r = await at<{ n: string }>(u, 'SELECT count() AS n FROM system.replicas WHERE is_readonly').catch(
-          () => undefined,
-        );
-        if (r === undefined) {
-          await stackUp();
-          return false;
-        }
-        if (Number(r[0].n) > 0) return false;
-      }
-      return true;
-    },
-    180_000,
-    1000,
-  );
 
   t.test('a part ZooKeeper never registered is detached before a retry counts its batch', async (t) => {
     const ws = await bootstrap();
