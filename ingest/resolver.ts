@@ -52,11 +52,11 @@ export interface ResolverOptions {
   /** Entries per tenant before its cache is dropped and refilled. */
   maxEntriesPerTenant: number;
   /**
-   * A tenant's cache is refreshed after this long even without invalidations (a missed message
-   * heals), and dropped at twice this age if its refresh has not landed.
+   * A tenant's customers are refreshed after this long even without invalidations (a missed
+   * message heals), and dropped at twice this age if their refresh has not landed; its products
+   * are reloaded at this age.
    */
   maxAgeMs?: number;
-  productTtlMs: number;
 }
 
 const emptyCache = (now: number, maxAgeMs = Infinity): TenantCache => ({
@@ -228,7 +228,7 @@ export class Resolver {
   }
 
   /**
-   * Makes the tenant's products ready for `product`. Stale ones (older than the TTL) answer while
+   * Makes the tenant's products ready for `product`. Stale ones (older than the age) answer while
    * one load replaces them in the background; only a tenant with none waits, for the one load
    * every request of it shares. A load per request at each expiry opened a PostgreSQL connection
    * per request at once: on the benchmark, a second of request p99 in the hundreds of
@@ -237,7 +237,7 @@ export class Resolver {
   async prepareProducts(tenantId: string): Promise<void> {
     for (;;) {
       const p = this.products.get(tenantId);
-      if (p && Date.now() - p.loadedAt < this.opts.productTtlMs) return;
+      if (p && Date.now() - p.loadedAt < (this.opts.maxAgeMs ?? Infinity)) return;
       const load = this.productLoads.get(tenantId) ?? this.loadProducts(tenantId);
       if (p) return;
       await load;

@@ -38,7 +38,6 @@ export async function serve(
   const resolver = new Resolver(sql, {
     negativeTtlMs: cfg.CUSTOMER_CACHE_NEGATIVE_TTL_MS,
     maxEntriesPerTenant: 500_000,
-    productTtlMs: cfg.CUSTOMER_CACHE_MAX_AGE_MS,
     maxAgeMs: cfg.CUSTOMER_CACHE_MAX_AGE_MS,
   });
   const apiKeys = new ApiKeyStore(sql);
