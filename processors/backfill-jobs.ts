@@ -1,7 +1,7 @@
-import type { JsMsg } from 'nats';
 import { isUuid } from '../lib/ids.js';
 import { tenantOfSubject } from '../lib/nats.js';
 import type { Sql } from '../lib/pg.js';
+import type { RowsMessage } from './writer/held.js';
 
 /**
  * Completes surface-B backfill jobs as their messages reach ClickHouse. The ingest tier inserts the
@@ -10,7 +10,7 @@ import type { Sql } from '../lib/pg.js';
  * row if the request was rolled back after its message was stored anyway.
  */
 export function backfillJobHooks(sql: Sql) {
-  const split = (messages: JsMsg[]) => {
+  const split = (messages: RowsMessage[]) => {
     const ids: string[] = [];
     const tenants: string[] = [];
     const rows: number[] = [];
@@ -25,7 +25,7 @@ export function backfillJobHooks(sql: Sql) {
   };
 
   return {
-    async onStored(messages: JsMsg[]): Promise<void> {
+    async onStored(messages: RowsMessage[]): Promise<void> {
       const { ids, tenants, rows } = split(messages);
       if (!ids.length) return;
       await sql`
@@ -36,7 +36,7 @@ export function backfillJobHooks(sql: Sql) {
           counts = jobs.counts || jsonb_build_object('stored', EXCLUDED.processed),
           started_at = coalesce(jobs.started_at, now()), finished_at = coalesce(jobs.finished_at, now()), heartbeat_at = now()`;
     },
-    async onDeadLettered(message: JsMsg, reason: string): Promise<void> {
+    async onDeadLettered(message: RowsMessage, reason: string): Promise<void> {
       const { ids, tenants } = split([message]);
       if (!ids.length) return;
       await sql`

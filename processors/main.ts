@@ -293,7 +293,7 @@ const common = {
   pullBytes: cfg.WRITER_PULL_BYTES,
   instance,
 };
-const deps = { js, ch, pool, log, metrics, running: new Set<string>() };
+const deps = { js, nc, ch, pool, log, metrics, running: new Set<string>() };
 const writers = [
   new ClickhouseWriter({ ...common, consumer: consumers.usageWriter, table: 'events' }, deps),
   new ClickhouseWriter({ ...common, consumer: consumers.billingWriter, table: 'billing_events' }, deps),

@@ -1,5 +1,6 @@
-import { type JetStreamClient, type JsMsg, headers as natsHeaders } from 'nats';
+import { type JetStreamClient, headers as natsHeaders } from 'nats';
 import { subjects } from '../../lib/nats.js';
+import type { RowsMessage } from './held.js';
 
 /**
  * Publishes a message ClickHouse can never take to dlq.<consumer>.<subject>, with its original
@@ -9,7 +10,7 @@ import { subjects } from '../../lib/nats.js';
 export async function publishDeadLetter(
   js: JetStreamClient,
   consumer: string,
-  m: JsMsg,
+  m: RowsMessage,
   reason: string,
 ): Promise<void> {
   const h = natsHeaders();

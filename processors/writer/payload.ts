@@ -1,7 +1,7 @@
-import type { JsMsg } from 'nats';
 import { isUuid } from '../../lib/ids.js';
 import { columnsOf, FORMAT_HEADER, formatOf, type RowFormat, rowSpans } from '../../lib/row-binary.js';
 import type { SinkTable } from '../../schemas/rows.js';
+import type { RowsMessage } from './held.js';
 
 /**
  * What the writer reads of a JetStream message. The ingest tier and the outbox relay write each
@@ -17,29 +17,29 @@ import type { SinkTable } from '../../schemas/rows.js';
 const NIL_UUID = '00000000-0000-0000-0000-000000000000';
 const COMMA = Buffer.from(',');
 
-export function rowsOf(m: JsMsg): number {
+export function rowsOf(m: RowsMessage): number {
   return Number(m.headers?.get('Cs-Rows') ?? 0);
 }
 
-export function batchIdOf(m: JsMsg): string {
+export function batchIdOf(m: RowsMessage): string {
   const id = m.headers?.get('Nats-Msg-Id') ?? '';
   // batch ids are UUIDs set by our publishers; anything else can only be a foreign message.
   return isUuid(id) ? id.toLowerCase() : NIL_UUID;
 }
 
 /** May this message already be stored, in part or whole, by an earlier delivery or copy? */
-export function isSuspect(m: JsMsg): boolean {
+export function isSuspect(m: RowsMessage): boolean {
   return m.redelivered || m.headers?.has('Cs-Republished') === true;
 }
 
 /** The message's row format; undefined for one this build cannot read (written by a newer one). */
-export function formatOfMessage(m: JsMsg): RowFormat | undefined {
+export function formatOfMessage(m: RowsMessage): RowFormat | undefined {
   return formatOf(m.headers?.get(FORMAT_HEADER));
 }
 
 /** Messages grouped by row format, in order of first appearance: one insert per format. */
-export function byFormat(batch: JsMsg[]): Map<RowFormat, JsMsg[]> {
-  const out = new Map<RowFormat, JsMsg[]>();
+export function byFormat<M extends RowsMessage>(batch: M[]): Map<RowFormat, M[]> {
+  const out = new Map<RowFormat, M[]>();
   for (const m of batch) {
     const f = formatOfMessage(m)!;
     const list = out.get(f);
@@ -56,7 +56,7 @@ export function byFormat(batch: JsMsg[]): Map<RowFormat, JsMsg[]> {
  * where a joined buffer meant allocating and filling megabytes per insert: 28 % of the processors
  * tier's CPU while draining a backlog (bench/RESULTS.md).
  */
-export function body(batch: JsMsg[], format: RowFormat, override?: Map<JsMsg, Buffer>): Buffer[] {
+export function body<M extends RowsMessage>(batch: M[], format: RowFormat, override?: Map<M, Buffer>): Buffer[] {
   const parts: Buffer[] = [];
   const comma = format === 'JSONEachRow';
   for (const m of batch) {
@@ -73,7 +73,7 @@ export function body(batch: JsMsg[], format: RowFormat, override?: Map<JsMsg, Bu
  * The payload without the rows whose event_id is in `stored`, and how many rows remain. Only for
  * a partly stored message (rare): it reads the rows, where the normal path never does.
  */
-export function withoutRows(m: JsMsg, table: SinkTable, stored: Set<string>): { payload: Buffer; rows: number } {
+export function withoutRows(m: RowsMessage, table: SinkTable, stored: Set<string>): { payload: Buffer; rows: number } {
   const format = formatOfMessage(m);
   if (format === 'JSONEachRow') {
     const rows = JSON.parse(`[${Buffer.from(m.data).toString('utf8')}]`) as Array<{ event_id?: string }>;

@@ -1,9 +1,9 @@
-import type { JsMsg } from 'nats';
 import { isUuid } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
 import { tenantOfSubject } from '../../lib/nats.js';
 import { type ClickHouse, chErrorCode } from '../clickhouse.js';
 import { batchIdOf, rowsOf, withoutRows } from './payload.js';
+import type { RowsMessage } from './held.js';
 import { detachUnregisteredParts } from './unregistered-parts.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -12,15 +12,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const UNKNOWN_STATUS_OF_INSERT = 319;
 
 /** What to do with each message of a batch before inserting it. */
-export interface Verdict {
+export interface Verdict<M extends RowsMessage = RowsMessage> {
   /** Every row already stored: acknowledge without inserting. */
-  stored: JsMsg[];
+  stored: M[];
   /** To insert: absent messages whole, partly stored ones through `override`. */
-  insert: JsMsg[];
+  insert: M[];
   /** The payload of the rows still missing, for partly stored messages. */
-  override: Map<JsMsg, Buffer>;
+  override: Map<M, Buffer>;
   /** Further copies of a batch id that is also in `insert`: acknowledged with it, never inserted. */
-  copies: JsMsg[];
+  copies: M[];
 }
 
 export interface ReconcileDeps {
@@ -52,9 +52,9 @@ export class Reconciler {
     private readonly d: ReconcileDeps,
   ) {}
 
-  async classify(batch: JsMsg[], thorough: boolean): Promise<Verdict> {
-    const first = new Map<string, JsMsg>();
-    const copies: JsMsg[] = [];
+  async classify<M extends RowsMessage>(batch: M[], thorough: boolean): Promise<Verdict<M>> {
+    const first = new Map<string, M>();
+    const copies: M[] = [];
     for (const m of batch) {
       const id = batchIdOf(m);
       if (first.has(id)) copies.push(m);
@@ -67,8 +67,8 @@ export class Reconciler {
     }
     const ids = [...first.keys()];
     const counts = thorough ? await this.countInTable(ids, tenantsOf(batch)) : await this.countInLedger(ids);
-    const v: Verdict = { stored: [], insert: [], override: new Map(), copies: [] };
-    const partial: JsMsg[] = [];
+    const v: Verdict<M> = { stored: [], insert: [], override: new Map(), copies: [] };
+    const partial: M[] = [];
     for (const [id, m] of first) {
       const c = counts.get(id) ?? 0;
       if (c === 0) v.insert.push(m);
@@ -93,7 +93,7 @@ export class Reconciler {
    * rows: the rollups, not the events, may then miss them (docs/cluster.md says how to rebuild
    * them). Logged as an error with the batch ids.
    */
-  insertFailed(err: unknown, batch: JsMsg[]): void {
+  insertFailed(err: unknown, batch: RowsMessage[]): void {
     if (chErrorCode(err) !== UNKNOWN_STATUS_OF_INSERT) return;
     const message = String((err as Error)?.message ?? err);
     const view = /while pushing to view (\S+?)[.:,]?\s/.exec(message)?.[1];
@@ -110,7 +110,7 @@ export class Reconciler {
   }
 
   /** Partly stored messages: keep only the rows whose event_id is not in the table yet. */
-  private async complete(partial: JsMsg[], v: Verdict): Promise<void> {
+  private async complete<M extends RowsMessage>(partial: M[], v: Verdict<M>): Promise<void> {
     const list = partial.map((m) => `'${batchIdOf(m)}'`).join(',');
     const stored = await this.d.ch.rows<{ e: string }>(
       `SELECT lower(toString(event_id)) AS e FROM ${this.d.ch.database}.${this.table}
@@ -187,7 +187,7 @@ export class Reconciler {
 }
 
 /** The workspaces of a batch, from its subjects: restricts a count to their part of the table. */
-function tenantsOf(batch: JsMsg[]): string[] {
+function tenantsOf(batch: RowsMessage[]): string[] {
   const out = new Set<string>();
   for (const m of batch) {
     const t = tenantOfSubject(m.subject);

@@ -6,6 +6,7 @@ import { type ClickHouse, isDataError } from '../clickhouse.js';
 import type { WriterMetrics } from '../metrics.js';
 import type { CheckInput } from './check-rows.js';
 import { publishDeadLetter } from './dead-letter.js';
+import { type Arena, Arenas, Held, type Publisher, type RowsMessage } from './held.js';
 import { batchIdOf, body, byFormat, formatOfMessage, isSuspect, rowsOf } from './payload.js';
 import { FORMAT_HEADER, type RowFormat } from '../../lib/row-binary.js';
 import { Reconciler } from './reconcile.js';
@@ -30,13 +31,15 @@ export interface WriterOptions {
    * Called with messages whose rows are in ClickHouse, before they are acked. If it throws, the
    * messages are retried (and found already stored), so the hook runs at least once per message.
    */
-  onStored?: (messages: JsMsg[]) => Promise<void>;
+  onStored?: (messages: RowsMessage[]) => Promise<void>;
   /** Called before a message is acked after being dead-lettered. */
-  onDeadLettered?: (message: JsMsg, reason: string) => Promise<void>;
+  onDeadLettered?: (message: RowsMessage, reason: string) => Promise<void>;
 }
 
 interface Deps {
   js: JetStreamClient;
+  /** Acknowledgements go out on it (the connection js belongs to). */
+  nc: Publisher;
   ch: ClickHouse;
   pool: Piscina;
   log: Logger;
@@ -63,14 +66,17 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  *   and only then acked.
  */
 export class ClickhouseWriter {
-  private pending: JsMsg[] = [];
+  private pending: Held[] = [];
+  /** Where the pending messages' payloads are copied (undefined: each has its own copy). */
+  private arena?: Arena;
+  private readonly arenas: Arenas;
   private pendingRows = 0;
   private pendingBytes = 0;
   private oldest = 0;
   private inflight = 0;
   private flushing?: Promise<void>;
   private slotFreed?: () => void;
-  private held = new Map<number, JsMsg>();
+  private held = new Map<number, Held>();
   private fetching?: ConsumerMessages;
   /** When the fetch in progress started (0: none): a fetch lives about 1 s, its expiry. */
   private fetchStarted = 0;
@@ -90,6 +96,8 @@ export class ClickhouseWriter {
     private readonly d: Deps,
   ) {
     this.reconciler = new Reconciler(o.table, d);
+    // The batch being gathered, and one per insert stream.
+    this.arenas = new Arenas(o.batchBytes, o.insertStreams + 1);
   }
 
   async start(): Promise<void> {
@@ -106,6 +114,7 @@ export class ClickhouseWriter {
     this.timers.push(
       setInterval(() => {
         for (const m of this.held.values()) m.working();
+        this.arenas.trim();
       }, 3_000),
     );
     // A fetch that outlives its expiry by far hangs on a pull request the server forgot (a
@@ -164,10 +173,14 @@ export class ClickhouseWriter {
     return this.pendingRows >= this.o.batchRows || this.pendingBytes >= this.o.batchBytes;
   }
 
-  private take(m: JsMsg): void {
-    if (this.held.has(m.seq)) return; // a redelivery of a message this process still holds
+  private take(msg: JsMsg): void {
+    if (this.held.has(msg.seq)) return; // a redelivery of a message this process still holds
+    if (this.pending.length === 0) {
+      this.oldest = Date.now();
+      this.arena ??= this.arenas.take();
+    }
+    const m = new Held(msg, this.arena?.copy(msg.data) ?? Buffer.from(msg.data), this.d.nc);
     this.held.set(m.seq, m);
-    if (this.pending.length === 0) this.oldest = Date.now();
     this.pending.push(m);
     this.pendingRows += rowsOf(m);
     this.pendingBytes += m.data.length;
@@ -193,11 +206,15 @@ export class ClickhouseWriter {
       });
     if (this.pending.length === 0) return;
     const batch = this.pending;
+    const arena = this.arena;
     this.pending = [];
+    this.arena = undefined;
     this.pendingRows = 0;
     this.pendingBytes = 0;
     this.inflight++;
     void this.write(batch).finally(() => {
+      // Every use of the batch's payloads has ended: inserts, dead letters, checks.
+      this.arenas.give(arena);
       this.inflight--;
       const wake = this.slotFreed;
       this.slotFreed = undefined;
@@ -205,7 +222,7 @@ export class ClickhouseWriter {
     });
   }
 
-  private async write(batch: JsMsg[]): Promise<void> {
+  private async write(batch: Held[]): Promise<void> {
     // Copies of a batch id already being written here wait for that write, then find it stored.
     const others: Promise<void>[] = [];
     const mine: string[] = [];
@@ -224,7 +241,7 @@ export class ClickhouseWriter {
     try {
       if (others.length) await Promise.all(others);
       // Rows in a format this build cannot read (a newer ingest tier's): never storable here.
-      const readable: JsMsg[] = [];
+      const readable: Held[] = [];
       for (const m of batch)
         if (formatOfMessage(m)) readable.push(m);
         else await this.deadLetter(m, `unknown row format: ${m.headers?.get(FORMAT_HEADER)}; upgrade processors first`);
@@ -236,7 +253,7 @@ export class ClickhouseWriter {
     }
   }
 
-  private async writeOnce(batch: JsMsg[], thorough: boolean): Promise<void> {
+  private async writeOnce(batch: Held[], thorough: boolean): Promise<void> {
     let attempt = 0;
     while (batch.length) {
       const queryId = this.nextQueryId();
@@ -293,7 +310,7 @@ export class ClickhouseWriter {
     }
   }
 
-  private async done(batch: JsMsg[]): Promise<void> {
+  private async done(batch: Held[]): Promise<void> {
     if (batch.length && this.o.onStored) await this.o.onStored(batch);
     for (const m of batch) {
       m.ack();
@@ -316,11 +333,12 @@ export class ClickhouseWriter {
   }
 
   /** A data error: find the messages ClickHouse cannot take, dead-letter them, return the rest. */
-  private async isolate(batch: JsMsg[], err: unknown): Promise<JsMsg[]> {
+  private async isolate(batch: Held[], err: unknown): Promise<Held[]> {
     const reasons = (await this.d.pool.run({
       table: this.o.table,
       columns: TABLES[this.o.table],
-      payloads: batch.map((m) => m.data),
+      // Copies: a view of the arena would be cloned whole into the worker.
+      payloads: batch.map((m) => new Uint8Array(m.data)),
       formats: batch.map((m) => formatOfMessage(m)!),
     } satisfies CheckInput)) as Array<string | null>;
     const bad = batch.filter((_, i) => reasons[i] !== null);
@@ -352,7 +370,7 @@ export class ClickhouseWriter {
     return [];
   }
 
-  private async deadLetter(m: JsMsg, reason: string): Promise<void> {
+  private async deadLetter(m: Held, reason: string): Promise<void> {
     await publishDeadLetter(this.d.js, this.o.consumer, m, reason);
     this.d.log.error({ consumer: this.o.consumer, seq: m.seq, subject: m.subject, reason }, 'message dead-lettered');
     this.d.metrics.deadLettered(this.o.table);
