@@ -102,10 +102,9 @@ export class Arenas {
     if (!arena) return;
     this.lent--;
     this.free.push({ arena, since: Date.now() });
-    this.trim();
   }
 
-  /** Lets go of arenas unused for idleMs. */
+  /** Lets go of arenas unused for idleMs (the writer calls it every few seconds). */
   trim(now = Date.now()): void {
     this.free = this.free.filter((f) => now - f.since < this.idleMs);
   }
