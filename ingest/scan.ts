@@ -215,6 +215,13 @@ export class BatchScanner<E> {
   /** Fields by the byte length of their name. */
   private readonly byLength: Field[][] = [];
   private readonly required: number;
+  /**
+   * Every field of the schema, undefined: each event starts as a copy of it, so the events of a
+   * batch share one shape whatever order their fields come in. Built up field by field, an event
+   * took a shape per order (the reads of the surface's rules then went megamorphic) and grew a
+   * properties store past its fourth field. Its rules test `!== undefined`, never `in`.
+   */
+  private readonly blank: Record<string, unknown>;
   private readonly minEvents: number;
   private readonly maxEvents: number;
 
@@ -227,10 +234,12 @@ export class BatchScanner<E> {
     this.maxEvents = events.maxItems ?? Number.POSITIVE_INFINITY;
     let bit = 1;
     let required = 0;
+    this.blank = {};
     for (const [key, schema] of Object.entries(item.properties)) {
       const f: Field = { name: Buffer.from(key), key, bit, rule: ruleOf(key, schema) };
       (this.byLength[f.name.length] ??= []).push(f);
       if (item.required?.includes(key)) required |= bit;
+      this.blank[key] = undefined;
       bit <<= 1;
     }
     this.required = required;
@@ -244,7 +253,7 @@ export class BatchScanner<E> {
 
   private event(s: JsonScanner): Incoming<E> {
     s.expect(0x7b);
-    const e: Record<string, unknown> = {};
+    const e: Record<string, unknown> = { ...this.blank };
     // Fields seen: a repeated key (JSON.parse keeps the last one) is left to the general path.
     let seen = 0;
     if (s.peek() !== 0x7d)

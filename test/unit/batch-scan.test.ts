@@ -110,6 +110,11 @@ t.test('bodies as clients send them are scanned, and stored as the general path 
     'a __proto__ property': withProps('{"__proto__":{"x":1},"y":2}'),
     'large integers and decimals': withProps('{"a":123456789012345,"b":[1234567890123456789],"c":0.1,"d":-1.25}'),
     'several events': `{"events":[${Array.from({ length: 100 }, (_, i) => `{"event_name":"e_${i}","customer_id":"${CUSTOMER}","properties":{"i":${i}}}`).join(',')}]}`,
+    // More spans than a request's first span list holds, and more nested keys than its first key list.
+    'many keys in every event': `{"events":[${Array.from({ length: 50 }, (_, i) => `{"event_name":"e","customer_id":"${CUSTOMER}","properties":{${Array.from({ length: 40 }, (_, k) => `"k${k}":${i * k}`).join(',')}}}`).join(',')}]}`,
+    'many keys nested': withProps(
+      `{"a":{${Array.from({ length: 100 }, (_, k) => `"n${k}":{"x":${k},"y":[${k}]}`).join(',')},"n3":0},"b":{${Array.from({ length: 100 }, (_, k) => `"n${k}":${k}`).join(',')}}}`,
+    ),
     'customer id not a UUID (a per-event error later)': one('{"event_name":"login","customer_id":"nope"}'),
     'an event without a customer (rule 1, later)': one('{"event_name":"login"}'),
   };
