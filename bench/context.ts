@@ -30,6 +30,11 @@ export interface BenchOptions {
   e2eDurationS: number;
   /** Offered load of the sustained end-to-end scenario, events/s. */
   e2eRate: number;
+  /**
+   * Offered load of surface A's half-load run, events/s; 0: half of the full-load run's accepted
+   * rate. A fixed rate lets runs of two builds be compared on the same load.
+   */
+  halfRate: number;
   /** Events queued while processors are down, then drained to measure their landing rate. */
   backlogEvents: number;
   /** Events published into EVENTS while ClickHouse is down, in messages of 100 rows. */

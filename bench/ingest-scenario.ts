@@ -95,7 +95,7 @@ export async function purgeBenchSubjects(ctx: BenchContext): Promise<number> {
 
 /**
  * Surface A alone: full load (closed loop, `connections` requests in flight), then half that
- * accepted rate paced open-loop, for latency. No processors run, so what ingest accepts stays in
+ * accepted rate (or `--half-rate`) paced open-loop, for latency. No processors run, so what ingest accepts stays in
  * EVENTS until it is purged at the end.
  */
 export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
@@ -115,7 +115,7 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
             requestBytes: Math.round((full.bytesPerSec * full.durationS) / full.requests),
           }
         : undefined;
-    const rate = Math.round(full.eventsPerSec / 2 / 1000) * 1000;
+    const rate = ctx.opts.halfRate || Math.round(full.eventsPerSec / 2 / 1000) * 1000;
     // The full-load run leaves GBs of stream data dirty in the page cache; 30 s after it was
     // written (vm.dirty_expire_centisecs) the kernel writes it back in one wave, and nats-server's
     // appends wait behind that ext4 journal commit for 100-250 ms. That wave belongs to the run

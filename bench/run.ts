@@ -34,7 +34,7 @@ import {
 import type { BenchTenant } from './workload.js';
 
 /**
- * npm run bench [-- --only parse,ceilings,ingest,events-b,e2e,outage] [--duration S] [--e2e-duration S] [--e2e-rate N]
+ * npm run bench [-- --only parse,ceilings,ingest,events-b,e2e,outage] [--duration S] [--half-rate N] [--e2e-duration S] [--e2e-rate N]
  *   [--outage-events N] [--connections N] [--profile dev|test] [--health-customers N] [--health-events N]
  *   [--metrics-customers N] [--metrics-events N] [--metrics-count N] [--metrics-test-requests N]
  *   [--playbooks-customers N] [--playbooks-events N] [--playbooks-count N] [--playbooks-kinds condition,…]
@@ -68,6 +68,7 @@ function options(): BenchOptions {
       duration: { type: 'string' },
       'e2e-duration': { type: 'string' },
       'e2e-rate': { type: 'string' },
+      'half-rate': { type: 'string' },
       'backlog-events': { type: 'string' },
       'outage-events': { type: 'string' },
       connections: { type: 'string' },
@@ -126,6 +127,7 @@ function options(): BenchOptions {
     durationS: num('duration', 20),
     e2eDurationS: num('e2e-duration', 60),
     e2eRate: num('e2e-rate', 200_000),
+    halfRate: num('half-rate', 0),
     backlogEvents: num('backlog-events', 2_000_000),
     outageEvents: num('outage-events', 3_000_000),
     connections: num('connections', 64),
