@@ -95,8 +95,8 @@ export async function purgeBenchSubjects(ctx: BenchContext): Promise<number> {
 
 /**
  * Surface A alone: full load (closed loop, `connections` requests in flight), then half that
- * accepted rate (or `--half-rate`) paced open-loop, for latency. No processors run, so what ingest accepts stays in
- * EVENTS until it is purged at the end.
+ * accepted rate (or `--half-rate`) paced open-loop, for latency. No processors run, so what
+ * ingest accepts stays in EVENTS until it is purged at the end.
  */
 export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
   const ingest = await startIngest(ctx);
