@@ -256,7 +256,8 @@ async function main(): Promise<void> {
     urls,
     tenants,
     nc,
-    jsm: await nc.jetstreamManager(),
+    // A purge by subject of a stream holding GBs takes longer than the client's default 5 s.
+    jsm: await nc.jetstreamManager({ timeout: 60_000 }),
     ch,
     workload: {
       bodiesPerTenant: o.bodiesPerTenant,

@@ -144,6 +144,11 @@ export const IngestConfig = Type.Object({
     description:
       "V8 semi-space size of each worker process (0: Node's default, 16); the young generation takes three times it.",
   }),
+  INGEST_SINGLE_THREADED_GC: Type.Boolean({
+    default: true,
+    description:
+      "Each worker process collects its garbage on its own thread (V8's --single-threaded-gc): with a process per core, V8's helper threads wait for a core and stretch the pauses.",
+  }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
 
@@ -167,6 +172,7 @@ if (cfg.INGEST_PROCESSES > 1 && process.env.INGEST_WORKER === undefined) {
   supervise(boot, cfg.INGEST_PROCESSES, 'INGEST_WORKER', process.env, [
     ...(cfg.INGEST_MAX_OLD_SPACE_MB ? [`--max-old-space-size=${cfg.INGEST_MAX_OLD_SPACE_MB}`] : []),
     ...(cfg.INGEST_MAX_SEMI_SPACE_MB ? [`--max-semi-space-size=${cfg.INGEST_MAX_SEMI_SPACE_MB}`] : []),
+    ...(cfg.INGEST_SINGLE_THREADED_GC ? ['--single-threaded-gc'] : []),
   ]);
 } else {
   // The supervisor only forks and watches: the servers' modules (uWS, NATS, PostgreSQL, the
