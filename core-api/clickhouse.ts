@@ -8,8 +8,8 @@ const RETRY_AFTER_S = '5';
 
 /**
  * The core API's read-only ClickHouse client (health history, event catalog, metric test
- * queries). Queries go as GET requests, which ClickHouse runs read-only, so nothing the core API
- * sends can write. ClickHouse 18.16 has no query parameters: callers place only checked values
+ * queries). Queries go read-only (lib/clickhouse-endpoints.ts `read`: the SQL in a POST body, so
+ * no workspace's size can push it past a URL's limit), so nothing the core API sends can write. ClickHouse 18.16 has no query parameters: callers place only checked values
  * in the SQL (UUIDs, dates, and lib/metrics/literal.ts's encodings).
  * An unreachable or overloaded server answers 503 service_unavailable with Retry-After.
  */
@@ -29,14 +29,14 @@ export class ClickHouseReader {
 
   /** Rows of `query` (without FORMAT). `what` names the store in the 503 message. */
   async rows<T>(query: string, what: string, timeoutMs = this.timeoutMs): Promise<T[]> {
-    const maxSeconds = Math.max(1, Math.ceil(timeoutMs / 1000));
-    const params =
-      `max_execution_time=${maxSeconds}&output_format_json_quote_64bit_integers=0` +
-      `&query=${encodeURIComponent(`${query}\nFORMAT JSONEachRow`)}`;
+    const settings = {
+      max_execution_time: Math.max(1, Math.ceil(timeoutMs / 1000)),
+      output_format_json_quote_64bit_integers: 0,
+    };
     let res: Response;
     let text: string;
     try {
-      [res, text] = await this.endpoints.fetchText(`/?${params}`, { timeoutMs });
+      [res, text] = await this.endpoints.read(`${query}\nFORMAT JSONEachRow`, settings, timeoutMs);
     } catch (err) {
       this.log.warn({ err: String(err), what }, 'ClickHouse unreachable');
       throw unavailable(what);

@@ -65,6 +65,19 @@ export class ClickHouseEndpoints {
       return [res, await res.text()];
     });
   }
+
+  /**
+   * A read-only query: the SQL travels in a POST body, where its length is bounded by the server's
+   * max_query_size rather than by the HTTP layer's limit on a request line (about 16 KB on
+   * ClickHouse 18.16), so a query that grows with a workspace's data (event names, property keys,
+   * ids) is answered at any size. `readonly=2` keeps the request from writing, as a GET would,
+   * while its settings still apply.
+   */
+  read(sql: string, settings: Record<string, string | number> = {}, timeoutMs?: number): Promise<[Response, string]> {
+    const params = new URLSearchParams({ readonly: '2' });
+    for (const [k, v] of Object.entries(settings)) params.set(k, String(v));
+    return this.fetchText(`/?${params}`, { method: 'POST', body: sql, timeoutMs });
+  }
 }
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND']);

@@ -200,3 +200,19 @@ t.test('our modules have no import cycles', async (t) => {
   for (const c of cycles) t.fail(`import cycle: ${c}`);
   if (cycles.length === 0) t.pass(`${edges.size} modules, no cycle`);
 });
+
+/** A ClickHouse query placed in a URL (`?query=` or `&query=`): refused past about 16 KB. */
+const QUERY_IN_URL = /[?&]query=\$\{/;
+
+t.test('the tiers send ClickHouse queries in a request body, never in a URL', async (t) => {
+  let violations = 0;
+  for (const [file, text] of texts) {
+    if (!['ingest', 'core-api', 'processors', 'lib'].includes(folderOf(file))) continue;
+    text.split('\n').forEach((line, n) => {
+      if (!QUERY_IN_URL.test(line)) return;
+      violations++;
+      t.fail(`${file}:${n + 1} puts a query in a URL (${line.trim().slice(0, 80)}): use ClickHouseEndpoints.read`);
+    });
+  }
+  if (violations === 0) t.pass('no query travels in a URL');
+});

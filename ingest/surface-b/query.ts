@@ -48,8 +48,8 @@ const isStoredUuid = (s: string) => isUuid(s) && s === s.toLowerCase();
 const SNAKE_RE = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/;
 
 /**
- * The debug query of GET /v1/events over ClickHouse's HTTP interface (a GET request, which
- * ClickHouse runs read-only). ClickHouse 18.16 has no query parameters, so every value placed in
+ * The debug query of GET /v1/events over ClickHouse's HTTP interface (read-only, the SQL in a
+ * POST body). ClickHouse 18.16 has no query parameters, so every value placed in
  * the SQL is validated to a UUID, a snake_case name or an integer first. Newest events first.
  */
 export class EventQuery {
@@ -100,9 +100,7 @@ export class EventQuery {
     let res: Response;
     let text: string;
     try {
-      [res, text] = await this.endpoints.fetchText(`/?query=${encodeURIComponent(query)}`, {
-        timeoutMs: this.timeoutMs,
-      });
+      [res, text] = await this.endpoints.read(query, {}, this.timeoutMs);
     } catch {
       throw unavailable();
     }
