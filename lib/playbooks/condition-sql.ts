@@ -72,6 +72,8 @@ function compile(e: Expr, env: ConditionEnv, p: SqlParams): string {
       return `(${e.items.map((x) => compile(x, env, p)).join(e.kind === 'and' ? ' AND ' : ' OR ')})`;
     case 'not':
       return `(NOT ${compile(e.item, env, p)})`;
+    case 'const':
+      return e.value ? 'true' : 'false';
     case 'compare':
       return atom(e, env, p);
     case 'in':

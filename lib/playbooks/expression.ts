@@ -42,6 +42,7 @@ export type Expr =
   | { kind: 'and'; items: Expr[] }
   | { kind: 'or'; items: Expr[] }
   | { kind: 'not'; item: Expr }
+  | { kind: 'const'; value: boolean }
   | { kind: 'compare'; variable: Variable; op: CompareOp; value: Literal; pos: number }
   | { kind: 'in'; variable: Variable; negated: boolean; values: Literal[]; pos: number };
 
@@ -156,12 +157,16 @@ class Parser {
     return this.comparison();
   }
 
-  /** `operand op operand` (a variable on one side, a value on the other) or `variable [not] in [...]`. */
+  /**
+   * `operand op operand` (a variable on one side, a value on the other), `variable [not] in [...]`,
+   * or `true` / `false` standing alone as a condition of its own (`x or false`, `not true`).
+   */
   private comparison(): Expr {
     const first = this.next();
     if (++this.comparisons > MAX_COMPARISONS)
       throw invalid(first.pos, `More than ${MAX_COMPARISONS} comparisons in one condition`);
     const left = this.operand(first);
+    if ('type' in left && left.type === 'boolean' && !this.comparing()) return { kind: 'const', value: left.value };
     const t = this.next();
     const negated = t.kind === 'word' && t.text === 'not';
     const inTok = negated ? this.next() : t;
@@ -177,6 +182,12 @@ class Parser {
     if ('name' in left && 'type' in right) return this.check(left, op, right, first.pos, rightTok.pos);
     if ('type' in left && 'name' in right) return this.check(right, FLIP[op], left, first.pos, first.pos);
     throw invalid(first.pos, 'A comparison needs a variable on one side and a value on the other');
+  }
+
+  /** Whether the next token continues a comparison (an operator, `in`, `not in`). */
+  private comparing(): boolean {
+    const t = this.peek();
+    return (t.kind === 'op' && COMPARE.has(t.text)) || (t.kind === 'word' && (t.text === 'in' || t.text === 'not'));
   }
 
   private operand(t: Token): Variable | Literal {
@@ -275,6 +286,7 @@ export function namesIn(e: Expr): { segments: Map<string, number>; metrics: Map<
       walk(x.item);
       return;
     }
+    if (x.kind === 'const') return;
     const v = x.variable;
     if (v.name === 'metric' && !metrics.has(v.slug)) metrics.set(v.slug, x.pos);
     if (v.name !== 'segment') return;

@@ -107,6 +107,11 @@ const cases: Array<[string, string[]]> = [
   ['segment != "active"', ['B', 'C']],
   ['(health_score < 40 or arr == null) and not status == "churned"', ['A', 'B']],
   ['not (not (arr > 1000 or metric.logins == null))', ['A', 'B', 'C']],
+  ['arr > 1000 or false', ['A']],
+  ['arr > 1000 or true', ['A', 'B', 'C']],
+  ['(arr == null) and true', ['B']],
+  ['not true', []],
+  ['false', []],
 ];
 
 for (const [src, expected] of cases)

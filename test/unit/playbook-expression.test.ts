@@ -160,3 +160,17 @@ t.test('hostile input is bounded, not a stack overflow', async (t) => {
   t.match(errorOf(many), { message: /More than 100 comparisons/ });
   t.match(errorOf(`arr in [${Array.from({ length: 101 }, (_, i) => i).join(',')}]`), { message: /at most 100 values/ });
 });
+
+t.test('true and false stand alone as conditions', async (t) => {
+  t.same(parseExpression('true'), { kind: 'const', value: true });
+  t.match(parseExpression('health_score < 40 or false'), {
+    kind: 'or',
+    items: [{ kind: 'compare' }, { kind: 'const', value: false }],
+  });
+  t.same(parseExpression('not true'), { kind: 'not', item: { kind: 'const', value: true } });
+  t.match(parseExpression('(arr == 1) and true'), { kind: 'and', items: [{ kind: 'compare' }, { kind: 'const' }] });
+  t.match(parseExpression('true == custom_fields.sso'), { kind: 'compare', value: { type: 'boolean', value: true } });
+  t.match(parseExpression('custom_fields.sso in [true]'), { kind: 'in' });
+  t.match(errorOf('true arr'), { code: 'invalid_expression', position: 6 });
+  t.match(errorOf('null or true'), { code: 'invalid_expression' });
+});
