@@ -24,6 +24,7 @@ import { HealthScorer } from './health/scorer.js';
 import { HistoryBuffer } from './health/store.js';
 import { LeasedSchedule } from './lease.js';
 import { HealthMetrics, OutboxMetrics, WriterMetrics } from './metrics.js';
+import { AccessTokens } from './integrations/access-tokens.js';
 import { Notifier, TokenRefresher } from './integrations/notifier.js';
 import { Materializer } from './metrics/materializer.js';
 import { materializeNowResponder } from './metrics/responder.js';
@@ -219,7 +220,15 @@ export const ProcessorsConfig = Type.Object({
   INTEGRATION_REFRESH_POLL_MS: Type.Integer({
     minimum: 100,
     default: 60_000,
-    description: 'Pause between looks for integration tokens that expire within 5 minutes (refreshed then).',
+    description:
+      'Pause between looks for integration tokens that expire within 5 minutes (refreshed then; a call to a ' +
+      'provider refreshes a due token itself first).',
+  }),
+  INTEGRATION_TENANTS: Type.String({
+    default: '',
+    description:
+      'Comma-separated workspace ids whose integration notifications and token refreshes this instance ' +
+      'handles (empty: all).',
   }),
   NOTIFY_POLL_MS: Type.Integer({
     minimum: 50,
@@ -368,14 +377,16 @@ const dispatcher = new WebhookDispatcher(webhookSql, sender, webhooksLog, {
 const integrationsLog = log.child({ module: 'integrations' });
 const providers = providersFromEnv(process.env);
 const tokenCipher = cfg.INTEGRATION_TOKEN_KEY ? new TokenCipher(cfg.INTEGRATION_TOKEN_KEY) : undefined;
-const notifier = new Notifier(webhookSql, providers, tokenCipher, integrationsLog, cfg.NOTIFY_POLL_MS);
-const refresher = new TokenRefresher(
-  webhookSql,
-  providers,
-  tokenCipher,
-  integrationsLog,
-  cfg.INTEGRATION_REFRESH_POLL_MS,
-);
+const accessTokens = tokenCipher && new AccessTokens(webhookSql, providers, tokenCipher, integrationsLog);
+const integrationTenants = commaList(cfg.INTEGRATION_TENANTS);
+const notifier = new Notifier(webhookSql, providers, accessTokens, integrationsLog, {
+  pollMs: cfg.NOTIFY_POLL_MS,
+  tenants: integrationTenants,
+});
+const refresher = new TokenRefresher(webhookSql, accessTokens, integrationsLog, {
+  pollMs: cfg.INTEGRATION_REFRESH_POLL_MS,
+  tenants: integrationTenants,
+});
 const fanout = new WebhookFanout(js, webhookSql, consumers.webhookFanout, webhooksLog, () => dispatcher.wake());
 const alertsLog = log.child({ module: 'alerts' });
 const thresholds = {

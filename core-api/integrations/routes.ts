@@ -250,8 +250,8 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
       summary: 'The integrations and their status',
       description:
         'Every connector (gmail, outlook, google_calendar, outlook_calendar, slack, teams, zendesk, intercom) with ' +
-        'its status: disconnected, pending (authorization started), connected or error (with `error`). Any ' +
-        'valid credential of the workspace.',
+        'its status: disconnected, pending (authorization started), connected or error (with the reason in ' +
+        '`error`, e.g. a token refresh the provider refused). Any valid credential of the workspace.',
       handler: list,
       responses: { 200: { description: 'Every connector.', schema: IntegrationList } },
     },

@@ -16,6 +16,14 @@ export class ProviderError extends Error {
   ) {
     super(message);
   }
+
+  /**
+   * The provider answered and said no (a 4xx such as 400 invalid_grant or 401 invalid_client):
+   * asking again will not help. An unreachable provider, a 429 or a 5xx may answer later.
+   */
+  get refused(): boolean {
+    return this.status !== undefined && this.status >= 400 && this.status < 500 && this.status !== 429;
+  }
 }
 
 const TIMEOUT_MS = 10_000;

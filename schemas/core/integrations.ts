@@ -26,7 +26,13 @@ export const Integration = Type.Object({
   configured: Type.Boolean({ description: 'Whether the service has an OAuth client for this provider.' }),
   connected_at: Nullable(Timestamp),
   account: Nullable(Type.String({ description: 'The provider account, when the provider names it.' })),
-  error: Nullable(Type.String()),
+  error: Nullable(
+    Type.String({
+      description:
+        'Why the status is `error`: a denied or expired authorization, a refused code exchange, or a token ' +
+        'refresh the provider refused (`token refresh failed: …`); null otherwise.',
+    }),
+  ),
   connection_id: Nullable(Uuid),
   activities: Type.Integer({ description: 'Pushed activities turned into events.' }),
   unmatched_activities: Type.Integer({ description: 'Pushed activities whose participants matched no customer.' }),

@@ -6,7 +6,10 @@ import type { AddressInfo } from 'node:net';
  * A local OAuth 2.0 provider for the integration tests, on loopback: an authorize endpoint that
  * approves at once (302 back to redirect_uri with a code, or with ?error when told to deny), a
  * token endpoint (authorization_code with PKCE S256 checked, refresh_token), a revocation
- * endpoint, and the chat and message APIs playbooks notify through. It records what it was sent.
+ * endpoint, and the chat and message APIs playbooks notify through. The APIs accept only a live
+ * access token (issued, not expired, not revoked) and answer 401 otherwise, as providers do. It
+ * records what it was sent; a test can shorten token lifetimes, invalidate the access tokens
+ * issued so far, refuse refreshes and slow them down.
  */
 export interface FakeProvider {
   url: string;
@@ -14,10 +17,26 @@ export interface FakeProvider {
   env(name: string, signingSecret?: string): Record<string, string>;
   issued: Array<{ access: string; refresh: string }>;
   revoked: string[];
+  /** What the APIs accepted. */
   messages: Array<{ path: string; auth: string; body: Record<string, unknown> }>;
+  /** Every API request, accepted (200) or refused for its token (401). */
+  calls: Array<{ path: string; token: string; status: number }>;
+  /** Refreshes that issued tokens. */
   refreshes: number;
+  /** Every refresh_token grant request, refused ones included. */
+  refreshRequests: number;
   /** The next authorize request is denied (error=access_denied). */
   denyNext(): void;
+  /** The lifetime (expires_in, seconds) of the tokens issued from now on. */
+  setLifetime(seconds: number): void;
+  /** Whether the APIs accept this access token now. */
+  accepts(access: string): boolean;
+  /** The access tokens issued so far stop working, as when a provider revokes them on its side. */
+  invalidateAccessTokens(): void;
+  /** Refresh requests are answered 400 invalid_grant (the grant was revoked) while on. */
+  refuseRefresh(on: boolean): void;
+  /** Refresh answers come this late, so that concurrent refreshes overlap. */
+  setRefreshDelay(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -27,23 +46,32 @@ export async function startFakeProvider(
 ): Promise<FakeProvider> {
   const codes = new Map<string, { challenge: string; redirect: string }>();
   const refreshTokens = new Set<string>();
+  /** Live access tokens and when each expires (ms since the epoch). */
+  const live = new Map<string, number>();
   const p = {
     issued: [] as FakeProvider['issued'],
     revoked: [] as string[],
     messages: [] as FakeProvider['messages'],
+    calls: [] as FakeProvider['calls'],
     refreshes: 0,
+    refreshRequests: 0,
     deny: false,
+    lifetime: expiresIn,
+    refuse: false,
+    refreshDelayMs: 0,
   };
+  const accepts = (access: string) => (live.get(access) ?? 0) > Date.now();
   const issue = () => {
     const access = `at-${randomBytes(12).toString('hex')}`;
     const refresh = `rt-${randomBytes(12).toString('hex')}`;
     p.issued.push({ access, refresh });
     refreshTokens.add(refresh);
+    live.set(access, Date.now() + p.lifetime * 1000);
     return {
       access_token: access,
       refresh_token: refresh,
       token_type: 'Bearer',
-      expires_in: expiresIn,
+      expires_in: p.lifetime,
       account: 'team@example.com',
     };
   };
@@ -86,19 +114,34 @@ export async function startFakeProvider(
           return reply(200, issue());
         }
         if (form.get('grant_type') === 'refresh_token') {
+          p.refreshRequests++;
           const rt = form.get('refresh_token') ?? '';
-          if (!refreshTokens.delete(rt)) return reply(400, { error: 'invalid_grant' });
-          p.refreshes++;
-          return reply(200, issue());
+          const answer = () => {
+            if (p.refuse) {
+              refreshTokens.delete(rt);
+              return reply(400, { error: 'invalid_grant', error_description: 'The grant was revoked' });
+            }
+            // Rotation: a refresh token works once.
+            if (!refreshTokens.delete(rt)) return reply(400, { error: 'invalid_grant' });
+            p.refreshes++;
+            reply(200, issue());
+          };
+          return void (p.refreshDelayMs ? setTimeout(answer, p.refreshDelayMs) : answer());
         }
         return reply(400, { error: 'unsupported_grant_type' });
       }
       if (url.pathname === '/revoke') {
         p.revoked.push(form.get('token') ?? '');
+        live.delete(form.get('token') ?? '');
         return void res.writeHead(200).end();
       }
       if (url.pathname === '/api/chat.postMessage' || url.pathname === '/api/messages') {
-        p.messages.push({ path: url.pathname, auth: req.headers.authorization ?? '', body: JSON.parse(raw) });
+        const auth = req.headers.authorization ?? '';
+        const token = /^Bearer (.+)$/.exec(auth)?.[1] ?? '';
+        const ok = accepts(token);
+        p.calls.push({ path: url.pathname, token, status: ok ? 200 : 401 });
+        if (!ok) return reply(401, { ok: false, error: 'invalid_auth' });
+        p.messages.push({ path: url.pathname, auth, body: JSON.parse(raw) });
         return reply(200, { ok: true });
       }
       reply(404, { error: 'not_found' });
@@ -135,11 +178,28 @@ export async function startFakeProvider(
     get messages() {
       return p.messages;
     },
+    get calls() {
+      return p.calls;
+    },
     get refreshes() {
       return p.refreshes;
     },
+    get refreshRequests() {
+      return p.refreshRequests;
+    },
     denyNext: () => {
       p.deny = true;
+    },
+    setLifetime: (seconds) => {
+      p.lifetime = seconds;
+    },
+    accepts,
+    invalidateAccessTokens: () => live.clear(),
+    refuseRefresh: (on) => {
+      p.refuse = on;
+    },
+    setRefreshDelay: (ms) => {
+      p.refreshDelayMs = ms;
     },
     close,
   };

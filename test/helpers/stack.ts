@@ -93,6 +93,8 @@ export interface Tier {
  * scores, materializes or evaluates playbooks of no workspace on schedule unless the test names them
  * (HEALTH_TENANTS, METRICS_TENANTS, PLAYBOOKS_TENANTS), and delivers the webhooks of no workspace
  * (WEBHOOK_TENANTS) unless the test names them: its retry schedule and timeout are the test's own.
+ * Integration notifications and token refreshes likewise (INTEGRATION_TENANTS): another test's tier
+ * would send them to a provider it does not know.
  */
 const quiet: Record<string, Record<string, string>> = {
   processors: {
@@ -100,6 +102,7 @@ const quiet: Record<string, Record<string, string>> = {
     METRICS_TENANTS: '00000000-0000-0000-0000-000000000000',
     PLAYBOOKS_TENANTS: '00000000-0000-0000-0000-000000000000',
     WEBHOOK_TENANTS: '00000000-0000-0000-0000-000000000000',
+    INTEGRATION_TENANTS: '00000000-0000-0000-0000-000000000000',
   },
 };
 

@@ -25,9 +25,14 @@ const fake = await startFakeProvider(t, 120);
 const SIGNING = 'gmail-signing-secret';
 const providerEnv = { ...fake.env('slack'), ...fake.env('gmail', SIGNING), ...fake.env('zendesk', 'zd-secret') };
 const api = await startApi(t, providerEnv);
-// Relays the activity events, sends notifications, refreshes tokens.
-await processorsTier(t, [], { ...providerEnv, NOTIFY_POLL_MS: '100', INTEGRATION_REFRESH_POLL_MS: '200' });
 const ws = await bootstrap();
+// Relays the activity events, sends notifications, refreshes tokens.
+await processorsTier(t, [], {
+  ...providerEnv,
+  NOTIFY_POLL_MS: '100',
+  INTEGRATION_REFRESH_POLL_MS: '200',
+  INTEGRATION_TENANTS: ws.tenant_id,
+});
 const admin = client(api.url, ws.api_key);
 
 /** Connect through the fake provider as a browser would: authorize (302) → callback. */
