@@ -2,20 +2,18 @@ import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
 import type { PlaybookRunner } from './runner.js';
 
-/** How long the names of the enabled event triggers are trusted before they are read again. */
-const NAMES_TTL_MS = 5000;
-
 /**
  * Marks workspaces whose new events are named by one of their enabled `event` playbook triggers
  * (table playbook_event_marks). It sees the event names of every live usage message through the
- * event catalog's durable consumer (its Cs-Names header, processors/catalog.ts), which acks a
- * message only after flush() resolved: a mark is never lost, whichever instance holds the
- * message. Only names matter, so the marks cost one upsert per batch of messages.
+ * event catalog's durable consumer (its Cs-Names header, processors/catalog/catalog.ts), which
+ * acks a message only after flush() resolved: a mark is never lost, whichever instance holds the
+ * message. The enabled triggers are read by the statement that writes the marks, never from a
+ * copy kept in the process: each name is looked at once, so a copy older than a playbook saved
+ * just before its events would lose their mark for good, in any instance holding one. One
+ * statement per batch of messages.
  */
 export class EventMarks {
   private seenNames = new Map<string, Set<string>>();
-  private triggers = new Map<string, Set<string>>();
-  private loadedAt = 0;
 
   constructor(
     private readonly sql: Sql,
@@ -32,28 +30,38 @@ export class EventMarks {
   /** Writes the marks of what was seen; on failure they are kept for the next call. */
   async flush(): Promise<void> {
     if (!this.seenNames.size) return;
-    if (Date.now() - this.loadedAt > NAMES_TTL_MS) await this.loadTriggers();
-    const marked: string[] = [];
-    for (const [tenantId, names] of this.seenNames) {
-      const wanted = this.triggers.get(tenantId);
-      if (wanted && [...names].some((n) => wanted.has(n))) marked.push(tenantId);
-    }
-    if (marked.length) {
-      await this.sql`
+    const tenants: string[] = [];
+    const names: string[] = [];
+    for (const [tenantId, seen] of this.seenNames)
+      for (const n of seen) {
+        tenants.push(tenantId);
+        names.push(n);
+      }
+    // One probe of playbooks_enabled per workspace, ended by its first hit (LATERAL … LIMIT 1; a
+    // semi-join would scan every enabled playbook of every workspace). A workspace deleted
+    // meanwhile has no playbooks left, hence no mark to break the foreign key. The planner counts
+    // each probe as reading all of its workspace's playbooks: with thousands in a workspace it
+    // would compile the statement (JIT) for longer than it runs.
+    const marked = await this.sql.begin(async (tx) => {
+      await tx`SET LOCAL jit = off`;
+      return tx`
         INSERT INTO playbook_event_marks (tenant_id, marked_at)
-        SELECT t.id, now() FROM tenants t WHERE t.id = ANY(${marked}::uuid[])
+        SELECT s.tenant_id, now()
+        FROM (
+          SELECT tenant_id, array_agg(event_name) AS names
+          FROM unnest(${tenants}::uuid[], ${names}::text[]) AS u (tenant_id, event_name)
+          GROUP BY tenant_id
+        ) s
+        CROSS JOIN LATERAL (
+          SELECT FROM playbooks p
+          WHERE p.tenant_id = s.tenant_id AND p.enabled AND p.trigger->>'type' = 'event'
+            AND p.trigger->>'event_name' = ANY(s.names)
+          LIMIT 1
+        ) hit
         ON CONFLICT (tenant_id) DO UPDATE SET marked_at = now()`;
-      this.log.debug({ tenants: marked.length }, 'event playbooks marked');
-    }
+    });
+    if (marked.count) this.log.debug({ tenants: marked.count }, 'event playbooks marked');
     this.seenNames.clear();
-  }
-
-  private async loadTriggers(): Promise<void> {
-    const rows = await this.sql<Array<{ tenant_id: string; names: string[] }>>`
-      SELECT tenant_id::text, array_agg(DISTINCT trigger->>'event_name') AS names
-      FROM playbooks WHERE enabled AND trigger->>'type' = 'event' GROUP BY tenant_id`;
-    this.triggers = new Map(rows.map((r) => [r.tenant_id, new Set(r.names)]));
-    this.loadedAt = Date.now();
   }
 }
 
