@@ -25,13 +25,14 @@ export interface CustomerRow {
 
 /**
  * Columns of `c` (customers, or a CTE of rows just written) with the stored health score of `h`
- * (customer_health, joined by WITH_HEALTH; null until the scorer first writes the customer).
+ * (customer_health_current, joined by WITH_HEALTH: calculated_at also moves with scheduled runs
+ * that found the score unchanged; null until the scorer first writes the customer).
  */
 export const COLUMNS = `c.id::text, c.tenant_id::text, c.name, c.email_domain, c.arr::float8 AS arr,
   c.owner_email, c.status, c.renewal_date::text AS renewal_date, c.custom_fields, c.external_id, c.external_source,
   c.created_at, c.updated_at, c.deleted_at, c.created_at::text AS cursor_ts,
   h.score AS health_score, h.status AS health_status, h.calculated_at AS health_calculated_at`;
-const WITH_HEALTH = 'LEFT JOIN customer_health h ON h.customer_id = c.id';
+const WITH_HEALTH = 'LEFT JOIN customer_health_current h ON h.customer_id = c.id';
 
 export function toCustomer(r: CustomerRow, withDeleted = false): Record<string, unknown> {
   const out: Record<string, unknown> = {

@@ -70,6 +70,44 @@ export interface HistoryPoint {
   status: HealthStatus;
 }
 
+/** A point of csp.health_history with the time (Unix seconds) of the calculation that gave it. */
+export interface StoredPoint extends HistoryPoint {
+  at: number;
+}
+
+/** The Monday of a date's ISO week, as ClickHouse's toMonday. */
+export const mondayOf = (date: string): string => {
+  const day = new Date(`${date}T00:00:00Z`).getUTCDay();
+  return addDays(date, -((day + 6) % 7));
+};
+
+/**
+ * The history as served: the stored points with the customer's current score (PostgreSQL,
+ * customer_health_current) as the point of its day or week when it is at least as recent as the
+ * stored one. The scorer commits the score before it answers, but writes its history point after
+ * (on demand: up to a second later, gathered into one ClickHouse insert; scheduled: after the whole
+ * workspace), so a history read right after a recalculation would otherwise miss it.
+ */
+export function withCurrent(
+  stored: StoredPoint[],
+  current: { score: number; status: HealthStatus; calculated_at: Date } | null,
+  range: { from: string; to: string },
+  granularity: HistoryGranularity,
+): HistoryPoint[] {
+  const out = stored.map(({ date, score, status }) => ({ date, score, status }));
+  if (!current) return out;
+  const day = current.calculated_at.toISOString().slice(0, 10);
+  if (day < range.from || day > range.to) return out;
+  const date = granularity === 'weekly' ? mondayOf(day) : day;
+  const at = Math.floor(current.calculated_at.getTime() / 1000);
+  const point = { date, score: current.score, status: current.status };
+  const i = stored.findIndex((p) => p.date >= date);
+  if (i < 0) out.push(point);
+  else if (stored[i].date !== date) out.splice(i, 0, point);
+  else if (stored[i].at <= at) out[i] = point;
+  return out;
+}
+
 /**
  * Reads csp.health_history. The table keeps one row per calculation until merges replace a day's
  * rows by its latest; argMax over calculated_at gives that same answer before the merge, without
@@ -83,20 +121,21 @@ export class HealthHistory {
     customerId: string,
     range: { from: string; to: string },
     granularity: HistoryGranularity,
-  ): Promise<HistoryPoint[]> {
+  ): Promise<StoredPoint[]> {
     if (!isUuid(tenantId) || !isUuid(customerId) || !isRealDate(range.from) || !isRealDate(range.to))
       throw new Error('unvalidated history filter value');
     const bucket = granularity === 'weekly' ? 'toMonday(day)' : 'day';
     // Aliases differ from column names: ClickHouse resolves aliases inside aggregates too.
-    const query = `SELECT ${bucket} AS d, argMax(score, calculated_at) AS s, argMax(status, calculated_at) AS st
+    const query = `SELECT ${bucket} AS d, argMax(score, calculated_at) AS s, argMax(status, calculated_at) AS st,
+        toUnixTimestamp(max(calculated_at)) AS t
       FROM ${this.ch.database}.health_history
       WHERE tenant_id = toUUID('${tenantId}') AND customer_id = toUUID('${customerId}')
         AND day >= toDate('${range.from}') AND day <= toDate('${range.to}')
       GROUP BY d ORDER BY d`;
-    const rows = await this.ch.rows<{ d: string; s: number; st: HealthStatus }>(
+    const rows = await this.ch.rows<{ d: string; s: number; st: HealthStatus; t: number }>(
       query,
       'The health history store (the current score, GET …/health, does not depend on it)',
     );
-    return rows.map((r) => ({ date: r.d, score: Number(r.s), status: r.st }));
+    return rows.map((r) => ({ date: r.d, score: Number(r.s), status: r.st, at: Number(r.t) }));
   }
 }

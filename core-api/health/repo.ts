@@ -24,7 +24,8 @@ export interface HealthRow {
 /**
  * A live customer of the workspace with its stored score (null when never scored) and the
  * workspace model (for the breakdown of an unscored customer); undefined when there is no such
- * customer (another workspace's, deleted, or unknown).
+ * customer (another workspace's, deleted, or unknown). calculated_at comes from
+ * customer_health_current: a scheduled run that found the score unchanged moved it too.
  */
 export async function customerHealth(
   sql: Sql,
@@ -42,7 +43,7 @@ export async function customerHealth(
   >`
     SELECT h.score, h.status, h.calculated_at, h.dimensions, m.model
     FROM customers c
-      LEFT JOIN customer_health h ON h.customer_id = c.id
+      LEFT JOIN customer_health_current h ON h.customer_id = c.id
       LEFT JOIN health_models m ON m.tenant_id = c.tenant_id
     WHERE c.tenant_id = ${tenantId} AND c.id = ${customerId} AND c.deleted_at IS NULL`;
   if (!row) return undefined;
@@ -51,6 +52,27 @@ export async function customerHealth(
       ? null
       : { score: row.score, status: row.status!, calculated_at: row.calculated_at!, dimensions: row.dimensions! };
   return { health, model: effectiveModel(row.model) };
+}
+
+export type CurrentScore = Omit<HealthRow, 'dimensions'>;
+
+/**
+ * A live customer's current score without its breakdown (null when never scored); undefined when
+ * there is no such customer. The history reads it as its newest point.
+ */
+export async function currentScore(
+  sql: Sql,
+  tenantId: string,
+  customerId: string,
+): Promise<{ health: CurrentScore | null } | undefined> {
+  const [row] = await sql<Array<{ score: number | null; status: HealthStatus | null; calculated_at: Date | null }>>`
+    SELECT h.score, h.status, h.calculated_at
+    FROM customers c LEFT JOIN customer_health_current h ON h.customer_id = c.id
+    WHERE c.tenant_id = ${tenantId} AND c.id = ${customerId} AND c.deleted_at IS NULL`;
+  if (!row) return undefined;
+  return {
+    health: row.score === null ? null : { score: row.score, status: row.status!, calculated_at: row.calculated_at! },
+  };
 }
 
 export async function customerExists(sql: Sql, tenantId: string, customerId: string): Promise<boolean> {

@@ -16,10 +16,10 @@ import { todayUtc, type Deps } from '../deps.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
 import { notFound } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
-import { historyRange, type HealthHistory } from './history.js';
+import { historyRange, withCurrent, type HealthHistory } from './history.js';
 import { unscoredDimensions, type ModelPatch } from './model.js';
 import type { Recalculator } from './recalculate.js';
-import { customerExists, customerHealth, getModel, patchModel, type StoredModel } from './repo.js';
+import { currentScore, customerExists, customerHealth, getModel, patchModel, type StoredModel } from './repo.js';
 
 export interface HealthDeps extends Deps {
   history: HealthHistory;
@@ -53,9 +53,11 @@ export function healthRoutes(d: HealthDeps): Route[] {
     const tenantId = c.principal.tenantId;
     const customerId = c.params.id.toLowerCase();
     const range = historyRange(c.query, todayUtc());
-    if (!(await customerExists(sql, tenantId, customerId))) throw notFound('Customer');
+    const found = await currentScore(sql, tenantId, customerId);
+    if (!found) throw notFound('Customer');
     const granularity = (c.query.granularity ?? 'daily') as HistoryGranularity;
-    const data = await d.history.points(tenantId, customerId, range, granularity);
+    const stored = await d.history.points(tenantId, customerId, range, granularity);
+    const data = withCurrent(stored, found.health, range, granularity);
     return json(200, { customer_id: customerId, granularity, from: range.from, to: range.to, data });
   }
 
@@ -117,6 +119,8 @@ export function healthRoutes(d: HealthDeps): Route[] {
       summary: 'Health score history (daily or weekly)',
       description: doc(
         "One point per day (the day's last calculation) or per ISO week (the week's last), oldest first.",
+        "The current score is its day's (week's) point as soon as it is stored: right after",
+        'POST …/health/recalculate answers, the history holds the score it answered.',
         `Default range: the ${DEFAULT_HISTORY_DAYS} days ending today (UTC); at most ${MAX_HISTORY_DAYS} days`,
         '(two years, the retention of the history, kept in ClickHouse). `from` after `to`, an unparsable date,',
         'an unknown granularity or a longer range answer 400 with `errors[]` naming the parameter. While the',

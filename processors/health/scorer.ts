@@ -13,6 +13,7 @@ import {
   historyPoint,
   historyRows,
   insertHistory,
+  markRun,
   storeScores,
   type Written,
 } from './store.js';
@@ -52,11 +53,27 @@ export class HealthScorer {
     return effectiveModel(row?.model);
   }
 
-  /** Ids of the workspace's live customers, in one value rather than a row each. */
-  async customers(tenantId: string): Promise<string[]> {
-    const [row] = await this.d.sql<Array<{ ids: string | null }>>`
-      SELECT string_agg(id::text, ',') AS ids FROM customers WHERE tenant_id = ${tenantId} AND deleted_at IS NULL`;
-    return row?.ids ? row.ids.split(',') : [];
+  /**
+   * Ids of the workspace's live customers (in one value rather than a row each): the customers a
+   * run covers. The same statement, so the same snapshot, pins the scored customers it leaves out
+   * (in the trash) at their calculated_at in health_run_misses, and returns as `restored` those
+   * pinned earlier that it covers again, for markRun to unpin once the run is stored.
+   */
+  async customers(tenantId: string): Promise<{ ids: string[]; restored: string[] }> {
+    const [row] = await this.d.sql<Array<{ ids: string | null; restored: string[] | null }>>`
+      WITH pinned AS (
+        INSERT INTO health_run_misses (customer_id, tenant_id, calculated_at)
+        SELECT h.customer_id, h.tenant_id, GREATEST(h.calculated_at, r.calculated_at)
+        FROM customers c JOIN customer_health h ON h.customer_id = c.id
+          LEFT JOIN health_runs r ON r.tenant_id = c.tenant_id
+        WHERE c.tenant_id = ${tenantId} AND c.deleted_at IS NOT NULL
+        ON CONFLICT (customer_id) DO NOTHING
+      )
+      SELECT
+        (SELECT string_agg(id::text, ',') FROM customers WHERE tenant_id = ${tenantId} AND deleted_at IS NULL) AS ids,
+        (SELECT array_agg(m.customer_id::text) FROM health_run_misses m JOIN customers c ON c.id = m.customer_id
+         WHERE m.tenant_id = ${tenantId} AND c.deleted_at IS NULL) AS restored`;
+    return { ids: row?.ids ? row.ids.split(',') : [], restored: row?.restored ?? [] };
   }
 
   async scoreWorkspace(tenantId: string, stopping: () => boolean): Promise<RunSummary> {
@@ -69,7 +86,7 @@ export class HealthScorer {
       return ms;
     };
     const calculatedAt = runTime();
-    const [model, ids] = await Promise.all([this.model(tenantId), this.customers(tenantId)]);
+    const [model, { ids, restored }] = await Promise.all([this.model(tenantId), this.customers(tenantId)]);
     const read = lap();
     if (!ids.length) {
       const phases = { read, aggregate: 0, score: 0, store: 0, history: 0 };
@@ -82,6 +99,7 @@ export class HealthScorer {
       ids.length > this.d.poolMinCustomers ? await this.inPool(model, aggregates) : scoreAggregates(model, aggregates);
     const score = lap();
     const written = await storeScores(this.d.sql, this.d.log, tenantId, ids, scored, calculatedAt, { stopping });
+    await markRun(this.d.sql, tenantId, calculatedAt, restored);
     const store = lap();
     await insertHistory(
       this.d.ch,

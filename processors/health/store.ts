@@ -17,7 +17,10 @@ import type { Scored } from './score.js';
  * - the health_changed outbox rows are inserted by that same statement, so a change and its event
  *   commit together or not at all, whenever the process dies;
  * - a `force`d write (the on-demand path) stamps calculated_at even when nothing changed, later
- *   than the stored one (see Written.stamped);
+ *   than the one shown (see Written.stamped);
+ * - a complete scheduled run then records its time once for the workspace (markRun): the rows it
+ *   left alone were calculated then too, and the API shows the later of the two times
+ *   (customer_health_current) instead of the run rewriting every row to move calculated_at;
  * - then, after the commits, the history points (csp.health_history) in one ClickHouse insert.
  */
 
@@ -130,15 +133,19 @@ async function writeChunk(sql: Sql, tenantId: string, a: ChunkArgs, at: Date, fo
                   ${a.eventIds}::uuid[]) AS u (customer_id, score, status, dimensions, event_id)
     ),
     prev AS (
-      SELECT h.customer_id, h.score, h.status, h.dimensions, h.calculated_at FROM customer_health h
+      SELECT h.customer_id, h.score, h.status, h.dimensions, h.calculated_at,
+             GREATEST(h.calculated_at, COALESCE(m.calculated_at, r.calculated_at)) AS shown_at
+      FROM customer_health h
+        LEFT JOIN health_runs r ON r.tenant_id = h.tenant_id
+        LEFT JOIN health_run_misses m ON m.customer_id = h.customer_id
       WHERE h.customer_id IN (SELECT customer_id FROM input)
-      ORDER BY h.customer_id FOR UPDATE
+      ORDER BY h.customer_id FOR UPDATE OF h
     ),
     changed AS (
       SELECT i.customer_id, i.score, i.status, i.dimensions, i.event_id, p.status AS prev_status,
              p.score AS prev_score,
-             CASE WHEN ${force}::boolean AND p.calculated_at >= ${at}::timestamptz
-                  THEN p.calculated_at + interval '1 second' ELSE ${at}::timestamptz END AS at
+             CASE WHEN ${force}::boolean AND p.shown_at >= ${at}::timestamptz
+                  THEN p.shown_at + interval '1 second' ELSE ${at}::timestamptz END AS at
       FROM input i LEFT JOIN prev p ON p.customer_id = i.customer_id
       WHERE p.customer_id IS NULL OR ${force}::boolean
          OR (p.calculated_at < ${at} AND (p.score <> i.score OR p.status <> i.status OR p.dimensions <> i.dimensions))
@@ -165,6 +172,22 @@ async function writeChunk(sql: Sql, tenantId: string, a: ChunkArgs, at: Date, fo
   const w: Written = { written: r.written, changed: r.changed };
   if (force) w.stamped = new Map((r.ids ?? []).map((id, i) => [id, new Date(Number(r.ats![i]) * 1000)]));
   return w;
+}
+
+/**
+ * Records a complete scheduled run of the workspace at `at`, the time it read its customers and
+ * calculated them all, in one statement whatever the workspace's size. `restored` are the customers
+ * it covered that an earlier run had left out (health_run_misses): from now on they follow the
+ * workspace's runs again. A run that failed or stopped records nothing, so no customer shows the
+ * time of a calculation that was not stored.
+ */
+export async function markRun(sql: Sql, tenantId: string, at: Date, restored: string[]): Promise<void> {
+  await sql`
+    WITH covered AS (
+      DELETE FROM health_run_misses WHERE tenant_id = ${tenantId} AND customer_id = ANY(${restored}::uuid[])
+    )
+    INSERT INTO health_runs AS r (tenant_id, calculated_at) VALUES (${tenantId}, ${at})
+    ON CONFLICT (tenant_id) DO UPDATE SET calculated_at = GREATEST(r.calculated_at, EXCLUDED.calculated_at)`;
 }
 
 /** JSONEachRow rows of csp.health_history: one point per scored customer, day = the run's UTC date. */

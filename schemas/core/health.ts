@@ -85,6 +85,12 @@ export const SCORING_DOC = [
 
 const dimensionList = HEALTH_DIMENSIONS.map((k) => `- ${DIMENSION_DOCS[k]}`).join('\n');
 
+const CALCULATED_AT_DOC = doc(
+  'Time of the last calculation of this customer, scheduled or on demand, also when it found the same score.',
+  'It moves with every scheduled run that covers the customer; a customer in the trash is not covered, so once',
+  'restored it shows its last calculation until the next run.',
+);
+
 const score = Type.Integer({ minimum: 0, maximum: 100 });
 const status = StringEnum(HEALTH_STATUS_VALUES);
 const dimensionKey = StringEnum(HEALTH_DIMENSIONS);
@@ -95,7 +101,7 @@ export const CustomerHealth = Type.Object(
     customer_id: Uuid,
     score: Nullable(score),
     status: Nullable(status),
-    calculated_at: Nullable(Timestamp),
+    calculated_at: Nullable(Type.String({ format: 'date-time', description: CALCULATED_AT_DOC })),
     dimensions: Type.Array(DimensionSchema, {
       description: doc(
         'All five dimensions in this order, each with its model weight as configured (the score normalises',
@@ -114,7 +120,7 @@ export const CustomerHealth = Type.Object(
 
 export const CurrentHealth = Nullable(
   Type.Object(
-    { score, status, calculated_at: Timestamp },
+    { score, status, calculated_at: Type.String({ format: 'date-time', description: CALCULATED_AT_DOC }) },
     { description: 'The stored health score; null until the customer is first scored (within the hour).' },
   ),
 );
