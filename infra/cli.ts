@@ -1,7 +1,7 @@
 import { stackProfile, stackUrls } from './stack.js';
 import { applyAll } from './apply.js';
 import { InfraError } from './proc.js';
-import { downAll, ensurePackages, upAll } from './services.js';
+import { downAll, ensurePackages, stopStarted, upAll } from './services.js';
 
 /**
  * npm run infra:up   [-- --profile dev|test|cluster]   install (as root) and start NATS, ClickHouse (and ZooKeeper for a cluster), PostgreSQL; apply definitions
@@ -17,8 +17,13 @@ async function main(argv: string[]): Promise<void> {
   if (cmd === 'up') {
     const t0 = Date.now();
     ensurePackages(profile, say);
-    await upAll(profile, say);
-    await applyAll(profile, say, maxBytes);
+    const started = await upAll(profile, say);
+    try {
+      await applyAll(profile, say, maxBytes);
+    } catch (err) {
+      await stopStarted(profile, started, say);
+      throw err;
+    }
     say(`${profile.name} stack up in ${Date.now() - t0} ms: ${Object.values(stackUrls(profile)).join('  ')}`);
   } else if (cmd === 'down') {
     await downAll(profile, say);

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -315,7 +316,59 @@ const zookeeper: Service = {
   },
 };
 
-const pgDir = (p: StackProfile) => path.join(p.dataDir, 'pg');
+/**
+ * PostgreSQL's data folder: .data/<profile>/pg, or where that is a link (below), the folder it
+ * points to. PostgreSQL's tools resolve no links for us: they are given the real path.
+ */
+function pgDir(p: StackProfile): string {
+  const inCheckout = path.join(p.dataDir, 'pg');
+  try {
+    return fs.realpathSync(inCheckout);
+  } catch {
+    return inCheckout;
+  }
+}
+
+/**
+ * As root, PostgreSQL runs as user `postgres`, which must reach its data folder. A checkout in a
+ * folder that `postgres` cannot traverse (a home folder of mode 0700, as /root is) keeps the
+ * data under that user's home instead, in a folder of its own per checkout and profile, with
+ * .data/<profile>/pg a link to it: nothing of the checkout is opened to another user, and removing
+ * .data/<profile> still starts the next stack from an empty database (a new link, a wiped folder).
+ */
+function placePgDir(p: StackProfile): void {
+  const inCheckout = path.join(p.dataDir, 'pg');
+  const linked = fs.lstatSync(inCheckout, { throwIfNoEntry: false });
+  if (linked?.isSymbolicLink()) {
+    const target = fs.readlinkSync(inCheckout);
+    if (!fs.existsSync(target)) pgOwnedDir(target);
+    return;
+  }
+  if (linked || !isRoot() || pgCanReach(p.dataDir)) return;
+  const home =
+    execFileSync('getent', ['passwd', 'postgres'], { encoding: 'utf8' }).split(':')[5] || '/var/lib/postgresql';
+  const key = createHash('sha256').update(ROOT).digest('hex').slice(0, 12);
+  const outside = path.join(home, 'csp-stacks', `${key}-${p.name}`, 'pg');
+  fs.rmSync(outside, { recursive: true, force: true });
+  pgOwnedDir(outside);
+  fs.symlinkSync(outside, inCheckout);
+}
+
+/** `dir` and the folders made for it, owned by `postgres`, owner-only. */
+function pgOwnedDir(dir: string): void {
+  const first = fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (first) execFileSync('chown', ['-R', 'postgres:postgres', first]);
+}
+
+/** Whether user `postgres` can traverse every folder down to `dir`. */
+function pgCanReach(dir: string): boolean {
+  try {
+    execFileSync('runuser', ['-u', 'postgres', '--', 'test', '-x', dir], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
 /** PostgreSQL refuses to run as root: as root we run its tools as the postgres user. */
 function asPg(bin: string, args: string[], stdio: 'ignore' | 'inherit' | 'pipe' = 'ignore'): string {
   const full = findBin(bin)!;
@@ -360,8 +413,9 @@ const postgresService: Service = {
   },
   async start(p) {
     await claimPort(p.pgPort, 'postgresql');
-    const dir = pgDir(p);
     fs.mkdirSync(p.dataDir, { recursive: true });
+    placePgDir(p);
+    const dir = pgDir(p);
     if (!fs.existsSync(path.join(dir, 'PG_VERSION'))) {
       fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
       if (isRoot()) execFileSync('chown', ['-R', 'postgres:postgres', dir]);
@@ -445,27 +499,51 @@ export function edgeCaFile(p: StackProfile): string {
   return path.join(p.dataDir, 'caddy', 'pki', 'authorities', 'local', 'root.crt');
 }
 
-export async function upAll(p: StackProfile, say: Say): Promise<void> {
+/**
+ * Starts every server of the profile that is not running, in parallel, ZooKeeper before ClickHouse;
+ * each waits until it answers. Returns the servers it started. When one fails, the ones this call
+ * started (or was starting) are stopped again before the error is thrown, so a failed start leaves
+ * nothing running that would hold a port against the next one.
+ */
+export async function upAll(p: StackProfile, say: Say): Promise<Service[]> {
   fs.mkdirSync(p.dataDir, { recursive: true });
-  // Start them in parallel, ZooKeeper before ClickHouse; each waits until it answers.
   const all = services(p);
+  const launched: Service[] = [];
   const start = async (s: Service) => {
     if (await s.up(p)) return;
     const t0 = Date.now();
+    launched.push(s);
     await s.start(p);
     say(`${s.name} started (${Date.now() - t0} ms)`);
   };
   const zk = all.find((s) => s === zookeeper);
   const zkUp = zk ? start(zk) : Promise.resolve();
-  await Promise.all(
-    all
+  const results = await Promise.allSettled([
+    zkUp,
+    ...all
       .filter((s) => s !== zk)
       .map(async (s) => {
         if (s.name.startsWith('clickhouse')) await zkUp;
         await start(s);
       }),
-  );
-  await zkUp;
+  ]);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) {
+    await stopStarted(p, launched, say);
+    throw failed.reason;
+  }
+  return launched;
+}
+
+/** Stops `started` (what upAll returned), last started first: undoing a start that failed later on. */
+export async function stopStarted(p: StackProfile, started: Service[], say: Say): Promise<void> {
+  for (const s of [...started].reverse()) {
+    try {
+      if (await s.stop(p)) say(`${s.name} stopped (the start failed)`);
+    } catch (err) {
+      say(`${s.name} could not be stopped: ${String(err)}`);
+    }
+  }
 }
 
 export async function downAll(p: StackProfile, say: Say): Promise<void> {
