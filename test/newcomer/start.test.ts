@@ -88,7 +88,7 @@ t.test('a start that fails stops the servers it had launched', async (t) => {
   await new Promise<void>((r) => blocker.listen(dev.edgePort, '127.0.0.1', () => r()));
   try {
     const run = npmStart();
-    const code = await Promise.race([run.exited, new Promise((r) => setTimeout(r, 240_000, 'timeout'))]);
+    const code = await Promise.race([run.exited, new Promise((r) => setTimeout(r, 240_000, 'timeout').unref())]);
     t.not(code, 0, 'npm start failed');
     t.not(code, 'timeout', 'and ended by itself');
     t.notMatch(run.output(), /Admin API key:/, 'no credentials printed');
