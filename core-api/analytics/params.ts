@@ -21,6 +21,8 @@ const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
 export const monthIndex = (d: Date): MonthIndex => d.getUTCFullYear() * 12 + d.getUTCMonth();
 export const monthLabel = (m: MonthIndex): string =>
   `${String(Math.floor(m / 12)).padStart(4, '0')}-${String((m % 12) + 1).padStart(2, '0')}`;
+/** December 9999: the last month a four-digit year names. */
+export const LAST_MONTH: MonthIndex = 9999 * 12 + 11;
 /** First day of the month, `YYYY-MM-DD`. */
 export const monthStart = (m: MonthIndex): string => `${monthLabel(m)}-01`;
 
@@ -86,7 +88,8 @@ export function renewalRange(q: { from?: string; to?: string; forecast_category?
   }
   if (errors.length) throw invalid(errors, 'The query string is invalid; see errors.');
   const start = from ?? monthIndex(now);
-  const end = to ?? start + DEFAULT_RENEWAL_MONTHS - 1;
+  // A default never runs past the last month a query string can name (9999-12).
+  const end = to ?? Math.min(start + DEFAULT_RENEWAL_MONTHS - 1, LAST_MONTH);
   if (start > end)
     throw invalid([
       {

@@ -74,7 +74,8 @@ export async function renewals(
   range: RenewalRange,
 ): Promise<{ from: string; to: string; data: unknown[] }> {
   const from = monthStart(range.from);
-  const end = monthStart(range.to + 1);
+  // The month after `to` is computed by PostgreSQL: after December 9999 it has no four-digit year.
+  const last = monthStart(range.to);
   const cats = range.categories;
   // Every month of the range from generate_series, so months without renewals are rows of zeros.
   const rows = await sql<RenewalRow[]>`
@@ -83,7 +84,7 @@ export async function renewals(
       FROM customers c
         LEFT JOIN customer_health h ON h.customer_id = c.id AND h.tenant_id = ${tenantId}
       WHERE c.tenant_id = ${tenantId} AND c.deleted_at IS NULL AND c.status <> 'churned'
-        AND c.renewal_date >= ${from}::date AND c.renewal_date < ${end}::date
+        AND c.renewal_date >= ${from}::date AND c.renewal_date < ${last}::date + interval '1 month'
     ), picked AS (
       SELECT * FROM due WHERE category = ANY(${cats}::text[])
     )
@@ -95,7 +96,7 @@ export async function renewals(
       coalesce(sum(p.arr) FILTER (WHERE p.category = 'best_case'), 0) AS best_case_arr,
       count(p.category) FILTER (WHERE p.category = 'at_risk')::int AS at_risk_count,
       coalesce(sum(p.arr) FILTER (WHERE p.category = 'at_risk'), 0) AS at_risk_arr
-    FROM generate_series(${from}::date, ${end}::date - 1, interval '1 month') AS m(month)
+    FROM generate_series(${from}::date, ${last}::date, interval '1 month') AS m(month)
       LEFT JOIN picked p ON p.month = m.month::date
     GROUP BY m.month
     ORDER BY m.month`;

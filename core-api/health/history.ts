@@ -25,11 +25,15 @@ export function utcDate(s: string): string | null {
   return isRealDate(date) ? date : null;
 }
 
+const EPOCH_DATE = '1970-01-01';
+const maxDate = (a: string, b: string): string => (a > b ? a : b);
+
 const addDays = (date: string, n: number): string =>
   new Date(Date.parse(`${date}T00:00:00Z`) + n * DAY_MS).toISOString().slice(0, 10);
 
 /**
- * The history range, both ends included: `to` defaults to today, `from` to 89 days before `to`.
+ * The history range, both ends included: `to` defaults to today, `from` to 89 days before `to`
+ * (not before 1970-01-01).
  * Throws 400 naming the parameter: an unparsable date, `from` after `to`, more than 731 days.
  */
 export function historyRange(q: { from?: string; to?: string }, today: string): { from: string; to: string } {
@@ -49,7 +53,8 @@ export function historyRange(q: { from?: string; to?: string }, today: string): 
   const to = parse('to', q.to);
   if (errors.length) throw invalid(errors, 'The query string is invalid; see errors.');
   const end = to ?? today;
-  const start = from ?? addDays(end, -(DEFAULT_HISTORY_DAYS - 1));
+  // A default never reaches before the first date both stores hold: the range then starts there.
+  const start = from ?? maxDate(addDays(end, -(DEFAULT_HISTORY_DAYS - 1)), EPOCH_DATE);
   if (start > end)
     throw invalid([{ field: 'from', code: 'invalid_range', message: `from (${start}) must not be after to (${end})` }]);
   const days = (Date.parse(`${end}T00:00:00Z`) - Date.parse(`${start}T00:00:00Z`)) / DAY_MS + 1;

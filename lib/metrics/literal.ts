@@ -34,9 +34,19 @@ export function str(s: string): string {
   return `'${s.replace(SPECIAL, escapeChar)}'`;
 }
 
-/** A ClickHouse numeric literal; NaN, ±Infinity and non-numbers are refused. */
+/** The smallest normal double: ClickHouse 18.16's parser refuses the literal of any number nearer zero. */
+const MIN_NORMAL = 2.2250738585072014e-308;
+/** A power of two, so that scaling by it and back is exact. */
+const SUBNORMAL_SCALE = 2 ** 600;
+
+/**
+ * A ClickHouse numeric literal of any finite number JSON can carry; NaN, ±Infinity and non-numbers
+ * are refused. A subnormal number (0 < |n| < 2.2250738585072014e-308, e.g. 5e-324) has no literal
+ * ClickHouse 18.16 parses: it is written as the exact product of two normal ones.
+ */
 export function num(n: number): string {
   if (typeof n !== 'number' || !Number.isFinite(n)) throw new UnsafeLiteralError(`not a finite number: ${String(n)}`);
+  if (n !== 0 && Math.abs(n) < MIN_NORMAL) return `(${String(n * SUBNORMAL_SCALE)} * ${String(1 / SUBNORMAL_SCALE)})`;
   // Parenthesised so that a negative number after an operator never reads as `--` (a comment).
   return n < 0 ? `(${String(n)})` : String(n);
 }

@@ -1,4 +1,10 @@
-import { EVENT_FIELDS, MAX_IN_VALUES, NEEDS_TARGET, type MetricDefinition } from '../../schemas/core/metrics.js';
+import {
+  EVENT_FIELDS,
+  MAX_FILTER_CHARS,
+  MAX_IN_VALUES,
+  NEEDS_TARGET,
+  type MetricDefinition,
+} from '../../schemas/core/metrics.js';
 import type { FieldError } from '../problem.js';
 
 /**
@@ -50,6 +56,15 @@ export function definitionErrors(def: MetricDefinition): FieldError[] {
         if (Array.isArray(v)) err(`${at}.value`, 'invalid_type', `${at}.value must not be an array for op ${f.op}`);
     }
   });
+  let chars = 0;
+  for (const f of def.filter ?? [])
+    for (const v of Array.isArray(f.value) ? f.value : [f.value]) if (typeof v === 'string') chars += v.length;
+  if (chars > MAX_FILTER_CHARS)
+    err(
+      'filter',
+      'too_long',
+      `the filter's string values hold ${chars} characters; at most ${MAX_FILTER_CHARS} in all`,
+    );
   return errors;
 }
 

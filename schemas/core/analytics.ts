@@ -102,7 +102,7 @@ export const RenewalsQuery = Type.Object(
         maxLength: 10,
         description: doc(
           `Last month (included), \`YYYY-MM\` or \`YYYY-MM-DD\`. Default: ${DEFAULT_RENEWAL_MONTHS - 1} months after`,
-          `\`from\`. At most ${MAX_RENEWAL_MONTHS} months from \`from\` to \`to\`.`,
+          `\`from\` (at most 9999-12). At most ${MAX_RENEWAL_MONTHS} months from \`from\` to \`to\`.`,
         ),
       }),
     ),

@@ -132,7 +132,7 @@ export const HistoryQuery = Type.Object(
         maxLength: 64,
         description: doc(
           'First day, ISO 8601 date (`2026-01-31`) or date-time (its UTC date; without an offset it is read',
-          `as UTC). Default: ${DEFAULT_HISTORY_DAYS - 1} days before \`to\`.`,
+          `as UTC). Default: ${DEFAULT_HISTORY_DAYS - 1} days before \`to\`, not before 1970-01-01.`,
         ),
       }),
     ),

@@ -29,14 +29,19 @@ export const SLUG_PATTERN = '^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$';
 
 const doc = (...parts: string[]) => parts.join(' ');
 
+/** Characters of one string value, alone or as an item of an `in` list. */
+export const MAX_FILTER_VALUE_LENGTH = 1000;
+/** Characters of every string value of a definition's filter together: its query must fit ClickHouse's. */
+export const MAX_FILTER_CHARS = 20_000;
+
+const FilterString = Type.String({ maxLength: MAX_FILTER_VALUE_LENGTH });
 const FilterValue = Type.Union(
-  [
-    Type.String({ maxLength: 1000 }),
-    Type.Number(),
-    Type.Boolean(),
-    Type.Array(Type.Union([Type.String(), Type.Number()])),
-  ],
-  { description: 'A string, number or boolean; an array of strings or numbers for `in`.' },
+  [FilterString, Type.Number(), Type.Boolean(), Type.Array(Type.Union([FilterString, Type.Number()]))],
+  {
+    description:
+      `A string, number or boolean; an array of strings or numbers for \`in\`. A string (alone or in a list) holds at ` +
+      `most ${MAX_FILTER_VALUE_LENGTH} characters, and the strings of a filter at most ${MAX_FILTER_CHARS} in all.`,
+  },
 );
 
 export const MetricFilter = Type.Object(
