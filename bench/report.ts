@@ -171,6 +171,16 @@ export function rows(s: Stored): Row[] {
       ratio: `${(usPerEvent(i.full.usage, 'ingest', i.full.eventsPerSec) / 6).toFixed(2)} × target`,
       bound: '—',
     });
+    // The resolver's cache answers surface A: PostgreSQL idles through its stages, a cold start
+    // included (a plan that read every customer of a workspace per look-up once made it the bound).
+    const pg = (u: Usage) => u.groups.postgres?.cpuPct ?? 0;
+    out.push({
+      figure: 'PostgreSQL during surface A (customer look-ups the resolver did not answer from memory)',
+      measured: `full load ${pg(i.full.usage)} % of a core (${usPerEvent(i.full.usage, 'postgres', i.full.eventsPerSec).toFixed(2)} µs per event), half load ${pg(i.half.usage)} %`,
+      target: '≤ 5 % of a core',
+      ratio: `${(Math.max(pg(i.full.usage), pg(i.half.usage)) / 5).toFixed(2)} × target`,
+      bound: '—',
+    });
     if (i.stored)
       out.push({
         figure: 'JetStream message per surface-A request (stored bytes, headers included)',
