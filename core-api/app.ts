@@ -23,7 +23,7 @@ import type { PlaybookRunClient } from './playbooks/run-client.js';
 import { playbookRoutes } from './playbooks/routes.js';
 import { segmentRoutes } from './segments/routes.js';
 import type { Providers } from '../lib/integrations/providers.js';
-import type { TokenCipher } from '../lib/integrations/tokens.js';
+import type { DataCipher } from '../lib/credentials/data-cipher.js';
 import type { UrlPolicy } from '../lib/webhooks/address.js';
 import { integrationRoutes } from './integrations/routes.js';
 import { alertRoutes } from './alerts/routes.js';
@@ -47,7 +47,7 @@ export interface AppDeps extends Deps {
   playbookRunClient: PlaybookRunClient;
   webhookPolicy: UrlPolicy;
   providers: Providers;
-  tokenCipher?: TokenCipher;
+  dataCipher?: DataCipher;
 }
 
 const TAGS = [

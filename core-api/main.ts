@@ -29,7 +29,7 @@ import { PlaybookRunClient } from './playbooks/run-client.js';
 import { JobRunner } from './jobs/runner.js';
 import { coreSubjects, Notifier } from './notify.js';
 import { providersFromEnv } from '../lib/integrations/providers.js';
-import { TokenCipher } from '../lib/integrations/tokens.js';
+import { DataCipher } from '../lib/credentials/data-cipher.js';
 
 export const CoreApiConfig = Type.Object({
   API_HOST: Type.String({ default: '127.0.0.1', description: 'Address the core API listens on.' }),
@@ -49,11 +49,17 @@ export const CoreApiConfig = Type.Object({
     description:
       'Accept webhook URLs whose host is loopback, private or link-local (the dev and test profiles set it).',
   }),
-  INTEGRATION_TOKEN_KEY: Type.String({
+  DATA_ENCRYPTION_KEY: Type.String({
     default: '',
     description:
-      'Key of provider tokens at rest (AES-256-GCM): 32 bytes as base64 or 64 hex digits; empty: integrations ' +
-      'cannot be connected. npm start generates one into .data/.',
+      'Keys of secrets at rest (provider tokens, webhook signing secrets; AES-256-GCM), comma-separated, each 32 ' +
+      'bytes as base64 or 64 hex digits: the first encrypts, all decrypt (rotation: docs/security.md). Empty ' +
+      '(and no INTEGRATION_TOKEN_KEY): integrations cannot be connected nor webhook subscriptions created. npm ' +
+      'start generates one into .data/.',
+  }),
+  INTEGRATION_TOKEN_KEY: Type.String({
+    default: '',
+    description: 'The earlier name of a single data key, still read (after DATA_ENCRYPTION_KEY).',
   }),
   PUBLIC_BASE_URL: Type.String({
     default: 'http://127.0.0.1:3200',
@@ -208,7 +214,7 @@ async function serve(): Promise<void> {
     playbookRunClient: new PlaybookRunClient(nc, cfg.PLAYBOOK_RUN_TIMEOUT_MS, log.child({ mod: 'playbooks' })),
     webhookPolicy: { allowHttp: cfg.WEBHOOK_ALLOW_HTTP, allowPrivate: cfg.WEBHOOK_ALLOW_PRIVATE },
     providers: providersFromEnv(process.env),
-    tokenCipher: cfg.INTEGRATION_TOKEN_KEY ? new TokenCipher(cfg.INTEGRATION_TOKEN_KEY) : undefined,
+    dataCipher: DataCipher.fromSettings(cfg.DATA_ENCRYPTION_KEY, cfg.INTEGRATION_TOKEN_KEY),
   });
 
   let dbOk = true;

@@ -167,6 +167,13 @@ export const ERRORS = {
     title: 'Service unavailable',
     docs: 'A dependency is unavailable; retry later.',
   },
+  secrets_unavailable: {
+    status: 503,
+    title: 'Secrets unavailable',
+    docs:
+      'The service has no DATA_ENCRYPTION_KEY to keep a signing secret encrypted at rest, so none is created; an ' +
+      'operator must configure it.',
+  },
   scorer_unavailable: {
     status: 503,
     title: 'Health scorer unavailable',

@@ -5,7 +5,7 @@ import Type from 'typebox';
 import { Piscina } from 'piscina';
 import { commaList, configOrExit, loadConfig } from '../lib/config.js';
 import { providersFromEnv } from '../lib/integrations/providers.js';
-import { TokenCipher } from '../lib/integrations/tokens.js';
+import { DataCipher, isCiphertext } from '../lib/credentials/data-cipher.js';
 import { onShutdown } from '../lib/lifecycle.js';
 import { createLogger } from '../lib/logger.js';
 import { STREAM_EVENTS, STREAM_WEBHOOKS, connectNats, consumers } from '../lib/nats.js';
@@ -213,9 +213,15 @@ export const ProcessorsConfig = Type.Object({
     default: false,
     description: 'Deliver to loopback, private and link-local addresses (the dev and test profiles set it).',
   }),
+  DATA_ENCRYPTION_KEY: Type.String({
+    default: '',
+    description:
+      'Keys of secrets at rest, as core-api (comma-separated, the first encrypts); empty (and no ' +
+      'INTEGRATION_TOKEN_KEY): integration notifications and refreshes are skipped, webhooks cannot be signed.',
+  }),
   INTEGRATION_TOKEN_KEY: Type.String({
     default: '',
-    description: 'Key of provider tokens at rest (as core-api); empty: notifications and refreshes are skipped.',
+    description: 'The earlier name of a single data key, still read (after DATA_ENCRYPTION_KEY).',
   }),
   INTEGRATION_REFRESH_POLL_MS: Type.Integer({
     minimum: 100,
@@ -365,6 +371,13 @@ const sender = new Sender({
   policy: webhookPolicy,
   userAgent: 'cs-platform-webhooks/1',
 });
+const dataCipher = DataCipher.fromSettings(cfg.DATA_ENCRYPTION_KEY, cfg.INTEGRATION_TOKEN_KEY);
+/** A webhook secret as stored: a ciphertext, or kept in clear from before secrets were encrypted (until rotated). */
+const openSecret = (stored: string) => {
+  if (!isCiphertext(stored)) return stored;
+  if (!dataCipher) throw new Error('no DATA_ENCRYPTION_KEY is configured');
+  return dataCipher.decrypt(stored);
+};
 const dispatcher = new WebhookDispatcher(webhookSql, sender, webhooksLog, {
   concurrency: cfg.WEBHOOK_CONCURRENCY,
   perEndpoint: cfg.WEBHOOK_ENDPOINT_CONCURRENCY,
@@ -373,11 +386,11 @@ const dispatcher = new WebhookDispatcher(webhookSql, sender, webhooksLog, {
   retryScheduleMs: cfg.WEBHOOK_RETRY_SCHEDULE.split(',').map((x) => Number(x.trim())),
   disableAfterMs: cfg.WEBHOOK_DISABLE_AFTER_MS,
   tenants: commaList(cfg.WEBHOOK_TENANTS),
+  openSecret,
 });
 const integrationsLog = log.child({ module: 'integrations' });
 const providers = providersFromEnv(process.env);
-const tokenCipher = cfg.INTEGRATION_TOKEN_KEY ? new TokenCipher(cfg.INTEGRATION_TOKEN_KEY) : undefined;
-const accessTokens = tokenCipher && new AccessTokens(webhookSql, providers, tokenCipher, integrationsLog);
+const accessTokens = dataCipher && new AccessTokens(webhookSql, providers, dataCipher, integrationsLog);
 const integrationTenants = commaList(cfg.INTEGRATION_TENANTS);
 const notifier = new Notifier(webhookSql, providers, accessTokens, integrationsLog, {
   pollMs: cfg.NOTIFY_POLL_MS,

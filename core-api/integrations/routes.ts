@@ -2,7 +2,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
 import { ACTIVITY_TYPES, CONNECTOR_NAMES, CONNECTORS, isConnector } from '../../lib/integrations/connectors.js';
 import { exchangeCode, ProviderError, revokeToken } from '../../lib/integrations/oauth.js';
 import type { Providers } from '../../lib/integrations/providers.js';
-import type { TokenCipher } from '../../lib/integrations/tokens.js';
+import type { DataCipher } from '../../lib/credentials/data-cipher.js';
 import type { Sql } from '../../lib/pg.js';
 import { ApiError, type FieldError, notFound } from '../../lib/problem.js';
 import {
@@ -23,7 +23,7 @@ import { storeActivities } from './activities.js';
 export interface IntegrationDeps extends Deps {
   providers: Providers;
   /** Undefined without INTEGRATION_TOKEN_KEY: nothing can be connected. */
-  tokenCipher?: TokenCipher;
+  dataCipher?: DataCipher;
 }
 
 interface Row {
@@ -72,7 +72,7 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
           name,
           category: CONNECTORS[name].category,
           status: r?.status ?? 'disconnected',
-          configured: d.providers[name] !== undefined && d.tokenCipher !== undefined,
+          configured: d.providers[name] !== undefined && d.dataCipher !== undefined,
           connected_at: r?.status === 'connected' ? (r.connected_at?.toISOString() ?? null) : null,
           account: r?.status === 'connected' ? r.account : null,
           error: r?.status === 'error' ? r.error : null,
@@ -88,7 +88,7 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
   async function connect(c: Ctx): Promise<Reply> {
     const name = known(c.params.name);
     const p = d.providers[name];
-    if (!p || !d.tokenCipher)
+    if (!p || !d.dataCipher)
       throw new ApiError('integration_not_configured', `The service has no OAuth client configured for ${name}.`);
     const state = b64url(32);
     const verifier = b64url(32);
@@ -96,7 +96,7 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
     const [r] = await sql<Array<{ status: string }>>`
       INSERT INTO integrations (tenant_id, name, status, state_hash, state_expires_at, code_verifier)
       VALUES (${c.principal.tenantId}, ${name}, 'pending', ${sha256(state)}, ${expires},
-        ${d.tokenCipher.encrypt(verifier)})
+        ${d.dataCipher.encrypt(verifier)})
       ON CONFLICT (tenant_id, name) DO UPDATE SET status = 'pending', state_hash = EXCLUDED.state_hash,
         state_expires_at = EXCLUDED.state_expires_at, code_verifier = EXCLUDED.code_verifier, error = NULL,
         updated_at = now()
@@ -139,7 +139,7 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
       return errorPage(400, title, 'This link is invalid, expired or already used; start the connection again.');
     }
     const p = d.providers[name];
-    if (!p || !d.tokenCipher) {
+    if (!p || !d.dataCipher) {
       await failed(row.tenant_id, name, 'the provider is no longer configured');
       return errorPage(400, title, 'The provider is not configured on this service.');
     }
@@ -154,14 +154,14 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
     }
     let t: Awaited<ReturnType<typeof exchangeCode>>;
     try {
-      t = await exchangeCode(p, q.code, redirectUri(name), d.tokenCipher.decrypt(row.code_verifier));
+      t = await exchangeCode(p, q.code, redirectUri(name), d.dataCipher.decrypt(row.code_verifier));
     } catch (err) {
       const reason = err instanceof ProviderError ? err.message : 'the code exchange failed';
       if (!(err instanceof ProviderError)) c.log.error({ err, name }, 'integration code exchange failed');
       await failed(row.tenant_id, name, reason);
       return errorPage(400, title, `The connection was not made: ${reason}.`);
     }
-    const cipher = d.tokenCipher;
+    const cipher = d.dataCipher;
     await sql`
       UPDATE integrations SET status = 'connected', connection_id = gen_random_uuid(),
         access_token = ${cipher.encrypt(t.access_token)},
@@ -185,10 +185,10 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
     const [r] = await sql<Row[]>`
       SELECT status, access_token, refresh_token FROM integrations WHERE tenant_id = ${tenantId} AND name = ${name}`;
     const p = d.providers[name];
-    if (r?.status === 'connected' && p?.revokeUrl && d.tokenCipher) {
+    if (r?.status === 'connected' && p?.revokeUrl && d.dataCipher) {
       for (const token of [r.refresh_token, r.access_token]) {
         if (!token) continue;
-        await revokeToken(p, d.tokenCipher.decrypt(token)).catch((err: unknown) =>
+        await revokeToken(p, d.dataCipher.decrypt(token)).catch((err: unknown) =>
           c.log.warn({ err: String(err), name }, 'token revocation failed; the tokens are forgotten anyway'),
         );
       }

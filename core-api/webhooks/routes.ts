@@ -15,6 +15,7 @@ import {
   WebhookSubscriptionPatch,
   WebhookTestSent,
 } from '../../schemas/core/webhooks.js';
+import type { DataCipher } from '../../lib/credentials/data-cipher.js';
 import type { Deps } from '../deps.js';
 import { type Ctx, json, noContent, type Reply } from '../http/context.js';
 import type { Route } from '../http/router.js';
@@ -33,6 +34,8 @@ import {
 
 export interface WebhookDeps extends Deps {
   webhookPolicy: UrlPolicy;
+  /** Keeps signing secrets encrypted at rest; undefined without DATA_ENCRYPTION_KEY: none can be stored. */
+  dataCipher?: DataCipher;
 }
 
 /** The previous secret keeps signing beside a rotated one for this long. */
@@ -96,17 +99,28 @@ export function webhookRoutes(d: WebhookDeps): Route[] {
     }
   }
 
+  /** A new signing secret, and its ciphertext to store. */
+  function secretToStore(): { secret: string; stored: string } {
+    if (!d.dataCipher)
+      throw new ApiError(
+        'secrets_unavailable',
+        'The service has no key to keep a signing secret encrypted (DATA_ENCRYPTION_KEY); an operator must configure it.',
+      );
+    const secret = newSecret();
+    return { secret, stored: d.dataCipher.encrypt(secret) };
+  }
+
   async function create(c: Ctx): Promise<Reply> {
     const b = c.body as WebhookSubscriptionCreate;
     checkEvents(b.events);
     const url = await checkUrl(b.url);
-    const secret = newSecret();
+    const { secret, stored } = secretToStore();
     const row = await insertSubscription(sql, c.principal.tenantId, {
       url,
       events: b.events,
       description: b.description ?? null,
       enabled: b.enabled ?? true,
-      secret,
+      secret: stored,
     });
     return json(201, { ...toSubscription(row), secret }, [
       ['Location', `${d.baseUrl}/v1/webhook-subscriptions/${row.id}`],
@@ -151,8 +165,8 @@ export function webhookRoutes(d: WebhookDeps): Route[] {
   }
 
   async function rotate(c: Ctx): Promise<Reply> {
-    const secret = newSecret();
-    if (!(await rotateSecret(sql, c.principal.tenantId, c.params.id, secret, ROTATION_GRACE_MS)))
+    const { secret, stored } = secretToStore();
+    if (!(await rotateSecret(sql, c.principal.tenantId, c.params.id, stored, ROTATION_GRACE_MS)))
       throw notFound('Webhook subscription');
     return json(200, { secret });
   }
@@ -201,11 +215,12 @@ export function webhookRoutes(d: WebhookDeps): Route[] {
       summary: 'Subscribe a URL to event kinds',
       description:
         `${rules} The answer carries the signing \`secret\` (\`whsec_\` + base64 of 32 random bytes), shown ` +
-        'only here and by rotate-secret. A subscription receives the events that occur while it exists.',
+        'only here and by rotate-secret; it is stored encrypted (AES-256-GCM under DATA_ENCRYPTION_KEY; without a ' +
+        'key 503 `secrets_unavailable`). A subscription receives the events that occur while it exists.',
       body: WebhookSubscriptionCreate,
       bodyExample: { url: 'https://example.com/hooks/cs', events: ['health.changed', 'task.created'] },
       handler: create,
-      errors: [413, 415],
+      errors: [413, 415, 503],
       responses: { 201: { description: 'The subscription with its secret.', schema: WebhookSubscriptionCreated } },
     },
     {
@@ -254,7 +269,7 @@ export function webhookRoutes(d: WebhookDeps): Route[] {
         'signature in `webhook-signature`), so receivers can switch without dropping a delivery.',
       params: IdParams,
       handler: rotate,
-      errors: [404],
+      errors: [404, 503],
       responses: { 200: { description: 'The new secret, shown only here.', schema: WebhookSecret } },
     },
     {

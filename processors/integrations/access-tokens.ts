@@ -1,6 +1,6 @@
 import { ProviderError, refreshTokens } from '../../lib/integrations/oauth.js';
 import type { Providers } from '../../lib/integrations/providers.js';
-import type { TokenCipher } from '../../lib/integrations/tokens.js';
+import type { DataCipher } from '../../lib/credentials/data-cipher.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
 
@@ -53,7 +53,7 @@ export class AccessTokens {
   constructor(
     private readonly sql: Sql,
     private readonly providers: Providers,
-    private readonly cipher: TokenCipher,
+    private readonly cipher: DataCipher,
     private readonly log: Logger,
     readonly marginMs = REFRESH_MARGIN_MS,
   ) {}

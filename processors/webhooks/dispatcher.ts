@@ -18,6 +18,8 @@ export interface DispatcherOptions {
   disableAfterMs: number;
   /** Workspaces whose deliveries this process makes (empty: all). */
   tenants: string[];
+  /** The signing secret of a stored value: decrypted (lib/credentials/data-cipher.ts), or as kept before encryption. */
+  openSecret: (stored: string) => string;
 }
 
 interface Claimed {
@@ -171,27 +173,36 @@ export class WebhookDispatcher {
     this.inflight++;
     this.perSub.set(d.subscription_id, (this.perSub.get(d.subscription_id) ?? 0) + 1);
     const ts = Math.floor(Date.now() / 1000);
-    const secrets = d.previous_secret ? [d.secret, d.previous_secret] : [d.secret];
-    const headers = {
-      'webhook-id': d.message_id,
-      'webhook-timestamp': String(ts),
-      'webhook-signature': signatureHeader(secrets, d.message_id, ts, d.body),
-    };
-    void this.sender.send(d.url, headers, d.body).then((r) => {
-      const gone = r.status === 410;
-      const retryMs = r.ok || gone ? null : (this.o.retryScheduleMs[d.attempts - 1] ?? null);
-      this.outcomes.push({ d, r, gone, retryMs });
-      this.unwritten++;
-      // The slot is free at once: the delivery's lease keeps it from being claimed again until
-      // its outcome is written.
-      this.inflight--;
-      const n = (this.perSub.get(d.subscription_id) ?? 1) - 1;
-      if (n > 0) this.perSub.set(d.subscription_id, n);
-      else this.perSub.delete(d.subscription_id);
-      // No wake here: claims follow the flushes (every 50 ms), so a burst of finishing attempts
-      // costs one claim statement, not one each.
-      if (this.outcomes.length >= 200) this.flush();
-    });
+    let signature: string;
+    try {
+      const stored = d.previous_secret ? [d.secret, d.previous_secret] : [d.secret];
+      signature = signatureHeader(stored.map(this.o.openSecret), d.message_id, ts, d.body);
+    } catch (err) {
+      // No configured key opens the secret: nothing goes out unsigned; the attempt fails with the reason.
+      const error = `the signing secret cannot be read: ${(err as Error).message}`;
+      this.log.error({ subscriptionId: d.subscription_id, err: error }, 'webhook not signed');
+      queueMicrotask(() => this.settled(d, { ok: false, status: null, ms: 0, error }));
+      return;
+    }
+    const headers = { 'webhook-id': d.message_id, 'webhook-timestamp': String(ts), 'webhook-signature': signature };
+    void this.sender.send(d.url, headers, d.body).then((r) => this.settled(d, r));
+  }
+
+  /** An attempt's outcome, queued for the next flush. */
+  private settled(d: Claimed, r: SendResult): void {
+    const gone = r.status === 410;
+    const retryMs = r.ok || gone ? null : (this.o.retryScheduleMs[d.attempts - 1] ?? null);
+    this.outcomes.push({ d, r, gone, retryMs });
+    this.unwritten++;
+    // The slot is free at once: the delivery's lease keeps it from being claimed again until
+    // its outcome is written.
+    this.inflight--;
+    const n = (this.perSub.get(d.subscription_id) ?? 1) - 1;
+    if (n > 0) this.perSub.set(d.subscription_id, n);
+    else this.perSub.delete(d.subscription_id);
+    // No wake here: claims follow the flushes (every 50 ms), so a burst of finishing attempts
+    // costs one claim statement, not one each.
+    if (this.outcomes.length >= 200) this.flush();
   }
 
   private flush(): void {

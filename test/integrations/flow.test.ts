@@ -97,7 +97,7 @@ t.test('connect: authorize URL with PKCE, callback, tokens encrypted; replay ref
     SELECT access_token, refresh_token FROM integrations WHERE tenant_id = ${ws.tenant_id} AND name = 'slack'`;
   const issued = fake.issued.at(-1)!;
   t.notOk(row.access_token.includes(issued.access), 'the access token is not stored in clear');
-  t.match(row.access_token, /^v1\.[\w-]+\.[\w-]+\.[\w-]+$/, 'AES-GCM ciphertext');
+  t.match(row.access_token, /^v2\.[\w-]{8}\.[\w-]+\.[\w-]+\.[\w-]+$/, 'AES-GCM ciphertext with its key id');
   t.notOk(row.refresh_token.includes(issued.refresh));
 
   const replay = await call(api.url, 'GET', `/v1/integrations/slack/callback?code=x&state=${started.state}`);

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { integrationTokenKey } from '../../infra/stack.js';
 import { providersFromEnv } from '../../lib/integrations/providers.js';
-import { TokenCipher } from '../../lib/integrations/tokens.js';
+import { DataCipher } from '../../lib/credentials/data-cipher.js';
 import { createLogger } from '../../lib/logger.js';
 import { connectPg } from '../../lib/pg.js';
 import { AccessTokens } from '../../processors/integrations/access-tokens.js';
@@ -151,7 +151,7 @@ t.test('two processes that find the token due at once: one refresh between them'
   const old = await connectSlack(t, ws.processes, 5);
   // What each processors instance has: its own pool, so only PostgreSQL can keep them in step.
   const providers = providersFromEnv(providerEnv);
-  const cipher = new TokenCipher(integrationTokenKey(profile));
+  const cipher = new DataCipher([integrationTokenKey(profile)]);
   const log = createLogger('token-refresh-test', 'silent');
   const instances = [1, 2].map(() => {
     const sql = connectPg(urls.DATABASE_URL, 2);

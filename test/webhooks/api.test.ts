@@ -1,6 +1,8 @@
 import t from 'tap';
 import { client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
-import { bootstrap, closeDb, db } from '../helpers/stack.js';
+import { integrationTokenKey } from '../../infra/stack.js';
+import { DataCipher } from '../../lib/credentials/data-cipher.js';
+import { bootstrap, closeDb, db, profile } from '../helpers/stack.js';
 import { apiKey } from '../metrics/support.js';
 
 // The webhook subscription endpoints over HTTP: create (the secret shown once), read, list,
@@ -56,7 +58,15 @@ t.test('create, read, list, change, rotate, delete', async (t) => {
   const [row] = await db()<Array<{ secret: string; previous_secret: string; grace_h: number }>>`
     SELECT secret, previous_secret, round(extract(epoch FROM previous_until - now()) / 3600)::int AS grace_h
     FROM webhook_subscriptions WHERE id = ${made.body.id}`;
-  t.same(row, { secret: rotated.body.secret, previous_secret: secret, grace_h: 24 }, 'the old one signs for 24 h');
+  // Stored encrypted under the stack's data key, never as shown.
+  const cipher = new DataCipher([integrationTokenKey(profile)]);
+  t.match(row.secret, /^v2\./, 'the secret is stored encrypted');
+  t.notOk(`${row.secret} ${row.previous_secret}`.includes('whsec_'), 'neither secret is stored in clear');
+  t.same(
+    { secret: cipher.decrypt(row.secret), previous_secret: cipher.decrypt(row.previous_secret), grace_h: row.grace_h },
+    { secret: rotated.body.secret, previous_secret: secret, grace_h: 24 },
+    'the old one signs for 24 h',
+  );
 
   t.equal((await admin.del(`/v1/webhook-subscriptions/${made.body.id}`)).status, 204);
   isProblem(t, await admin.get(`/v1/webhook-subscriptions/${made.body.id}`), 404, 'not_found');
