@@ -16,6 +16,8 @@ const execFileP = promisify(execFile);
 export interface IngestResult {
   processes: number;
   connections: number;
+  /** The load went through the producer client (--load-client). */
+  client?: boolean;
   full: Measured;
   half: Measured;
   /**
@@ -54,6 +56,7 @@ export async function load(
         tenants: ctx.tenants,
         workload: ctx.workload,
         connections: ctx.opts.connections,
+        client: ctx.opts.loadClient ? { gzip: false } : undefined,
         ...c,
       },
       (pid) => (loadPid = pid),
@@ -131,7 +134,14 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
       { label: 'ingest-half', durationS: Math.max(ctx.opts.durationS, HALF_LOAD_MIN_S), rateEventsPerSec: rate },
     );
     failOnErrors(half, ingest);
-    return { processes: ctx.opts.ingestProcesses, connections: ctx.opts.connections, full, half, stored };
+    return {
+      processes: ctx.opts.ingestProcesses,
+      connections: ctx.opts.connections,
+      client: ctx.opts.loadClient,
+      full,
+      half,
+      stored,
+    };
   } finally {
     await ingest.stop();
     await purgeBenchSubjects(ctx);

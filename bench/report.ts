@@ -171,6 +171,16 @@ export function rows(s: Stored): Row[] {
       ratio: `${(usPerEvent(i.full.usage, 'ingest', i.full.eventsPerSec) / 6).toFixed(2)} × target`,
       bound: '—',
     });
+    const load = usPerEvent(i.full.usage, 'load', i.full.eventsPerSec);
+    out.push({
+      figure: i.client
+        ? 'CPU per accepted event in the producer: the load generator through IngestClient (sdk/), surface A full load'
+        : 'CPU per accepted event in the producer: the load generator sending prebuilt bodies, surface A full load',
+      measured: `load ${load.toFixed(2)} µs (${i.full.usage.groups.load?.cpuPct ?? '?'} % of a core at ${n(i.full.eventsPerSec)} events/s)`,
+      target: i.client ? 'client ≤ 2 µs' : '—',
+      ratio: i.client ? `${(load / 2).toFixed(2)} × target` : '—',
+      bound: '—',
+    });
     // The resolver's cache answers surface A: PostgreSQL idles through its stages, a cold start
     // included (a plan that read every customer of a workspace per look-up once made it the bound).
     const pg = (u: Usage) => u.groups.postgres?.cpuPct ?? 0;

@@ -38,12 +38,14 @@ import type { BenchTenant } from './workload.js';
  *   [--outage-events N] [--connections N] [--profile dev|test] [--health-customers N] [--health-events N]
  *   [--metrics-customers N] [--metrics-events N] [--metrics-count N] [--metrics-test-requests N]
  *   [--playbooks-customers N] [--playbooks-events N] [--playbooks-count N] [--playbooks-kinds condition,…]
- *   [--analytics-customers N] [--analytics-requests N] [--analytics-callers N] [--profile-cpu]
+ *   [--analytics-customers N] [--analytics-requests N] [--analytics-callers N] [--profile-cpu] [--load-client]
  * Every option also reads from BENCH_<NAME> (e.g. BENCH_DURATION=30, BENCH_PROFILE=test).
  * --empty-event-store (test profile only) drops and recreates the csp database in ClickHouse before the run, so
  * that earlier runs' rows (and their background merges) do not weigh on the figures.
  * --profile-cpu writes a V8 CPU profile (.cpuprofile, for Chrome DevTools or speedscope) of every
  * ingest process the run starts, into .data/<profile>/cpu-profiles/<time>/, outside the repository.
+ * --load-client sends the ingest scenario's load through the producer client (sdk/, IngestClient) instead of
+ * prebuilt request bytes, so that the report's load-generator CPU per event is the client's cost.
  */
 const SCENARIOS = [
   'parse',
@@ -96,9 +98,10 @@ function options(): BenchOptions {
       'analytics-callers': { type: 'string' },
       'profile-cpu': { type: 'boolean' },
       'empty-event-store': { type: 'boolean' },
+      'load-client': { type: 'boolean' },
     },
   });
-  type Named = Exclude<keyof typeof values, 'profile-cpu' | 'empty-event-store'>;
+  type Named = Exclude<keyof typeof values, 'profile-cpu' | 'empty-event-store' | 'load-client'>;
   const get = (name: Named) =>
     (values[name] as string | undefined) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`];
   const num = (name: Named, def: number) => {
@@ -123,6 +126,7 @@ function options(): BenchOptions {
     profile,
     profileCpu: values['profile-cpu'] === true || process.env.BENCH_PROFILE_CPU === '1',
     emptyEventStore: values['empty-event-store'] === true || process.env.BENCH_EMPTY_EVENT_STORE === '1',
+    loadClient: values['load-client'] === true || process.env.BENCH_LOAD_CLIENT === '1',
     only: new Set(only as Scenario[]),
     durationS: num('duration', 20),
     e2eDurationS: num('e2e-duration', 60),
