@@ -507,6 +507,7 @@ export function edgeCaFile(p: StackProfile): string {
  */
 export async function upAll(p: StackProfile, say: Say): Promise<Service[]> {
   fs.mkdirSync(p.dataDir, { recursive: true });
+  const began = Date.now();
   const all = services(p);
   const launched: Service[] = [];
   const start = async (s: Service) => {
@@ -529,7 +530,12 @@ export async function upAll(p: StackProfile, say: Say): Promise<Service[]> {
   ]);
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) {
-    await stopStarted(p, launched, say);
+    // Only the servers this call spawned (their pid file written since it began): one that failed
+    // before spawning (a port already taken) must not signal whatever an older pid file names.
+    const spawned = launched.filter(
+      (s) => (fs.statSync(s.pidFile(p), { throwIfNoEntry: false })?.mtimeMs ?? 0) >= began,
+    );
+    await stopStarted(p, spawned, say);
     throw failed.reason;
   }
   return launched;
