@@ -1,10 +1,11 @@
 import { Problem } from '../schemas/core/common.js';
 import { SCOPE_DESCRIPTIONS } from '../schemas/core/scopes.js';
-import { buildOpenApi } from '../schemas/openapi.js';
+import { buildOpenApi, OpenApiDocument } from '../schemas/openapi.js';
 import { analyticsRoutes } from './analytics/routes.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import type { AccessTokens } from './auth/tokens.js';
 import { customerRoutes } from './customers/routes.js';
+import { erasureRoutes } from './erasures/routes.js';
 import type { Deps } from './deps.js';
 import type { HealthHistory } from './health/history.js';
 import type { Recalculator } from './health/recalculate.js';
@@ -51,7 +52,10 @@ export interface AppDeps extends Deps {
 }
 
 const TAGS = [
-  { name: 'Customers', description: 'Customers, contacts, bulk import and jobs.' },
+  {
+    name: 'Customers',
+    description: 'Customers, contacts, bulk import and jobs; erasure records of customers removed for good.',
+  },
   {
     name: 'Health',
     description:
@@ -120,6 +124,7 @@ const TAGS = [
 export function buildRoutes(d: AppDeps): Route[] {
   const routes: Route[] = [
     ...customerRoutes(d),
+    ...erasureRoutes(d),
     ...healthRoutes(d),
     ...metricsRoutes(d),
     ...segmentRoutes(d),
@@ -141,7 +146,7 @@ export function buildRoutes(d: AppDeps): Route[] {
     method: 'GET',
     path: '/v1/openapi.json',
     summary: 'This OpenAPI 3.1 document',
-    responses: { 200: { description: 'The OpenAPI document.' } },
+    responses: { 200: { description: 'The OpenAPI document.', schema: OpenApiDocument } },
     handler: async () => {
       doc ??= JSON.stringify(openApiDocument(routes, d));
       return {

@@ -13,6 +13,7 @@ import { connectPg } from '../lib/pg.js';
 import { evaluateUsageDrops, KeySpikes } from './alerts/alerts.js';
 import { backfillJobHooks } from './backfill-jobs.js';
 import { EventCatalog } from './catalog/catalog.js';
+import { Eraser } from './erasure/eraser.js';
 import { ClickHouse } from './clickhouse.js';
 import { RecalculateResponder } from './health/responder.js';
 import { HistoryRetention } from './health/retention.js';
@@ -37,6 +38,7 @@ import { WebhookDispatcher } from './webhooks/dispatcher.js';
 import { WebhookFanout } from './webhooks/fanout.js';
 import { WebhookEvents } from './webhooks/outbox.js';
 import { Sender } from './webhooks/send.js';
+import type { RowsMessage } from './writer/held.js';
 import { ClickhouseWriter } from './writer/writer.js';
 
 export const ProcessorsConfig = Type.Object({
@@ -267,6 +269,37 @@ export const ProcessorsConfig = Type.Object({
     default: 20,
     description: '…when that baseline (days 8–37 ago, per 7 days) is at least this many events.',
   }),
+  ERASURE_POLL_MS: Type.Integer({
+    minimum: 50,
+    default: 1000,
+    description: 'Pause between looks for queued customer erasures (permanent deletes, trash purges).',
+  }),
+  ERASURE_LEASE_TTL_MS: Type.Integer({
+    minimum: 1000,
+    default: 120_000,
+    description: "Lifetime of an erasure's lease (renewed during a run); a killed instance's erasures resume after it.",
+  }),
+  ERASURE_TENANTS: Type.String({
+    default: '',
+    description: 'Comma-separated workspace ids whose erasures this instance carries out (empty: all).',
+  }),
+  ERASURE_WATCH_MS: Type.Integer({
+    minimum: 1000,
+    default: 31 * 24 * 3600_000,
+    description:
+      "How long after an erasure rows of the customer that still land (messages older than it) are removed: the events stream's max age and a day.",
+  }),
+  ERASURE_SWEEP_MS: Type.Integer({
+    minimum: 100,
+    default: 10_000,
+    description:
+      'A workspace under watch that the writer stored rows of is checked for erased customers at most this often.',
+  }),
+  ERASURE_FULL_SWEEP_MS: Type.Integer({
+    minimum: 1000,
+    default: 600_000,
+    description: 'Every workspace under watch is checked for rows of erased customers this often.',
+  }),
   LOG_LEVEL: Type.String({ default: 'info' }),
 });
 
@@ -309,17 +342,35 @@ const common = {
   instance,
 };
 const deps = { js, nc, ch, pool, log, metrics, running: new Set<string>() };
+const eraser = new Eraser(sql, ch, log.child({ module: 'erasure' }), {
+  holder: instance,
+  pollMs: cfg.ERASURE_POLL_MS,
+  leaseTtlMs: cfg.ERASURE_LEASE_TTL_MS,
+  tenants: commaList(cfg.ERASURE_TENANTS),
+  watchMs: cfg.ERASURE_WATCH_MS,
+  sweepMs: cfg.ERASURE_SWEEP_MS,
+  fullSweepMs: cfg.ERASURE_FULL_SWEEP_MS,
+});
+const backfillHooks = backfillJobHooks(sql);
+const noticeErased = async (messages: RowsMessage[]) => eraser.stored(messages);
 const writers = [
-  new ClickhouseWriter({ ...common, consumer: consumers.usageWriter, table: 'events' }, deps),
-  new ClickhouseWriter({ ...common, consumer: consumers.billingWriter, table: 'billing_events' }, deps),
-  new ClickhouseWriter({ ...common, consumer: consumers.systemWriter, table: 'events' }, deps),
+  new ClickhouseWriter({ ...common, consumer: consumers.usageWriter, table: 'events', onStored: noticeErased }, deps),
+  new ClickhouseWriter(
+    { ...common, consumer: consumers.billingWriter, table: 'billing_events', onStored: noticeErased },
+    deps,
+  ),
+  new ClickhouseWriter({ ...common, consumer: consumers.systemWriter, table: 'events', onStored: noticeErased }, deps),
   new ClickhouseWriter(
     {
       ...common,
       insertStreams: cfg.WRITER_BACKFILL_INSERT_STREAMS,
       consumer: consumers.backfillWriter,
       table: 'events',
-      ...backfillJobHooks(sql),
+      ...backfillHooks,
+      onStored: async (messages) => {
+        eraser.stored(messages);
+        await backfillHooks.onStored(messages);
+      },
     },
     deps,
   ),
@@ -480,6 +531,7 @@ playbookResponder.start();
 playbookSchedule.start();
 eventLoop.start();
 trimmer.start();
+eraser.start();
 if (cfg.HEALTH_ENABLED) {
   responder.start();
   scheduler.start();
@@ -552,6 +604,7 @@ onShutdown(
       playbookSchedule.stop(),
       eventLoop.stop(),
       afterRuns.stop(),
+      eraser.stop(),
     ]);
     await history.flush();
     // Stop pulling, write and ack what is held, then drain the connection.

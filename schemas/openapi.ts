@@ -1,4 +1,4 @@
-import type { TSchema } from 'typebox';
+import { type TSchema, Type } from 'typebox';
 
 /** What the builder needs of a route: the same schemas the server validates with. */
 export interface OpenApiRoute {
@@ -251,3 +251,14 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
     ),
   };
 }
+
+/** The document itself, as GET /v1/openapi.json answers it. */
+export const OpenApiDocument = Type.Object(
+  {
+    openapi: Type.String(),
+    info: Type.Object({ title: Type.String(), version: Type.String() }),
+    paths: Type.Record(Type.String(), Type.Object({})),
+    components: Type.Optional(Type.Object({})),
+  },
+  { description: 'OpenAPI 3.1.' },
+);

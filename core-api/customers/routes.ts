@@ -205,8 +205,12 @@ export function customerRoutes(d: Deps): Route[] {
           `Permanent deletion (hard=true) requires the scope admin:*; the credential holds: ${[...c.principal.scopes].sort().join(' ')}.`,
         );
       }
-      const gone = await sql`DELETE FROM customers WHERE tenant_id = ${tenantId} AND id = ${c.params.id} RETURNING 1`;
-      if (gone.length === 0) throw notFound('Customer');
+      // The erasure of its data elsewhere is queued in the same statement: no customer is removed
+      // without one, and the processors do the slow part (docs/erasure.md).
+      const [gone] = await sql<[{ n: number }]>`
+        SELECT remove_customers(array_agg(id), 'hard_delete') AS n
+        FROM customers WHERE tenant_id = ${tenantId} AND id = ${c.params.id}`;
+      if (gone.n === 0) throw notFound('Customer');
     } else {
       const gone =
         await sql`UPDATE customers SET deleted_at = now(), updated_at = now() WHERE tenant_id = ${tenantId} AND id = ${c.params.id} AND deleted_at IS NULL RETURNING 1`;
@@ -375,6 +379,10 @@ export function customerRoutes(d: Deps): Route[] {
       method: 'DELETE',
       path: '/v1/customers/{id}',
       summary: 'Soft-delete a customer, or remove it permanently with hard=true (admin:*)',
+      description:
+        'With `hard=true` the customer is gone at once and the erasure of all its data (events, rollups, ' +
+        'health history, metric values, contacts, tasks, …) is queued and runs in the background: ' +
+        '`GET /v1/erasures/{customer_id}` follows it. docs/erasure.md.',
       scope: 'customers:delete',
       params: IdParams,
       query: DeleteQuery,

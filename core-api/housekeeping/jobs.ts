@@ -8,11 +8,17 @@ export interface HousekeepingJob {
   run(sql: Sql): Promise<number>;
 }
 
-/** Soft-deleted customers are recoverable for 30 days (POST …/restore), then gone for good. */
+/**
+ * Soft-deleted customers are recoverable for 30 days (POST …/restore), then gone for good: each
+ * purged customer's erasure is queued in the same statement (docs/erasure.md).
+ */
 export const purgeDeletedCustomers: HousekeepingJob = {
   name: 'housekeeping.customers',
   async run(sql) {
-    return (await sql`DELETE FROM customers WHERE deleted_at < now() - interval '30 days'`).count;
+    const [r] = await sql<[{ n: number }]>`
+      SELECT remove_customers(array_agg(id), 'trash_purge') AS n
+      FROM customers WHERE deleted_at < now() - interval '30 days'`;
+    return r.n;
   },
 };
 

@@ -27,6 +27,9 @@ interface Row {
 }
 
 const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
+/** The last second ClickHouse's DateTime (unsigned 32 bits) holds: 2106-02-07T06:28:15Z. */
+const DATETIME_MAX_S = 2 ** 32 - 1;
+const seconds = (d: Date) => Math.floor(d.getTime() / 1000);
 
 /**
  * The latest computation of each (customer, period) of csp.metric_values: argMax over
@@ -40,12 +43,17 @@ export async function storedValues(
   latestOnly = false,
 ): Promise<Array<StoredValue & { metric_id: string }>> {
   if (!q.metricIds.length) return [];
+  // Stored periods lie within DateTime's range, which no literal can leave (toDateTime of a later
+  // second wraps around): a bound outside it holds for every period or for none.
+  const from = q.from && seconds(q.from) > 0 ? q.from : undefined;
+  const to = q.to && seconds(q.to) < DATETIME_MAX_S ? q.to : undefined;
+  if ((q.to && seconds(q.to) < 0) || (q.from && seconds(q.from) > DATETIME_MAX_S)) return [];
   const where = [
     `tenant_id = ${uuid(q.tenantId)}`,
     `metric_id IN (${q.metricIds.map(uuid).join(', ')})`,
     ...(q.customerIds ? [`customer_id IN (${q.customerIds.map(uuid).join(', ')})`] : []),
-    ...(q.from ? [`period_end >= ${dateTime(q.from)}`] : []),
-    ...(q.to ? [`period_start <= ${dateTime(q.to)}`] : []),
+    ...(from ? [`period_end >= ${dateTime(from)}`] : []),
+    ...(to ? [`period_start <= ${dateTime(to)}`] : []),
   ];
   // latestOnly: one value per (metric, customer), the last computed over every period.
   const key = latestOnly ? 'metric_id, customer_id' : 'metric_id, customer_id, period_start';

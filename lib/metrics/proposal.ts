@@ -254,7 +254,15 @@ const nameOf = (description: string): string => {
     .trim()
     .replace(/\s+/g, ' ')
     .replace(/[.!?]+$/, '');
-  const short = s.length > 80 ? `${s.slice(0, 77).replace(/\s+\S*$/, '')}…` : s;
+  // Cut by code points: a cut inside a surrogate pair leaves a string no jsonb or UTF-8 can hold.
+  const points = [...s];
+  const short =
+    points.length > 80
+      ? `${points
+          .slice(0, 77)
+          .join('')
+          .replace(/\s+\S*$/, '')}…`
+      : s;
   return short.charAt(0).toUpperCase() + short.slice(1);
 };
 

@@ -72,6 +72,35 @@ export interface UrlPolicy {
   allowHttp: boolean;
   /** Private, loopback and link-local destinations accepted (dev and test profiles). */
   allowPrivate: boolean;
+  /** How long a host may take to resolve when a subscription is saved (default LOOKUP_TIMEOUT_MS). */
+  lookupTimeoutMs?: number;
+}
+
+/**
+ * A name whose DNS server does not answer would hold the request for the system resolver's own
+ * timeout (5 s a try, more with retries); a subscription's host that has not resolved by then is
+ * refused like one that does not resolve. The lookup itself cannot be cancelled (getaddrinfo in
+ * libuv's thread pool): it finishes in the background, and its answer is dropped.
+ */
+export const LOOKUP_TIMEOUT_MS = 2000;
+
+/** The addresses a name resolves to (the system resolver: /etc/hosts, then DNS). */
+export type Resolve = (host: string) => Promise<string[]>;
+const systemResolve: Resolve = async (host) =>
+  (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+
+class LookupTimeout extends Error {}
+
+async function within<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new LookupTimeout()), ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export class WebhookUrlError extends Error {
@@ -101,8 +130,15 @@ export function parseWebhookUrl(raw: string, policy: UrlPolicy): URL {
   return url;
 }
 
-/** The addresses `host` resolves to, refused (WebhookUrlError) when any is forbidden under `policy`. */
-export async function checkDestination(host: string, policy: UrlPolicy): Promise<string[]> {
+/**
+ * The addresses `host` resolves to, refused (WebhookUrlError) when any is forbidden under `policy`,
+ * or when it does not resolve within the policy's lookup timeout.
+ */
+export async function checkDestination(
+  host: string,
+  policy: UrlPolicy,
+  resolve: Resolve = systemResolve,
+): Promise<string[]> {
   const bare = host.replace(/^\[|\]$/g, '');
   const literal = isIP(bare) !== 0;
   if (!policy.allowPrivate && forbiddenLiteral(bare))
@@ -112,10 +148,14 @@ export async function checkDestination(host: string, policy: UrlPolicy): Promise
     );
   if (literal) return [bare];
   let addrs: string[];
+  const ms = policy.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS;
   try {
-    addrs = (await lookup(bare, { all: true, verbatim: true })).map((a) => a.address);
-  } catch {
-    throw new WebhookUrlError('unresolvable_host', `${bare} does not resolve`);
+    addrs = await within(resolve(bare), ms);
+  } catch (err) {
+    throw new WebhookUrlError(
+      'unresolvable_host',
+      err instanceof LookupTimeout ? `${bare} did not resolve within ${ms / 1000} s` : `${bare} does not resolve`,
+    );
   }
   if (!policy.allowPrivate) {
     const bad = addrs.find(isForbiddenAddress);

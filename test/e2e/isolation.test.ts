@@ -57,11 +57,28 @@ async function fixtures(): Promise<Record<string, string>> {
     url: 'http://127.0.0.1:9/isolated',
     events: ['customer.created'],
   });
+  // An erasure record outlives its customer: one removed for good stands for the kind.
+  const erased = await mine.post('/v1/customers', { name: 'Erased Inc' });
+  const removed = await mine.del(`/v1/customers/${erased.body.id}?hard=true`);
   // Alerts are raised by the processors; one stands in the table as they write it.
   const [alert] = await db()<Array<{ id: string }>>`
     INSERT INTO alerts (tenant_id, type, severity, customer_id, summary)
     VALUES (${ws.tenant_id}, 'usage_drop', 'medium', ${customer.body.id}, 'Isolated alert') RETURNING id::text`;
-  const all = { customer, key, user, job, metric, widget, objective, playbook, task, segment, webhook };
+  const all = {
+    customer,
+    key,
+    user,
+    job,
+    metric,
+    widget,
+    objective,
+    playbook,
+    task,
+    segment,
+    webhook,
+    erased,
+    removed,
+  };
   for (const [what, r] of Object.entries(all))
     if (r.status >= 300) throw new Error(`fixture ${what}: ${r.status} ${r.text}`);
   return {
@@ -78,6 +95,7 @@ async function fixtures(): Promise<Record<string, string>> {
     segments: segment.body.id,
     'webhook-subscriptions': webhook.body.id,
     alerts: alert.id,
+    erasures: erased.body.id,
   };
 }
 

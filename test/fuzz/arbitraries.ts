@@ -694,3 +694,104 @@ export function params(spec: Record<string, fc.Arbitrary<string>>, drop = 2): fc
     )
     .map(([p, n]) => [...p.filter((x): x is string => x !== undefined), ...(n as string[])].join('&'));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Seeds: mutations of a valid example
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const isPlain = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** Wrong values of a valid value's own kind: an id that is not one, an impossible date, a length at a limit. */
+export function oddLike(v: unknown): fc.Arbitrary<J> {
+  if (typeof v === 'string') {
+    if (UUID_RE.test(v)) return fc.oneof(SHRINK, oddUuid, fc.uuid());
+    if (/^\d{4}-\d{2}-\d{2}$/.test(v)) return oddDate;
+    if (/^\d{4}-\d{2}-\d{2}T/.test(v)) return oddDateTime;
+    if (/^https?:/.test(v))
+      return fc.oneof(
+        SHRINK,
+        fc.constantFrom<J>(
+          'ftp://x.example/a',
+          'https://user:pw@x.example/a',
+          'https://x.example/a#f',
+          'https://',
+          'http://[::1]:99999/',
+          'https://169.254.169.254/latest',
+          'https://localhost/a',
+          'https://a..b/',
+          `https://${'a'.repeat(64)}.example/`,
+          `https://x.example/${'a'.repeat(2100)}`,
+          '/relative',
+        ),
+        nastyString,
+      );
+    if (v.includes('@'))
+      return fc.oneof(SHRINK, fc.constantFrom<J>('a@b', '@x.io', 'a@@b.io', `${'a'.repeat(65)}@x.io`), sized());
+    return fc.oneof(SHRINK, sized(), nastyString);
+  }
+  if (typeof v === 'number') return oddNumber;
+  if (typeof v === 'boolean') return fc.constantFrom<J>('true', 1, 0, null, 'false');
+  if (Array.isArray(v)) {
+    const item = v.length ? seeded(v[0]) : anyJson;
+    return fc.oneof(
+      SHRINK,
+      fc.constant<J>([]),
+      fc.constantFrom(21, 51, 101, 201, 1001).map((n) => Array.from({ length: n }, () => fromJs(v[0] ?? null))),
+      fc.array(fc.oneof(SHRINK, item, oddValue), { minLength: 1, maxLength: 3 }),
+      v.length ? fc.constant<J>([fromJs(v[0]), fromJs(v[0])]) : fc.constant<J>([null]),
+    );
+  }
+  if (isPlain(v)) return freeObject;
+  return oddValue;
+}
+
+/**
+ * Requests built from a valid example: most often the example itself, otherwise each field kept,
+ * replaced by a wrong value of its kind or of any type, or dropped, unknown and forbidden keys
+ * added (shaped), recursively, so nested objects and list items are mutated the same way.
+ */
+export function seeded(seed: unknown): fc.Arbitrary<J> {
+  if (Array.isArray(seed)) {
+    if (seed.length === 0) return fc.constant<J>([]);
+    return fc.oneof(
+      SHRINK,
+      { weight: 6, arbitrary: fc.constant(fromJs(seed)) },
+      { weight: 3, arbitrary: fc.array(fc.oneof(...seed.map(seeded)), { minLength: 1, maxLength: 4 }) },
+    );
+  }
+  if (isPlain(seed)) {
+    const fields: Record<string, FieldSpec> = {};
+    for (const [k, v] of Object.entries(seed)) fields[k] = { valid: seeded(v), odd: oddLike(v), drop: 8 };
+    return fc.oneof(
+      SHRINK,
+      { weight: 3, arbitrary: fc.constant(fromJs(seed)) },
+      { weight: 7, arbitrary: shaped(fields) },
+    );
+  }
+  return fc.constant(fromJs(seed));
+}
+
+/** One of several valid examples, each mutated. */
+export const seededFrom = (...seeds: unknown[]): fc.Arbitrary<J> => fc.oneof(...seeds.map(seeded));
+
+/** Query values around a valid one: the valid values, wrong values of their kind, odd strings. */
+export function queryValue(valid: string[], odd: fc.Arbitrary<string> = fc.constant('')): fc.Arbitrary<string> {
+  return fc.oneof(
+    SHRINK,
+    { weight: valid.length ? 6 : 0, arbitrary: valid.length ? fc.constantFrom(...valid) : odd },
+    { weight: 2, arbitrary: odd },
+    { weight: 1, arbitrary: fc.oneof(sized(), nastyString) },
+  );
+}
+
+/** A page size: the bounds, one past them, and what is not an integer. */
+export const limitText = (max: number) =>
+  fc.constantFrom('1', '20', String(max), '0', String(max + 1), '-1', '1.5', '1e2', '', 'abc', ' 5', '0x10', 'NaN');
+
+/** Bodies whose `key` (a unique name) is made different now and then, so that not every valid one is a conflict. */
+export function varied(body: fc.Arbitrary<J>, key = 'name'): fc.Arbitrary<J> {
+  return fc.tuple(body, fc.nat({ max: 9999 }), fc.boolean()).map(([b, n, fresh]) => {
+    if (!fresh || b === null || typeof b !== 'object' || Array.isArray(b) || b.kind !== 'obj') return b;
+    return obj(b.entries.map(([k, v]): [string, J] => [k, k === key && typeof v === 'string' ? `${v} ${n}` : v]));
+  });
+}

@@ -206,3 +206,31 @@ t.test('ingest tier: an unknown path next to surface B is a problem+json 404', a
     if (a.ok) t.match(header(a, 'content-type') ?? '', /^application\/problem\+json/, `${path}: problem+json`);
   }
 });
+
+t.test('metric values with a range before 1970 or past 2106: 200 with the periods it holds', async (t) => {
+  await db()`INSERT INTO event_catalog (tenant_id, event_name) VALUES (${ws.tenant_id}, 'login') ON CONFLICT DO NOTHING`;
+  const metric = { name: 'Logins', source_event: 'login', calculation: 'count', window: { type: 'rolling', days: 7 } };
+  const m = await send(api.port, {
+    method: 'POST',
+    path: '/v1/metrics',
+    headers: [...bearer, ...json],
+    body: Buffer.from(JSON.stringify({ ...metric, grain: 'customer' })),
+  });
+  refused(t, m, [201]);
+  const id = m.ok ? (m.json as { id: string }).id : 'none';
+  for (const q of ['to=0001-01-01T00:00:00Z', 'from=1969-12-31T23:59:59Z', 'from=2106-02-07T06:28:16Z']) {
+    const a = await send(api.port, { method: 'GET', path: `/v1/metrics/${id}/values?${q}`, headers: bearer });
+    refused(t, a, [200]);
+  }
+});
+
+t.test('a metric proposal from 253 emoji: 201 with a well-formed name', async (t) => {
+  const a = await send(api.port, {
+    method: 'POST',
+    path: '/v1/metrics/proposals',
+    headers: [...bearer, ...json],
+    body: Buffer.from(JSON.stringify({ description: '\u{1F600}'.repeat(253) })),
+  });
+  refused(t, a, [201]);
+  if (a.ok) t.ok((a.json as { proposal: { name: string } }).proposal.name.isWellFormed(), 'no lone surrogate');
+});

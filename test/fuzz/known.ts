@@ -112,6 +112,20 @@ export const FIXED: Array<{ id: string; fix: string }> = [
       "surface B's problem+json 404 `not_found` (test/hardening/ingest.test.ts)",
   },
   {
+    id: 'metric-values-range-outside-datetime-500',
+    fix:
+      'GET /v1/metrics/{id}/values with `from` or `to` before 1970 answered 500 (no ClickHouse DateTime literal ' +
+      "for it), and a `from` past 2106-02-07 wrapped around and listed every period; a bound outside DateTime's " +
+      'range now holds for every stored period or for none (test/hardening/derived-values.test.ts)',
+  },
+  {
+    id: 'proposal-name-split-surrogate-500',
+    fix:
+      'POST /v1/metrics/proposals with a description of more than 80 characters outside the BMP (emoji) answered ' +
+      '500: the proposed name was cut inside a surrogate pair and PostgreSQL refused the jsonb; names are now cut ' +
+      'by code points (test/unit/metrics-proposal.test.ts)',
+  },
+  {
     id: 'oversized-body-reset',
     fix:
       'a body over the cap, or sent to an unknown path, with a wrong method or with its length in doubt, was ' +

@@ -14,6 +14,7 @@ export const FAILURE_CLASSES = [
   'wrong_shape',
   'no_trace_id',
   'stored_by_rejected',
+  'foreign_access',
   'tier_down',
 ] as const;
 export type FailureClass = (typeof FAILURE_CLASSES)[number];
@@ -34,6 +35,13 @@ export interface Rules {
   success?: (a: Answered, r: Req) => string | undefined;
   /** authorize-page: what a 303's Location must be (the registered redirect URI, the state echoed). */
   redirect?: (location: URL, r: Req) => string | undefined;
+  /**
+   * Where the request names a resource of another workspace: `path` (refused as unknown: never
+   * served, changed or told apart by a conflict with its state), `body` (never taken), or nothing.
+   */
+  foreign?: (r: Req) => 'path' | 'body' | undefined;
+  /** Another workspace's ids a 2xx answer names that the request did not: what it must never show. */
+  revealed?: (a: Answered, r: Req) => string[];
 }
 
 export const INGEST_A_STATUSES = new Set([202, 400, 401, 404, 405, 413, 422, 429, 503]);
@@ -42,6 +50,8 @@ export const CORE_STATUSES = new Set([200, 201, 202, 204, 400, 401, 403, 404, 40
 export const TOKEN_STATUSES = new Set([200, 400, 401, 405, 413, 415, 429]);
 /** The page's own answers, and those of the form it posts to (401 page, 415) when the fuzz changes the method. */
 export const AUTHORIZE_STATUSES = new Set([200, 303, 400, 401, 405, 415, 429]);
+/** Pages a browser is sent to (the sign-in form post, an integration's callback) and what their neighbours answer. */
+export const PAGE_STATUSES = new Set([200, 303, 400, 401, 404, 405, 413, 415, 429]);
 
 const RFC6749_ERRORS = new Set([
   'invalid_request',
@@ -159,7 +169,7 @@ function authorizePage(a: Answered, r: Req, rules: Rules): string | undefined {
   }
   if (/^text\/html/i.test(ct)) return undefined;
   // A query the store cannot hold (a NUL) is refused before any page is drawn.
-  if (a.status === 400 || a.status === 405 || a.status === 415 || a.status === 429) return problem(a);
+  if ([400, 404, 405, 413, 415, 429].includes(a.status)) return problem(a);
   return `Content-Type ${ct} is not text/html`;
 }
 
@@ -174,6 +184,13 @@ export function judge(rules: Rules, r: Req, a: Answer): Violation[] {
   if (!trace || !TRACE_RE.test(trace)) out.push({ kind: 'no_trace_id', message: `${a.status} X-Trace-Id ${trace}` });
   if ((a.status === 429 || a.status === 503) && !/^\d+$/.test(header(a, 'retry-after') ?? ''))
     out.push({ kind: 'wrong_shape', message: `${a.status} without Retry-After in seconds` });
+  // Another workspace's resource is not found: never served, changed, or told apart by a conflict.
+  const foreign = rules.foreign?.(r);
+  // A 422 may come from the body alone, before any look-up (an immutable field): it tells nothing apart.
+  if ((foreign && a.status < 300) || (foreign === 'path' && a.status === 409))
+    out.push({ kind: 'foreign_access', message: `another workspace's id answered ${short(a)}` });
+  const shown = a.status < 300 ? (rules.revealed?.(a, r) ?? []) : [];
+  if (shown.length) out.push({ kind: 'foreign_access', message: `answer names ${shown.join(', ')}: ${short(a)}` });
   // An answer to HEAD has no content to check.
   if (r.method === 'HEAD' || out.some((v) => v.kind === 'server_error')) return out;
   let bad: string | undefined;

@@ -2,10 +2,10 @@ import fc from 'fast-check';
 import { AckPolicy, DeliverPolicy, connect, nanos, nuid } from 'nats';
 import type { Test } from 'tap';
 import { startApi } from '../core-api/_helpers.js';
-import { startTier, urls, type Teardowns, type Tier } from '../helpers/stack.js';
+import { db, startTier, urls, type Teardowns, type Tier } from '../helpers/stack.js';
 import { send, type Answer, type Answered, type Req } from './http.js';
 import { KNOWN, knownIssue, stalls } from './known.js';
-import { FAILURE_CLASSES, judge, type FailureClass, type Ledger, type Rules, type Violation } from './properties.js';
+import { FAILURE_CLASSES, judge, Ledger, type FailureClass, type Rules, type Violation } from './properties.js';
 import { saveFigures, type Figures } from './report.js';
 
 export interface Settings {
@@ -17,14 +17,16 @@ export interface Settings {
 
 /** Small enough that every fuzz file together stays within a minute on two cores. */
 const QUICK_RUNS = 100;
+/** The surfaces built from route seeds mix several routes each and are many: fewer quick cases. */
+export const QUICK_RUNS_SEEDED = 30;
 /** Longest wait for an answer: far more than any answer takes, even on a loaded machine. */
 const ANSWER_MS = 30_000;
 /** Wait for a request a known issue leaves unanswered: a fixed server answers it in milliseconds. */
 export const STALL_MS = 2_000;
 
 /** FUZZ_RUNS (cases per surface) and FUZZ_SEED, from the environment the test file was given. */
-export function settings(env: Record<string, string | undefined>): Settings {
-  const runs = Number(env.FUZZ_RUNS ?? QUICK_RUNS);
+export function settings(env: Record<string, string | undefined>, quick = QUICK_RUNS): Settings {
+  const runs = Number(env.FUZZ_RUNS ?? quick);
   const seed = env.FUZZ_SEED === undefined ? undefined : Number(env.FUZZ_SEED);
   if (!Number.isInteger(runs) || runs < 1)
     throw new Error(`FUZZ_RUNS must be a positive integer, not ${env.FUZZ_RUNS}`);
@@ -199,11 +201,12 @@ export async function ingestTier(t: Teardowns): Promise<Tier> {
   return tier;
 }
 
-export async function apiTier(t: Teardowns): Promise<Tier> {
+export async function apiTier(t: Teardowns, env: Record<string, string> = {}): Promise<Tier> {
   const tier = await startApi(t, {
     API_READS_PER_MIN: '100000000',
     API_WRITES_PER_MIN: '100000000',
     API_BULK_IMPORTS_PER_HOUR: '100000000',
+    ...env,
   });
   t.teardown(() => tier.stop('SIGTERM'));
   return tier;
@@ -237,4 +240,33 @@ export async function streamCount(t: Teardowns, subjects: string[]): Promise<() 
     for (const name of names) n += (await jsm.consumers.info('EVENTS', name)).num_pending;
     return n;
   };
+}
+
+/**
+ * Everything a workspace holds in some tables, as one fingerprint per table (row count and a hash
+ * of the rows' text): a refused request must leave every one as it was. One statement per snapshot.
+ * A table given as `name (col, …)` is read through those columns only, leaving out what a
+ * background process writes (a webhook dispatcher's failure marks).
+ */
+export function tenantLedger(
+  tenantId: string,
+  tables: readonly string[],
+  stores?: (a: Answer) => boolean,
+): Ledger<Record<string, string>> {
+  const parts = tables.map((spec) => {
+    const [, name, columns] = /^(\w+)(?:\s*\((.+)\))?$/.exec(spec) ?? [];
+    if (!name) throw new Error(`not a table: ${spec}`);
+    const row = columns
+      ? `(${columns
+          .split(',')
+          .map((c) => `x.${c.trim()}`)
+          .join(', ')})::text`
+      : 'x::text';
+    return (
+      `(SELECT count(*) || ':' || coalesce(md5(string_agg(${row}, ',' ORDER BY ${row})), '') ` +
+      `FROM ${name} x WHERE x.tenant_id = $1) AS ${name}`
+    );
+  });
+  const query = `SELECT ${parts.join(', ')}`;
+  return new Ledger(async () => (await db().unsafe<Array<Record<string, string>>>(query, [tenantId]))[0], stores);
 }

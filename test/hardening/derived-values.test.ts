@@ -8,7 +8,8 @@ import { known, storeEvents } from '../metrics/support.js';
 // Values a request carries or a handler derives that once reached a store it could not read:
 // numbers nearer zero than the smallest normal double in a metric filter (ClickHouse 18.16 has no
 // literal for them), an item of an `in` list as long as the whole query allows, a history range
-// whose default start falls before 1970, and a renewals range whose month after ends past 9999.
+// whose default start falls before 1970, a renewals range whose month after ends past 9999, and
+// a metric values range reaching outside ClickHouse's DateTime (1970 to 2106).
 // Each answers as documented (a value, or a 400 naming the field), never a 500.
 t.teardown(closeDb);
 const api = await startApi(t);
@@ -60,6 +61,32 @@ t.test('a stored metric with such a filter materializes', async (t) => {
   t.equal(run.status, 200, run.text.slice(0, 200));
   const values = await admin.get(`/v1/metrics/${m.body.id}/values`);
   t.match(values.body.data, [{ customer_id: null, value: 2 }], 'pages 1e-300 and 2 are above 1e-310');
+});
+
+t.test('metric values over a range outside 1970 to 2106: the periods it holds, never a 500', async (t) => {
+  const m = await admin.post('/v1/metrics', { name: 'All exports', ...definition([]) });
+  t.equal(m.status, 201, m.text.slice(0, 200));
+  t.equal((await admin.post(`/v1/metrics/${m.body.id}/materialize`)).status, 200);
+  const values = (q: string) => admin.get(`/v1/metrics/${m.body.id}/values?${q}`);
+  for (const q of [
+    'to=0001-01-01T00:00:00Z',
+    'to=1969-12-31T23:59:59Z',
+    'from=2106-02-07T06:28:16Z',
+    'from=9999-12-31T23:59:59Z',
+  ]) {
+    const r = await values(q);
+    t.equal(r.status, 200, `${q}: ${r.text.slice(0, 200)}`);
+    t.same(r.body.data, [], `${q}: no period`);
+  }
+  for (const q of [
+    'from=0001-01-01T00:00:00Z',
+    'to=9999-12-31T23:59:59Z',
+    'from=1969-01-01T00:00:00Z&to=2200-01-01T00:00:00Z',
+  ]) {
+    const r = await values(q);
+    t.equal(r.status, 200, `${q}: ${r.text.slice(0, 200)}`);
+    t.match(r.body.data, [{ customer_id: null, value: 2 }], `${q}: the stored period`);
+  }
 });
 
 t.test('an item of an in list is capped like a single value', async (t) => {

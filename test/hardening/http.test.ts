@@ -255,3 +255,20 @@ t.test(
     t.ok(dropped.closed, `the connection is closed (after ${dropped.ms} ms)`);
   },
 );
+
+t.test(
+  'a request line longer than one read: uWS closes the connection unanswered; the tier stays up (documented)',
+  async (t) => {
+    for (const [port, path] of [
+      [tier.port, '/v1/events'],
+      [api.port, '/v1/customers'],
+    ] as Array<[number, string]>) {
+      // One read takes at most 512 KiB: this head always spans two, and uWS keeps 4 KiB of a split head.
+      const w = await wire(port, req('GET', `${path}?q=${'a'.repeat(600_000)}`, []), 5000);
+      t.ok(w.closed, `${path}: closed (after ${w.ms} ms)`);
+      t.equal(w.data.length, 0, 'without an answer');
+      const next = await wire(port, req('GET', '/healthz', ['Connection: close']));
+      t.equal(parse(next.data, [false]).responses[0]?.status, 200, 'the tier still answers');
+    }
+  },
+);

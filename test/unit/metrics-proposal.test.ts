@@ -183,3 +183,11 @@ t.test('an empty catalog still proposes, with a guessed event', async (t) => {
   t.same(p.window, { type: 'calendar', unit: 'month' });
   t.equal(p.name, 'How many exports this month');
 });
+
+t.test('a long description of characters outside the BMP names the metric with whole characters', async (t) => {
+  for (const description of ['😀'.repeat(253), `${'a'.repeat(76)}😀😀😀😀😀`, `Logins ${'𝔘'.repeat(100)}`]) {
+    const { name } = proposeMetric(description, []);
+    t.ok(name.isWellFormed(), `${JSON.stringify(name.slice(0, 20))}… has no lone surrogate`);
+    t.ok([...name].length <= 78, `${[...name].length} characters`);
+  }
+});

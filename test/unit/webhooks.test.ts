@@ -1,6 +1,7 @@
 import t from 'tap';
 import {
   checkDestination,
+  LOOKUP_TIMEOUT_MS,
   forbiddenLiteral,
   isForbiddenAddress,
   parseWebhookUrl,
@@ -91,4 +92,22 @@ t.test('URLs: form and destination', async (t) => {
   t.equal(await code(() => checkDestination('169.254.169.254', strict)), 'forbidden_destination');
   t.equal(await code(() => checkDestination('no-such-host.invalid', strict)), 'unresolvable_host');
   t.equal(await code(() => checkDestination('127.0.0.1', { ...strict, allowPrivate: true })), 'ok');
+});
+
+t.test('a host whose DNS server does not answer is refused within the lookup timeout', async (t) => {
+  const policy = { allowHttp: false, allowPrivate: false, lookupTimeoutMs: 200 };
+  const silent = () => new Promise<string[]>(() => {});
+  const started = performance.now();
+  const err = await checkDestination('slow.example.com', policy, silent).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  const ms = performance.now() - started;
+  t.ok(err instanceof WebhookUrlError, 'refused');
+  t.equal((err as WebhookUrlError).code, 'unresolvable_host');
+  t.equal((err as WebhookUrlError).message, 'slow.example.com did not resolve within 0.2 s');
+  t.ok(ms >= 190 && ms < 1500, `after the timeout, not the resolver's (${Math.round(ms)} ms)`);
+  const fast = await checkDestination('hooks.example.com', policy, async () => ['93.184.216.34']);
+  t.same(fast, ['93.184.216.34'], 'an answer in time is used');
+  t.equal(LOOKUP_TIMEOUT_MS, 2000, 'the default bound');
 });

@@ -1,0 +1,119 @@
+import type { Logger } from '../../lib/logger.js';
+import type { ClickHouse } from '../clickhouse.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Rows per customer id, per table. */
+export type TableCounts = Map<string, Map<string, number>>;
+
+/**
+ * The ClickHouse half of an erasure: every storage table with a customer_id column, found in
+ * system.columns (events, billing_events, the rollups, health_history, metric_values, and any
+ * table added later, inner tables of views included), loses the rows of a workspace's customers
+ * through `ALTER TABLE … DELETE WHERE` mutations: on a cluster on the `_local` tables ON CLUSTER,
+ * so every shard and replica rewrites its own parts. Mutations are asynchronous and rewrite whole
+ * parts; each is followed in system.mutations on every server until is_done.
+ */
+export class ClickHouseErasure {
+  constructor(
+    private readonly ch: ClickHouse,
+    private readonly log: Logger,
+    private readonly pollMs = 200,
+  ) {}
+
+  /** Storage tables of the MergeTree family with customer_id and tenant_id columns. */
+  async tables(): Promise<string[]> {
+    const db = this.ch.storageDatabase;
+    const [cols, engines] = await Promise.all([
+      this.ch.rows<{ table: string; n: string }>(
+        `SELECT table, count() AS n FROM system.columns WHERE database = '${db}'
+           AND ((name = 'customer_id' AND type = 'UUID') OR (name = 'tenant_id' AND type = 'UUID')) GROUP BY table`,
+      ),
+      this.ch.rows<{ name: string }>(
+        `SELECT name FROM system.tables WHERE database = '${db}' AND engine LIKE '%MergeTree'`,
+      ),
+    ]);
+    const merge = new Set(engines.map((e) => e.name));
+    return cols
+      .filter((c) => Number(c.n) === 2 && merge.has(c.table))
+      .map((c) => c.table)
+      .sort();
+  }
+
+  /** Where a table's rows are read: the Distributed table of a cluster, the table itself on one server. */
+  private readable(table: string): string {
+    return table.startsWith('.inner.') || !this.ch.cluster
+      ? `${this.ch.storageDatabase}.\`${table}\``
+      : `${this.ch.database}.\`${table}\``;
+  }
+
+  private where(tenantId: string, ids: string[]): string {
+    for (const id of [tenantId, ...ids]) if (!UUID.test(id)) throw new Error(`not a UUID: ${id}`);
+    return `tenant_id = toUUID('${tenantId}') AND customer_id IN (${ids.map((id) => `toUUID('${id}')`).join(', ')})`;
+  }
+
+  /** Rows of each customer in each table (customers without rows absent). */
+  async count(tables: string[], tenantId: string, ids: string[]): Promise<TableCounts> {
+    const out: TableCounts = new Map();
+    await Promise.all(
+      tables.map(async (table) => {
+        const rows = await this.ch.rows<{ id: string; n: string }>(
+          `SELECT toString(customer_id) AS id, count() AS n FROM ${this.readable(table)}
+           WHERE ${this.where(tenantId, ids)} GROUP BY customer_id`,
+        );
+        const m = new Map<string, number>();
+        for (const r of rows) if (Number(r.n) > 0) m.set(r.id, Number(r.n));
+        if (m.size) out.set(table, m);
+      }),
+    );
+    return out;
+  }
+
+  async mutate(table: string, tenantId: string, ids: string[]): Promise<void> {
+    await this.ch.command(
+      `ALTER TABLE ${this.ch.storageDatabase}.\`${table}\`${this.ch.onCluster} DELETE WHERE ${this.where(tenantId, ids)}`,
+    );
+    this.log.info({ table, tenantId, customers: ids.length }, 'erasure mutation issued');
+  }
+
+  /**
+   * The mutations issued for the workspace per table, as their commands (which name the customer
+   * ids), done or not: what a killed run had issued before it died. ClickHouse keeps the last
+   * finished mutations of a table (100 by default), far more than a resumed run looks back on.
+   */
+  async issued(tables: string[], tenantId: string): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    if (!tables.length) return out;
+    const list = tables.map((t) => `'${t.replace(/'/g, "\\'")}'`).join(', ');
+    for (const u of this.ch.endpoints.urls) {
+      const rows = await this.ch.rowsAt<{ table: string; command: string }>(
+        u,
+        `SELECT table, command FROM system.mutations WHERE database = '${this.ch.storageDatabase}'
+         AND table IN (${list}) AND position(command, '${tenantId}') > 0`,
+      );
+      for (const r of rows) out.set(r.table, `${out.get(r.table) ?? ''}\n${r.command}`);
+    }
+    return out;
+  }
+
+  /**
+   * Waits until no mutation of the workspace is left unfinished on these tables on any server:
+   * those just issued and those a killed run issued before (a resumed run waits for them instead
+   * of counting rows they are about to remove).
+   */
+  async settle(tables: string[], tenantId: string, stopping: () => boolean): Promise<void> {
+    if (!tables.length) return;
+    const list = tables.map((t) => `'${t.replace(/'/g, "\\'")}'`).join(', ');
+    const q = `SELECT count() AS n FROM system.mutations WHERE database = '${this.ch.storageDatabase}'
+      AND table IN (${list}) AND is_done = 0 AND position(command, '${tenantId}') > 0`;
+    for (;;) {
+      const open = await Promise.all(
+        this.ch.endpoints.urls.map(async (u) => Number((await this.ch.rowsAt<{ n: string }>(u, q))[0]?.n ?? 0)),
+      );
+      if (open.every((n) => n === 0)) return;
+      if (stopping()) throw new Error('stopping');
+      await sleep(this.pollMs);
+    }
+  }
+}

@@ -1,0 +1,70 @@
+import type { Sql } from '../../lib/pg.js';
+
+/** Rows removed per customer id, per table. */
+export type Removed = Map<string, Record<string, number>>;
+
+/** Tables not to erase from: the records of erasures themselves, and customers (removed with the request). */
+const KEEP = new Set(['erasures', 'customers']);
+
+/**
+ * The PostgreSQL half of an erasure, in the caller's transaction: the customer row and every table
+ * whose foreign key cascades from it went with the request (remove_customers()); what is left are
+ * rows that name the customer without a foreign key. Found in the catalog (every table with a uuid
+ * customer_id column), so a table added later is covered: generated events not yet relayed
+ * (event_outbox), surface B's deduplication keys (event_dedup), queued notifications, and so on.
+ * Besides: stored Idempotency-Key answers that are the customer (its body), and its id in the
+ * matched lists of playbook runs.
+ */
+export async function erasePostgres(tx: Sql, tenantId: string, ids: string[]): Promise<Removed> {
+  const out: Removed = new Map(ids.map((id) => [id, {}]));
+  const add = (rows: Array<{ id: string; n: number }>, table: string) => {
+    for (const r of rows) {
+      const m = out.get(r.id);
+      if (m) m[table] = (m[table] ?? 0) + Number(r.n);
+    }
+  };
+  const tables = await tx<Array<{ table: string; tenant: boolean }>>`
+    SELECT c.table_name AS table, bool_or(t.column_name IS NOT NULL) AS tenant
+    FROM information_schema.columns c
+    JOIN information_schema.tables tb ON tb.table_schema = c.table_schema AND tb.table_name = c.table_name
+      AND tb.table_type = 'BASE TABLE'
+    LEFT JOIN information_schema.columns t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+      AND t.column_name = 'tenant_id'
+    WHERE c.table_schema = current_schema() AND c.column_name = 'customer_id' AND c.data_type = 'uuid'
+    GROUP BY c.table_name ORDER BY c.table_name`;
+  for (const { table, tenant } of tables) {
+    if (KEEP.has(table)) continue;
+    add(
+      await tx<Array<{ id: string; n: number }>>`
+        WITH d AS (
+          DELETE FROM ${tx(table)} WHERE customer_id = ANY(${ids}::uuid[])
+            ${tenant ? tx`AND tenant_id = ${tenantId}` : tx``}
+          RETURNING customer_id)
+        SELECT customer_id::text AS id, count(*)::int AS n FROM d GROUP BY 1`,
+      table,
+    );
+  }
+  add(
+    await tx<Array<{ id: string; n: number }>>`
+      WITH d AS (
+        DELETE FROM idempotency_keys WHERE tenant_id = ${tenantId}
+          AND coalesce(body->>'customer_id', body->>'id') = ANY(${ids}::text[])
+        RETURNING coalesce(body->>'customer_id', body->>'id') AS id)
+      SELECT id, count(*)::int AS n FROM d GROUP BY 1`,
+    'idempotency_keys',
+  );
+  // The run stays (its counts are the workspace's history); the customer's id leaves its list.
+  add(
+    await tx<Array<{ id: string; n: number }>>`
+      WITH u AS (
+        SELECT r.id AS run, x.id FROM playbook_runs r, unnest(r.matched) AS x(id)
+        WHERE r.tenant_id = ${tenantId} AND r.matched && ${ids}::uuid[] AND x.id = ANY(${ids}::uuid[])
+      ), d AS (
+        UPDATE playbook_runs r SET matched = array(
+          SELECT m FROM unnest(r.matched) WITH ORDINALITY AS e(m, i) WHERE m <> ALL(${ids}::uuid[]) ORDER BY i)
+        WHERE r.id IN (SELECT run FROM u))
+      SELECT id::text, count(*)::int AS n FROM u GROUP BY 1`,
+    'playbook_runs.matched',
+  );
+  return out;
+}
