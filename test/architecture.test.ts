@@ -3,6 +3,7 @@ import { builtinModules } from 'node:module';
 import path from 'node:path';
 import t from 'tap';
 import { ROOT } from '../infra/stack.js';
+import { SERIAL, serialMarkers } from './suites.js';
 
 /**
  * The shape of the code, checked on the source tree (no server): the three tiers never import one
@@ -215,4 +216,28 @@ t.test('the tiers send ClickHouse queries in a request body, never in a URL', as
     });
   }
   if (violations === 0) t.pass('no query travels in a URL');
+});
+
+/** Suites that run one file at a time anyway (test:newcomer) or need no server (the fast layer). */
+const ALONE = (file: string) =>
+  file.startsWith('test/unit/') || file.startsWith('test/newcomer/') || file === 'test/architecture.test.ts';
+
+t.test('a stack test that touches what other files share is in the serial group (test/suites.ts)', async (t) => {
+  let violations = 0;
+  for (const [file, text] of texts) {
+    if (!file.endsWith('.test.ts') || ALONE(file) || SERIAL[file] !== undefined) continue;
+    const markers = serialMarkers(text);
+    if (markers.length === 0) continue;
+    violations++;
+    t.fail(`${file} ${markers.join(', ')}: add it to SERIAL in test/suites.ts, or keep it to its own servers`);
+  }
+  for (const file of Object.keys(SERIAL)) {
+    if (texts.has(file)) continue;
+    violations++;
+    t.fail(`test/suites.ts lists ${file}, which does not exist`);
+  }
+  if (violations === 0) t.pass(`${Object.keys(SERIAL).length} serial files, every other stack test concurrent`);
+  const probe = "const pid = fs.readFileSync(path.join(profile.dataDir, 'nats.pid'), 'utf8');";
+  t.same(serialMarkers(probe), ["reads a server's pid file (1)"], 'the markers see a pid file');
+  t.same(serialMarkers('process.kill(process.pid);'), [], 'but not a process of its own');
 });

@@ -1,8 +1,7 @@
 import { parseArgs } from 'node:util';
 import { connectPg } from '../../lib/pg.js';
-import { SCOPES } from '../../schemas/core/scopes.js';
 import { stackProfile, stackUrls } from '../stack.js';
-import { hashPassword, newApiKey, newIngestionKey, newPassword, sha256 } from '../../lib/credentials/secrets.js';
+import { createWorkspace } from '../workspace.js';
 
 /**
  * npm run bootstrap -- [--json] [--name NAME] [--plan starter|growth|scale|enterprise] [--email E]
@@ -25,30 +24,12 @@ const apiUrl = process.env.PUBLIC_API_URL ?? `http://127.0.0.1:${profile.apiPort
 
 const sql = connectPg(dbUrl, 1);
 try {
-  const ingestionKey = newIngestionKey();
-  const apiKey = newApiKey('test');
-  const password = newPassword();
-  const passwordHash = await hashPassword(password);
-  const out = await sql.begin(async (tx) => {
-    const [t] = await tx<
-      { id: string }[]
-    >`INSERT INTO tenants (name, plan) VALUES (${values.name!}, ${values.plan!}) RETURNING id::text`;
-    const email = values.email ?? `admin+${t.id.slice(0, 8)}@example.com`;
-    await tx`INSERT INTO ingestion_keys (tenant_id, key_hash, last4) VALUES (${t.id}, ${sha256(ingestionKey)}, ${ingestionKey.slice(-4)})`;
-    const [u] = await tx<{ id: string }[]>`
-      INSERT INTO users (tenant_id, email, password_hash, role) VALUES (${t.id}, ${email}, ${passwordHash}, 'admin') RETURNING id::text`;
-    await tx`
-      INSERT INTO api_keys (tenant_id, name, key_hash, prefix, last4, scopes, role, created_by)
-      VALUES (${t.id}, 'bootstrap admin key', ${sha256(apiKey)}, 'svc_sk_test_', ${apiKey.slice(-4)}, ${[...SCOPES]}, 'admin', ${u.id})`;
-    return {
-      tenant_id: t.id,
-      ingest_url: ingestUrl,
-      api_url: apiUrl,
-      ingestion_key: ingestionKey,
-      api_key: apiKey,
-      admin_email: email,
-      admin_password: password,
-    };
+  const out = await createWorkspace(sql, {
+    name: values.name!,
+    plan: values.plan!,
+    email: values.email,
+    ingestUrl,
+    apiUrl,
   });
   if (values.json) process.stdout.write(JSON.stringify(out) + '\n');
   else {

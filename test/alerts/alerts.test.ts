@@ -32,6 +32,17 @@ await storeEvents(ws.tenant_id, [
   ...days(small, 2, 8, 37), // 14 a week: under the 20-a-week floor, however it drops
 ]);
 
+/** Resolves once `n` more health runs of the workspace have finished (alerts are evaluated after each). */
+async function healthRuns(tenantId: string, n: number): Promise<void> {
+  const finished = async () =>
+    (
+      await db()<Array<{ f: Date | null }>>`
+        SELECT last_finished_at AS f FROM job_leases WHERE job = 'health' AND tenant_id = ${tenantId}`
+    )[0]?.f?.getTime() ?? 0;
+  const seen = new Set([await finished()]);
+  await waitFor(`${n} more health runs`, async () => seen.add(await finished()).size > n, 30_000, 50);
+}
+
 const alerts = async (q = '') => (await admin.get(`/v1/alerts${q}`)).body.data as Array<Record<string, any>>;
 
 t.test('usage_drop: raised once for the customer below half its baseline, resolved on recovery', async (t) => {
@@ -69,7 +80,7 @@ t.test('usage_drop: raised once for the customer below half its baseline, resolv
 
   t.equal((await admin.patch(`/v1/alerts/${alert.id}`, { status: 'acknowledged' })).body.status, 'acknowledged');
   // Further health runs: still one alert (acknowledged counts as open).
-  await new Promise((r) => setTimeout(r, 2500));
+  await healthRuns(ws.tenant_id, 2);
   t.equal((await alerts('?type=usage_drop')).length, 1, 'never a second alert for the same customer');
 
   await storeEvents(ws.tenant_id, days(dropping, 10, 1, 7));
@@ -111,7 +122,14 @@ t.test('api_key_usage_spike: above the floor and the trailing average, once per 
   });
   t.ok(alert.details.requests_last_5_min > 25, `above the floor (${alert.details.requests_last_5_min})`);
   for (let i = 0; i < 10; i++) await busy.get('/v1/customers?limit=1');
-  await new Promise((r) => setTimeout(r, 2500));
+  // A spike in another workspace, raised by a check that saw every request above.
+  const probe = await bootstrap();
+  const probeKey = await apiKey(api.url, probe, 'viewer', ['customers:read']);
+  for (let i = 0; i < 30; i++) await client(api.url, probeKey).get('/v1/customers?limit=1');
+  await waitFor('a later check', async () => {
+    const a = (await client(api.url, probe.api_key).get('/v1/alerts?type=api_key_usage_spike')).body.data;
+    return a.length > 0;
+  });
   const all = (await c.get('/v1/alerts')).body.data;
   t.equal(all.length, 1, 'one alert for the busy key, none for the quiet one (10 requests, under the floor)');
   t.equal((await c.patch(`/v1/alerts/${alert.id}`, { status: 'resolved' })).body.status, 'resolved');

@@ -229,7 +229,8 @@ t.test('PKCE and code attacks', async (t) => {
     'failed attempts do not burn the code for its owner',
   );
   const b = await authorize(api.url, app, adminUser, 'customers:read');
-  await db()`UPDATE oauth_codes SET expires_at = now() - interval '1 second' WHERE used_at IS NULL`;
+  await db()`UPDATE oauth_codes SET expires_at = now() - interval '1 second'
+    WHERE used_at IS NULL AND tenant_id = ${ws.tenant_id}`;
   oauthProblem(t, await exchange(api.url, app, b.code!, b.pkce.verifier), 400, 'invalid_grant');
   oauthProblem(
     t,

@@ -34,9 +34,12 @@ t.test(
 
     let loading = true;
     let kills = 0;
+    let acknowledged = 0;
     const killer = (async () => {
       while (loading && kills < KILLS) {
-        await new Promise((r) => setTimeout(r, 1500));
+        // Each kill lands on a stack that has been taking the load again since the last restart.
+        const mark = acknowledged;
+        await waitFor('requests acknowledged since the restart', () => acknowledged >= mark + 100, 60_000, 20);
         const pid = natsPid();
         process.kill(pid, 'SIGKILL');
         kills++;
@@ -56,6 +59,9 @@ t.test(
       concurrency: 8,
       eventsPerRequest: 20,
       pauseMs: 5,
+      onProgress: (_done, acked) => {
+        acknowledged = acked;
+      },
       // The load goes on until a few seconds after the last restart.
       until: () => {
         if (loading) return false;

@@ -1,16 +1,18 @@
 import t from 'tap';
 import { consumers } from '../../lib/nats.js';
 import { jetstream, writersIdle } from '../helpers/observe.js';
-import { ch, closeDb, db, startTier, waitFor } from '../helpers/stack.js';
+import { ch, closeDb, db, privateJetStream, startTier, waitFor } from '../helpers/stack.js';
 import { ev, expect200, ingest, postEvents, workspace, xid } from './support.js';
 
 // Deduplication by (customer_id, external_id): forever, across requests and ingest processes, and
 // inside one batch (the first copy wins). A silently ignored event counts as accepted.
 t.teardown(closeDb);
 const { ws, ids } = await workspace(2);
-const [a, b] = await Promise.all([ingest(t), ingest(t)]);
-await startTier(t, 'processors');
-const jsm = await jetstream(t);
+// A JetStream of its own: "everything published so far" is then this file's events only.
+const nats = await privateJetStream(t);
+const [a, b] = await Promise.all([ingest(t, nats.env), ingest(t, nats.env)]);
+await startTier(t, 'processors', nats.env);
+const jsm = await jetstream(t, nats.url);
 /** Everything published so far is in ClickHouse: a copy that got through would be there too. */
 const allWritten = () => writersIdle(jsm, consumers.usageWriter, 'events');
 const stored = async (externalIds: string[]) => {

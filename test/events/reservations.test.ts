@@ -11,7 +11,7 @@ import { DailyQuota, parseQuotas } from '../../ingest/quota.js';
 import type { PreparedB } from '../../ingest/surface-b/events.js';
 import { SurfaceBStore, type StoreRequest, type StoreResult } from '../../ingest/surface-b/store.js';
 import { preparedRows, sampleEventRow } from '../helpers/rows.js';
-import { bootstrap, closeDb, privateNats, urls } from '../helpers/stack.js';
+import { bootstrap, closeDb, privateNats, urls, waitFor } from '../helpers/stack.js';
 
 // Surface B's deduplication reservations (ingest/surface-b/dedup.ts), against the test stack's
 // PostgreSQL and a JetStream of the test's own: requests that share keys with a request still
@@ -103,6 +103,9 @@ const owners = (externalIds: string[]) =>
     WHERE tenant_id = ${tenantId} AND customer_id = ${customer} AND external_id = ANY(${externalIds})`;
 const reservations = async (batchIds: string[]) =>
   (await sql`SELECT 1 FROM event_dedup_pending WHERE batch_id = ANY(${batchIds}::uuid[])`).length;
+/** Resolves once a request holds its keys (its reservation is there), so the next one finds them taken. */
+const reserved = (batchId: string) =>
+  waitFor('the reservation', async () => (await reservations([batchId])) === 1, 10_000, 5);
 const timed = async (p: Promise<StoreResult>) => {
   const t0 = Date.now();
   const r = await p;
@@ -116,7 +119,7 @@ t.test(
     const second = request(ids('a', 5, 15));
     publisher.delays.set(first.msgId, 400);
     const p1 = timed(store.store(first));
-    await sleep(50);
+    await reserved(first.msgId);
     const p2 = timed(store.store(second));
     const [r1, r2] = await Promise.all([p1, p2]);
     t.equal(r1.stored, 10);
@@ -134,7 +137,7 @@ t.test('keys another request holds while it publishes do not hold up requests th
   const slow = request(ids('b', 0, 10));
   publisher.delays.set(slow.msgId, 600);
   const p1 = timed(store.store(slow));
-  await sleep(50);
+  await reserved(slow.msgId);
   const other = await timed(store.store(request(ids('b', 10, 20))));
   t.equal(other.stored, 10);
   t.ok(other.took < 400, `answered in ${other.took} ms while the other publish still waits`);
@@ -149,7 +152,7 @@ t.test('when the request holding shared keys fails to publish, the waiting one s
     () => 'stored',
     (err: Error) => err.constructor.name,
   );
-  await sleep(50);
+  await reserved(failing.msgId);
   const r2 = await store.store(second);
   t.equal(await p1, 'EventStoreUnavailable');
   t.equal(r2.stored, 10, 'the shared five and its own five');
@@ -208,7 +211,7 @@ t.test('a request with an Idempotency-Key waits for the keys it shares, inside i
   const slow = request(ids('f', 0, 10));
   publisher.delays.set(slow.msgId, 300);
   const p1 = timed(store.store(slow));
-  await sleep(50);
+  await reserved(slow.msgId);
   const keyed = { ...request(ids('f', 5, 15)) };
   keyed.idempotency = { scope: 'events', key: `k-${randomUUID()}`, hash: Buffer.alloc(32, 1) };
   const r2 = await timed(store.store(keyed));
@@ -229,7 +232,7 @@ t.test(
     publisher.delays.set(first.msgId, 1200);
     publisher.delays.set(second.msgId, 800);
     const p1 = short.store(first);
-    await sleep(50);
+    await reserved(first.msgId);
     const p2 = short.store(second);
     await sleep(1650);
     // Past the second's first expiry, while it still publishes: its keys must still be in flight.

@@ -4,6 +4,7 @@ import {
   ch,
   closeDb,
   db,
+  privateJetStream,
   seed,
   waitFor,
   PROPERTY_COLUMNS,
@@ -20,6 +21,8 @@ const CUSTOMERS = 15_000;
 t.test('a run killed midway and started again stores one health_changed per customer that moved', async (t) => {
   const ws = await bootstrap();
   await seed(ws.tenant_id, CUSTOMERS);
+  // A JetStream of its own: what the killed writer held is this file's alone.
+  const nats = await privateJetStream(t);
   const tenant = ws.tenant_id;
   const counts = async () =>
     (
@@ -29,14 +32,14 @@ t.test('a run killed midway and started again stores one health_changed per cust
     )[0];
 
   // First scores (no events: 29, at_risk), by a scheduled run split over the worker pool.
-  const first = await processorsTier(t, [tenant], { HEALTH_POOL_MIN_CUSTOMERS: '1000' });
+  const first = await processorsTier(t, [tenant], { HEALTH_POOL_MIN_CUSTOMERS: '1000', ...nats.env });
   await waitFor('every customer scored once', async () => (await counts()).scored === CUSTOMERS, 120_000, 250);
   await first.stop('SIGTERM');
   t.equal((await counts()).healthy, 0);
 
   // A model under which 29 is healthy: the next run moves every customer.
   await setModel(tenant, { thresholds: { healthy: 20, at_risk: 10 } });
-  const env = { HEALTH_RECALC_INTERVAL_MS: '1000', HEALTH_POOL_MIN_CUSTOMERS: '1000' };
+  const env = { HEALTH_RECALC_INTERVAL_MS: '1000', HEALTH_POOL_MIN_CUSTOMERS: '1000', ...nats.env };
   const doomed = await processorsTier(t, [tenant], env);
   const partial = await waitFor(
     'part of the run committed',

@@ -128,7 +128,14 @@ t.test('two processors instances share the workspaces and never run one twice at
   const [a, b] = await Promise.all([processorsTier(t, tenants, env), processorsTier(t, tenants, env)]);
   collectRuns(a, 1, runs);
   collectRuns(b, 2, runs);
-  await new Promise((r) => setTimeout(r, 15_000));
+  await waitFor(
+    'every workspace recalculated twice, by both instances together',
+    () =>
+      tenants.every((id) => runs.filter((r) => r.tenantId === id).length >= 2) &&
+      [1, 2].every((i) => runs.some((r) => r.instance === i)),
+    60_000,
+    200,
+  );
   await Promise.all([a.stop('SIGTERM'), b.stop('SIGTERM')]);
   const elapsed = Date.now() - started;
 

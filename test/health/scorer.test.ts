@@ -1,5 +1,5 @@
 import t from 'tap';
-import { bootstrap, closeDb, db, seed, waitFor } from '../helpers/stack.js';
+import { bootstrap, closeDb, db, nextSecond, seed, waitFor } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
 import {
   daysAgo,
@@ -113,7 +113,7 @@ t.test('payment health: no billing is 100, two unresolved failures ≤ 50, a lat
   const resolved = await scoreNow(nc, ws.tenant_id, id(7));
   t.same([resolved.dims.payment_health.value, resolved.dims.payment_health.score], [0, 100], 'resolved costs nothing');
   // A success in a later second than the failures.
-  await new Promise((r) => setTimeout(r, 1100));
+  await nextSecond();
   await sendBilling(ingest, ws, [{ event_type: 'payment_succeeded', customer_id: id(6) }]);
   const restored = await scoreNow(nc, ws.tenant_id, id(6));
   t.same([restored.dims.payment_health.value, restored.dims.payment_health.score], [0, 100]);

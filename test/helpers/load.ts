@@ -16,8 +16,8 @@ export interface LoadOptions {
   requests: number;
   concurrency: number;
   eventsPerRequest?: number;
-  /** Called after each response; lets a test inject a fault mid-load. */
-  onProgress?: (done: number) => void | Promise<void>;
+  /** Called after each response with the requests answered and acknowledged so far: a fault mid-load. */
+  onProgress?: (done: number, acknowledged: number) => void | Promise<void>;
   /** Pause between requests of one lane (ms). */
   pauseMs?: number;
   /** Ends the load early once it returns true (checked before each request). */
@@ -59,7 +59,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
         await new Promise((res) => setTimeout(res, 100));
       }
       done++;
-      await o.onProgress?.(done);
+      await o.onProgress?.(done, r.acknowledged.size);
       if (o.pauseMs) await new Promise((res) => setTimeout(res, o.pauseMs));
     }
   };

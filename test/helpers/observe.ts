@@ -19,9 +19,9 @@ export async function metric(tierUrl: string, name: string, labels: Record<strin
   return sum;
 }
 
-/** A JetStream manager on the test stack's nats-server, closed at teardown. */
-export async function jetstream(t: Teardowns): Promise<JetStreamManager> {
-  const nc = await connect({ servers: urls.NATS_URL, name: 'test-observe' });
+/** A JetStream manager on the test stack's nats-server (or `url`'s), closed at teardown. */
+export async function jetstream(t: Teardowns, url = urls.NATS_URL): Promise<JetStreamManager> {
+  const nc = await connect({ servers: url, name: 'test-observe' });
   t.teardown(() => nc.close());
   return nc.jetstreamManager();
 }

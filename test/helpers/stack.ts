@@ -2,16 +2,17 @@ import os from 'node:os';
 import fs from 'node:fs';
 import net from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { execFile } from 'node:child_process';
 import path from 'node:path';
-import { promisify } from 'node:util';
+import { parseArgs } from 'node:util';
+import { connect } from 'nats';
 import postgres from 'postgres';
 import { integrationTokenKey, ROOT, stackEnv, stackProfile, stackUrls } from '../../infra/stack.js';
 import { ClickHouseEndpoints } from '../../lib/clickhouse-endpoints.js';
 import { freePort } from '../../infra/proc.js';
 import { propertiesJson } from '../../lib/event-properties.js';
-
-const run = promisify(execFile);
+import { connectPg } from '../../lib/pg.js';
+import { applyStreams } from '../../infra/streams.js';
+import { createWorkspace, seedWorkspace } from '../../infra/workspace.js';
 
 /**
  * The test stack (npm test starts it: infra/cli.js up --profile test); TEST_STACK_PROFILE=cluster
@@ -37,20 +38,56 @@ export interface Workspace {
   admin_password: string;
 }
 
-/** A new, independent workspace: each test makes its own. */
+/** A new, independent workspace: each test makes its own. Takes `npm run bootstrap`'s options. */
 export async function bootstrap(args: string[] = []): Promise<Workspace> {
-  const { stdout } = await run(process.execPath, [dist('infra/bin/bootstrap.js'), '--json', ...args], {
-    env: { ...process.env, STACK_PROFILE: profile.name },
+  const { values } = parseArgs({
+    args,
+    options: {
+      name: { type: 'string', default: 'Demo workspace' },
+      plan: { type: 'string', default: 'enterprise' },
+      email: { type: 'string' },
+    },
   });
-  return JSON.parse(stdout) as Workspace;
+  return withPg((sql) =>
+    createWorkspace(sql, {
+      name: values.name!,
+      plan: values.plan!,
+      email: values.email,
+      ingestUrl: `http://127.0.0.1:${profile.ingestPort}`,
+      apiUrl: `http://127.0.0.1:${profile.apiPort}`,
+    }),
+  );
 }
 
+/** Customers cust-000001… (`npm run seed`'s options in `extra`: --source, --prefix, --products). */
 export async function seed(tenantId: string, customers: number, extra: string[] = []): Promise<void> {
-  await run(
-    process.execPath,
-    [dist('infra/bin/seed.js'), '--tenant', tenantId, '--customers', String(customers), ...extra],
-    { env: { ...process.env, STACK_PROFILE: profile.name } },
+  const { values } = parseArgs({
+    args: extra,
+    options: {
+      products: { type: 'string', default: '0' },
+      source: { type: 'string', default: 'internal' },
+      prefix: { type: 'string', default: 'cust-' },
+    },
+  });
+  await withPg((sql) =>
+    seedWorkspace(sql, {
+      tenant: tenantId,
+      customers,
+      products: Number(values.products),
+      source: values.source!,
+      prefix: values.prefix!,
+    }),
   );
+}
+
+/** A connection of its own for one call, closed after it: a file that never uses db() keeps no pool open. */
+async function withPg<T>(fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const sql = connectPg(urls.DATABASE_URL, 1);
+  try {
+    return await fn(sql);
+  } finally {
+    await sql.end();
+  }
 }
 
 export { freePort };
@@ -75,6 +112,15 @@ export async function waitFor<T>(
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
 }
 
+/**
+ * Resolves once the clock is in a later second than `ms` (default now): what the stack stamps in
+ * whole seconds from then on sorts after what it stamped before.
+ */
+export async function nextSecond(ms = Date.now()): Promise<void> {
+  const second = Math.floor(ms / 1000);
+  await waitFor('the next second', () => Math.floor(Date.now() / 1000) > second, 2_000, 5);
+}
+
 export interface Tier {
   url: string;
   port: number;
@@ -94,7 +140,8 @@ export interface Tier {
  * (HEALTH_TENANTS, METRICS_TENANTS, PLAYBOOKS_TENANTS), and delivers the webhooks of no workspace
  * (WEBHOOK_TENANTS) unless the test names them: its retry schedule and timeout are the test's own.
  * Integration notifications and token refreshes likewise (INTEGRATION_TENANTS): another test's tier
- * would send them to a provider it does not know.
+ * would send them to a provider it does not know. Erasures likewise (ERASURE_TENANTS): a test that
+ * follows one, or kills the processors mid-erasure, needs it carried out by its own tier.
  */
 const quiet: Record<string, Record<string, string>> = {
   processors: {
@@ -103,6 +150,7 @@ const quiet: Record<string, Record<string, string>> = {
     PLAYBOOKS_TENANTS: '00000000-0000-0000-0000-000000000000',
     WEBHOOK_TENANTS: '00000000-0000-0000-0000-000000000000',
     INTEGRATION_TENANTS: '00000000-0000-0000-0000-000000000000',
+    ERASURE_TENANTS: '00000000-0000-0000-0000-000000000000',
   },
 };
 
@@ -149,7 +197,8 @@ export async function startTier(
       if (proc.exitCode !== null) throw new Error(`${tier} exited with ${proc.exitCode}:\n${out}`);
       return (await fetch(`${url}/readyz`)).ok;
     },
-    30_000,
+    // Files run side by side: a start-up can wait its turn for the CPU.
+    60_000,
   );
   return { url, port, proc, output: () => out, stop };
 }
@@ -257,4 +306,20 @@ export async function privateNats(
     10_000,
   );
   return { url: `nats://127.0.0.1:${port}`, port };
+}
+
+/**
+ * A JetStream of the test's own with the stack's streams and consumers (infra/streams.ts). Tiers
+ * given `env` publish and consume there: what their writers hold, lose to a SIGKILL or wait for
+ * is the test's alone, so the file can run beside others. ClickHouse and PostgreSQL stay shared.
+ */
+export async function privateJetStream(t: Teardowns): Promise<{ url: string; env: { NATS_URL: string } }> {
+  const { url } = await privateNats(t, { jetstream: true });
+  const nc = await connect({ servers: url });
+  try {
+    await applyStreams(await nc.jetstreamManager(), { maxBytes: 1024 ** 3, replicas: 1 });
+  } finally {
+    await nc.close();
+  }
+  return { url, env: { NATS_URL: url } };
 }

@@ -3,7 +3,7 @@ import { connect } from 'nats';
 import { subjects } from '../../lib/nats.js';
 import { client, isProblem, startApi, type Res } from '../core-api/_helpers.js';
 import { processorsTier } from '../health/support.js';
-import { bootstrap, closeDb, db, privateNats, seed, waitFor } from '../helpers/stack.js';
+import { bootstrap, closeDb, db, nextSecond, privateNats, seed, waitFor } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
 import { apiKey, known, storeEvents } from './support.js';
 
@@ -98,7 +98,7 @@ t.test('a later computation of the same period replaces the value; new periods a
   t.same(byCustomer(first), { [C]: 0 });
   await storeEvents(ws.tenant_id, [{ customer: C, name: 'report_exported', ago: 1000 }]);
   // DateTime has seconds: a second run in the same second would tie with the first.
-  await new Promise((r) => setTimeout(r, 1100));
+  await nextSecond();
   await waitFor(
     'the new value',
     async () => {
@@ -113,7 +113,7 @@ t.test('a later computation of the same period replaces the value; new periods a
 
   const rolling = await metric({ name: 'Exports 7d', window: { type: 'rolling', days: 7 } });
   await admin.post(`/v1/metrics/${rolling}/materialize`);
-  await new Promise((r) => setTimeout(r, 1100));
+  await nextSecond();
   await admin.post(`/v1/metrics/${rolling}/materialize`);
   const series = await admin.get(`/v1/metrics/${rolling}/values?customer_id=${A}`);
   t.equal(series.body.data.length, 2, 'a rolling window: one point per run');

@@ -18,7 +18,7 @@ t.test('event trigger: a task within a minute of the Nth event', async (t) => {
     actions: [{ type: 'create_task', title: 'Help with exports', assignee: 'owner' }],
   });
   const ingest = await ingestTier(t);
-  await processorsTier(t, [ws.tenant_id], { PLAYBOOKS_EVENT_POLL_MS: '5000' });
+  await processorsTier(t, [ws.tenant_id], { PLAYBOOKS_EVENT_POLL_MS: '500' });
   // The first scheduled evaluation: nothing matches yet.
   await waitFor('the first scheduled run', async () => (await runs(pb)).length > 0, 30_000);
   t.match(await runs(pb), [{ trigger_source: 'schedule', matched: [] }]);

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { bootstrap, closeDb, db, seed, waitFor } from '../helpers/stack.js';
+import { bootstrap, closeDb, db, privateJetStream, seed, waitFor } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
 import { insertPlaybook, natsClient, newId, processorsTier, runNow, storeValues, tasksOf } from './support.js';
 
@@ -8,6 +8,8 @@ import { insertPlaybook, natsClient, newId, processorsTier, runNow, storeValues,
 // evaluation completes the firing without a lost or a doubled task; evaluations of one playbook
 // asked of several instances at once never double a task either.
 t.teardown(closeDb);
+// A bus of its own: its requests reach its runners only, and what the killed one held is its own.
+const nats = await privateJetStream(t);
 
 const CUSTOMERS = 5000;
 
@@ -43,8 +45,8 @@ async function counts(pb: string) {
 
 t.test('a runner killed with SIGKILL mid-run: all or nothing, then exactly once', async (t) => {
   const { ws, pb, matching } = await workspaceWithPlaybook();
-  const nc = await natsClient(t);
-  const first = await processorsTier(t, []);
+  const nc = await natsClient(t, nats.url);
+  const first = await processorsTier(t, [], nats.env);
 
   // Kill as soon as the evaluation holds its lock, i.e. inside its transaction.
   const pending = runNow(nc, ws.tenant_id, pb, false, 5000).catch((err: unknown) => ({
@@ -80,7 +82,7 @@ t.test('a runner killed with SIGKILL mid-run: all or nothing, then exactly once'
     'the killed evaluation left all of itself or nothing',
   );
 
-  await processorsTier(t, []);
+  await processorsTier(t, [], nats.env);
   const again = await runNow(nc, ws.tenant_id, pb);
   t.equal(again.ok, true);
   t.match(await counts(pb), { tasks: 2 * matching, firing: matching, outbox: 2 * matching });
@@ -93,9 +95,9 @@ t.test('a runner killed with SIGKILL mid-run: all or nothing, then exactly once'
 
 t.test('concurrent evaluations of one playbook on two instances fire once', async (t) => {
   const { ws, pb, matching } = await workspaceWithPlaybook();
-  const nc = await natsClient(t);
-  await processorsTier(t, []);
-  await processorsTier(t, []);
+  const nc = await natsClient(t, nats.url);
+  await processorsTier(t, [], nats.env);
+  await processorsTier(t, [], nats.env);
   const replies = await Promise.all(Array.from({ length: 6 }, () => runNow(nc, ws.tenant_id, pb)));
   t.same(
     replies.map((r) => r.ok),

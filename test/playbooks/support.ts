@@ -16,8 +16,8 @@ export async function processorsTier(t: Teardowns, tenants: string[], env: Recor
   return tier;
 }
 
-export async function natsClient(t: Teardowns): Promise<NatsConnection> {
-  const nc = await connect({ servers: urls.NATS_URL, name: 'test-playbooks' });
+export async function natsClient(t: Teardowns, url = urls.NATS_URL): Promise<NatsConnection> {
+  const nc = await connect({ servers: url, name: 'test-playbooks' });
   t.teardown(() => nc.close());
   return nc;
 }

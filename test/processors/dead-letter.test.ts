@@ -1,15 +1,17 @@
 import t from 'tap';
 import { connect, headers } from 'nats';
 import { uuidv7 } from '../../lib/ids.js';
-import { bootstrap, ch, post, seed, startTier, urls, waitFor } from '../helpers/stack.js';
+import { bootstrap, ch, post, privateJetStream, seed, startTier, waitFor } from '../helpers/stack.js';
 
 t.test(
   'a message ClickHouse can never take goes to the dead-letter subject with its reason; the rest of its batch lands',
   async (t) => {
     const ws = await bootstrap();
     await seed(ws.tenant_id, 10);
-    const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '1' });
-    const nc = await connect({ servers: urls.NATS_URL });
+    // A JetStream of its own: no other file's writer takes the messages before this one starts.
+    const nats = await privateJetStream(t);
+    const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '1', ...nats.env });
+    const nc = await connect({ servers: nats.url });
     t.teardown(() => nc.close());
     const js = nc.jetstream();
 
@@ -37,7 +39,7 @@ t.test(
 
     const dlq = await (await nc.jetstreamManager()).streams.info('DLQ');
     const before = dlq.state.messages;
-    await startTier(t, 'processors', { WRITER_BATCH_MS: '300' });
+    await startTier(t, 'processors', { WRITER_BATCH_MS: '300', ...nats.env });
 
     await waitFor(
       'good events stored',

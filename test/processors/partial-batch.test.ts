@@ -1,7 +1,7 @@
 import { connect, type JetStreamManager } from 'nats';
 import t, { type Test } from 'tap';
 import { STREAM_EVENTS, subjects } from '../../lib/nats.js';
-import { bootstrap, ch, post, seed, startTier, urls, waitFor } from '../helpers/stack.js';
+import { bootstrap, ch, post, privateJetStream, seed, startTier, urls, waitFor } from '../helpers/stack.js';
 import { rollupsAndDirect } from './rollups.js';
 import { messageRows } from '../ingest/support.js';
 import { FORMAT_HEADER } from '../../lib/row-binary.js';
@@ -18,10 +18,12 @@ const DAY = 86_400_000;
 async function storedRequest(t: Test, keep: (row: { ts: number }) => boolean) {
   const ws = await bootstrap();
   await seed(ws.tenant_id, 5);
-  const nc = await connect({ servers: urls.NATS_URL });
+  // A JetStream of its own: no other file's writer takes the message before the rows are put there.
+  const nats = await privateJetStream(t);
+  const nc = await connect({ servers: nats.url });
   t.teardown(() => nc.close());
   const jsm: JetStreamManager = await nc.jetstreamManager();
-  const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '1' });
+  const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '1', ...nats.env });
   // Rows on three days (and often two monthly partitions) in one request.
   const now = Date.now();
   const stamps = [now - 25 * DAY, now - 12 * DAY, now - 1000];
@@ -49,11 +51,11 @@ async function storedRequest(t: Test, keep: (row: { ts: number }) => boolean) {
     },
   );
   t.ok(ins.ok, `earlier delivery's ${earlier.length} of ${rows.length} rows stored`);
-  return { ws, rows, batch: res.headers.get('x-trace-id')! };
+  return { ws, rows, batch: res.headers.get('x-trace-id')!, nats: nats.env };
 }
 
-async function expectExactlyOnce(t: Test, tenant: string, batch: string, total: number) {
-  const proc = await startTier(t, 'processors', { WRITER_BATCH_MS: '20' });
+async function expectExactlyOnce(t: Test, tenant: string, batch: string, total: number, nats: { NATS_URL: string }) {
+  const proc = await startTier(t, 'processors', { WRITER_BATCH_MS: '20', ...nats });
   const q = `SELECT count() AS c, uniqExact(event_id) AS u FROM events WHERE tenant_id = '${tenant}'`;
   await waitFor(
     'the message handled',
@@ -76,15 +78,15 @@ async function expectExactlyOnce(t: Test, tenant: string, batch: string, total: 
 
 t.test('a partly stored message is completed with its missing rows only; rollups stay exact', async (t) => {
   const cut = Date.now() - 6 * DAY;
-  const { ws, rows, batch } = await storedRequest(t, (r) => r.ts * 1000 < cut);
+  const { ws, rows, batch, nats } = await storedRequest(t, (r) => r.ts * 1000 < cut);
   t.ok(
     rows.some((r) => r.ts * 1000 >= cut),
     'some rows were missing',
   );
-  await expectExactlyOnce(t, ws.tenant_id, batch, rows.length);
+  await expectExactlyOnce(t, ws.tenant_id, batch, rows.length, nats);
 });
 
 t.test('a fully stored message delivered again as new is acknowledged without a second insert', async (t) => {
-  const { ws, rows, batch } = await storedRequest(t, () => true);
-  await expectExactlyOnce(t, ws.tenant_id, batch, rows.length);
+  const { ws, rows, batch, nats } = await storedRequest(t, () => true);
+  await expectExactlyOnce(t, ws.tenant_id, batch, rows.length, nats);
 });

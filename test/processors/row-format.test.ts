@@ -12,7 +12,7 @@ import {
 } from '../../lib/row-binary.js';
 import { subjects } from '../../lib/nats.js';
 import type { BillingRow, EventRow } from '../../schemas/rows.js';
-import { bootstrap, ch, propertiesText, startTier, urls, waitFor } from '../helpers/stack.js';
+import { bootstrap, ch, privateJetStream, propertiesText, startTier, urls, waitFor } from '../helpers/stack.js';
 
 // Messages of every row format reach the writer: RowBinary;v=2 (what producers write today), the
 // formats before it, which a stream upgraded in place still holds (RowBinary;v=1, and JSONEachRow
@@ -20,7 +20,9 @@ import { bootstrap, ch, propertiesText, startTier, urls, waitFor } from '../help
 
 type Format = typeof ROW_BINARY_V2 | typeof ROW_BINARY_V1 | 'JSONEachRow';
 
-const nc = await connect({ servers: urls.NATS_URL });
+// A JetStream of its own: each test's messages wait for the writer it starts, with its buffer sizes.
+const nats = await privateJetStream(t);
+const nc = await connect({ servers: nats.url });
 t.teardown(() => nc.close());
 const js = nc.jetstream();
 const jsm = await nc.jetstreamManager();
@@ -152,7 +154,7 @@ t.test('messages of every row format in one batch are stored alike, every column
     rows: 2,
     format: ROW_BINARY_V2,
   });
-  await startTier(t, 'processors', { WRITER_BATCH_MS: '300' });
+  await startTier(t, 'processors', { WRITER_BATCH_MS: '300', ...nats.env });
   await waitFor('all rows stored', async () => (await countOf('events', tenant)) === 13, 30_000);
   const stored = await storedEvents(tenant);
   t.same(stored, expected([...binary, ...json, ...v1]), 'every column as published');
@@ -215,7 +217,7 @@ t.test('a partly stored RowBinary message is completed with its missing rows onl
   );
   t.ok(earlier.ok, 'two rows stored before');
   await publish(js, subjects.usage(tenant), rowBinary('events', rows), { id: batch, rows: 6, format: ROW_BINARY_V2 });
-  await startTier(t, 'processors', { WRITER_BATCH_MS: '20' });
+  await startTier(t, 'processors', { WRITER_BATCH_MS: '20', ...nats.env });
   await waitFor('the message completed', async () => (await countOf('events', tenant)) >= 6, 30_000);
   await waitFor(
     'consumer caught up',
@@ -246,7 +248,7 @@ t.test('a message ClickHouse cannot read is dead-lettered with its reason; the r
     rows: 2,
     format: ROW_BINARY_V2,
   });
-  await startTier(t, 'processors', { WRITER_BATCH_MS: '300' });
+  await startTier(t, 'processors', { WRITER_BATCH_MS: '300', ...nats.env });
   await waitFor('the good message stored', async () => (await countOf('events', tenant)) === 3, 30_000);
   const reasons = await waitFor(
     'both dead letters',
@@ -288,7 +290,12 @@ t.test('rows pass through the writer’s reused buffers unchanged, messages too 
       format: ROW_BINARY_V2,
     });
   }
-  await startTier(t, 'processors', { WRITER_BATCH_MS: '20', WRITER_BATCH_BYTES: '8192', WRITER_INSERT_STREAMS: '1' });
+  await startTier(t, 'processors', {
+    WRITER_BATCH_MS: '20',
+    WRITER_BATCH_BYTES: '8192',
+    WRITER_INSERT_STREAMS: '1',
+    ...nats.env,
+  });
   await waitFor('all rows stored', async () => (await countOf('events', tenant)) === sent.length, 30_000);
   t.same(await storedEvents(tenant), expected(sent), 'every column of every row as published');
 });

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { client, startApi } from '../core-api/_helpers.js';
-import { bootstrap, closeDb, db, waitFor, type Workspace } from '../helpers/stack.js';
+import { bootstrap, closeDb, db, privateJetStream, waitFor, type Workspace } from '../helpers/stack.js';
 import { type Receiver, startReceiver, verifySignature } from '../helpers/webhook-receiver.js';
 import { processorsTier } from '../playbooks/support.js';
 
@@ -11,7 +11,9 @@ import { processorsTier } from '../playbooks/support.js';
 // subscription failing for WEBHOOK_DISABLE_AFTER_MS is disabled; a dispatcher killed with SIGKILL
 // mid-attempt loses nothing and its duplicates keep their webhook-id.
 t.teardown(closeDb);
-const api = await startApi(t);
+// A bus of its own: what the killed dispatcher's tier held is this file's alone.
+const nats = await privateJetStream(t);
+const api = await startApi(t, nats.env);
 const rx = await startReceiver(t);
 const ws = await bootstrap();
 const admin = client(api.url, ws.api_key);
@@ -22,6 +24,7 @@ const env = (w: Workspace, extra: Record<string, string> = {}) => ({
   WEBHOOK_RETRY_SCHEDULE: SCHEDULE,
   WEBHOOK_TIMEOUT_MS: '1000',
   WEBHOOK_POLL_MS: '50',
+  ...nats.env,
   ...extra,
 });
 await processorsTier(t, [], env(ws));
