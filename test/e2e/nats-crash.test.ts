@@ -1,26 +1,11 @@
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { alive } from '../../infra/proc.js';
 import { runLoad } from '../helpers/load.js';
-import { bootstrap, ch, dist, profile, seed, startTier, waitFor } from '../helpers/stack.js';
+import { bootstrap, ch, profile, seed, startTier, waitFor, stackUp } from '../helpers/stack.js';
 
 const natsPid = () => Number(fs.readFileSync(path.join(profile.dataDir, 'nats.pid'), 'utf8'));
-const upOnce = () =>
-  new Promise<number | null>((resolve) => {
-    const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', 'test'], { stdio: 'ignore' });
-    p.once('exit', (code) => resolve(code));
-  });
-/** Brings the stack back; a second try covers a port still held by the killed server's socket. */
-async function stackUp(): Promise<number | null> {
-  let code = await upOnce();
-  for (let i = 0; i < 3 && code !== 0; i++) {
-    await new Promise((r) => setTimeout(r, 500));
-    code = await upOnce();
-  }
-  return code;
-}
 const KILLS = 5;
 
 t.test(

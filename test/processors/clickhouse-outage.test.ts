@@ -6,11 +6,11 @@ import { alive } from '../../infra/proc.js';
 import { consumers } from '../../lib/nats.js';
 import { runLoad } from '../helpers/load.js';
 import { jetstream, metric, writersIdle } from '../helpers/observe.js';
-import { bootstrap, ch, dist, profile, seed, startTier, waitFor } from '../helpers/stack.js';
+import { bootstrap, ch, dist, profile, seed, startTier, waitFor, plainNode } from '../helpers/stack.js';
 
 const chPid = () => Number(fs.readFileSync(path.join(profile.dataDir, 'clickhouse.pid'), 'utf8'));
 const stackUp = () =>
-  spawnSync(process.execPath, [dist('infra/cli.js'), 'up', '--profile', 'test'], { stdio: 'inherit' }).status;
+  spawnSync(...plainNode([dist('infra/cli.js'), 'up', '--profile', 'test']), { stdio: 'inherit' }).status;
 
 t.test(
   'while ClickHouse is down, ingestion goes on; when it is back the backlog drains with nothing lost or doubled',

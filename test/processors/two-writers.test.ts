@@ -5,10 +5,10 @@ import t from 'tap';
 import { consumers } from '../../lib/nats.js';
 import { runLoad } from '../helpers/load.js';
 import { consumerInfo, jetstream, lastDelivery, writersIdle } from '../helpers/observe.js';
-import { bootstrap, ch, dist, profile, seed, startTier, waitFor } from '../helpers/stack.js';
+import { bootstrap, ch, dist, profile, seed, startTier, waitFor, plainNode } from '../helpers/stack.js';
 
 const stackUp = () =>
-  spawnSync(process.execPath, [dist('infra/cli.js'), 'up', '--profile', 'test'], { stdio: 'inherit' }).status;
+  spawnSync(...plainNode([dist('infra/cli.js'), 'up', '--profile', 'test']), { stdio: 'inherit' }).status;
 
 // Small batches and one insert slot: messages wait their turn far longer than the ack wait (10 s).
 const WRITER = { WRITER_INSERT_STREAMS: '1', WRITER_BATCH_ROWS: '500', WRITER_BATCH_MS: '20' };

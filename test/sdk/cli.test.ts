@@ -5,7 +5,7 @@ import path from 'node:path';
 import t from 'tap';
 import { ROOT } from '../../infra/stack.js';
 import { ingest, workspace } from '../events/support.js';
-import { ch, closeDb, startTier, waitFor } from '../helpers/stack.js';
+import { ch, closeDb, startTier, waitFor, plainNode } from '../helpers/stack.js';
 
 /** csp-ingest send: a file streamed through the client, refusals written out, the exit status. */
 
@@ -14,7 +14,7 @@ const DAY = 24 * 3600_000;
 
 function run(args: string[]): Promise<{ code: number; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { timeout: 120_000 }, (err, _stdout, stderr) =>
+    execFile(...plainNode([CLI, ...args]), { timeout: 120_000 }, (err, _stdout, stderr) =>
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stderr }),
     );
   });

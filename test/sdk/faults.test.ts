@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -6,7 +5,7 @@ import t from 'tap';
 import { alive } from '../../infra/proc.js';
 import { IngestClient } from '../../sdk/src/client.js';
 import type { IngestClientError } from '../../sdk/src/errors.js';
-import { bootstrap, ch, closeDb, db, dist, freePort, profile, seed, startTier, waitFor } from '../helpers/stack.js';
+import { bootstrap, ch, closeDb, db, freePort, profile, seed, startTier, waitFor, stackUp } from '../helpers/stack.js';
 
 /**
  * The client's promise under faults: a million events tracked while the ingest tier is restarted
@@ -21,19 +20,6 @@ const SERVER_REJECT_EVERY = 50_000;
 const LOCAL_REJECT_EVERY = 100_000;
 
 const natsPid = () => Number(fs.readFileSync(path.join(profile.dataDir, 'nats.pid'), 'utf8'));
-const upOnce = () =>
-  new Promise<number | null>((resolve) => {
-    const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', 'test'], { stdio: 'ignore' });
-    p.once('exit', (code) => resolve(code));
-  });
-async function stackUp(): Promise<number | null> {
-  let code = await upOnce();
-  for (let i = 0; i < 3 && code !== 0; i++) {
-    await new Promise((r) => setTimeout(r, 500));
-    code = await upOnce();
-  }
-  return code;
-}
 
 t.teardown(closeDb);
 

@@ -6,7 +6,7 @@ import { DataCipher } from '../../lib/credentials/data-cipher.js';
 import { newSecret } from '../../lib/webhooks/signature.js';
 import { call, client, startApi } from '../core-api/_helpers.js';
 import { startFakeProvider } from '../helpers/fake-provider.js';
-import { bootstrap, closeDb, db, dist, profile, startTier, type Tier, waitFor } from '../helpers/stack.js';
+import { bootstrap, closeDb, db, dist, profile, startTier, type Tier, waitFor, plainNode } from '../helpers/stack.js';
 import { startReceiver, verifySignature } from '../helpers/webhook-receiver.js';
 
 // Secrets at rest across a rotation of the data key (docs/security.md): webhook signing secrets
@@ -107,7 +107,7 @@ t.test('under the old key: secrets are stored encrypted, deliveries and provider
 
 t.test('the new key first, the rotation while the tiers run, then the old key gone', async (t) => {
   const both = await tiers(`${NEW},${OLD}`);
-  const rotate = await run(process.execPath, [dist('infra/bin/rotate-data-key.js'), '--tenant', w.tenant_id], {
+  const rotate = await run(...plainNode([dist('infra/bin/rotate-data-key.js'), '--tenant', w.tenant_id]), {
     env: {
       ...process.env,
       STACK_PROFILE: profile.name,
@@ -127,7 +127,7 @@ t.test('the new key first, the rotation while the tiers run, then the old key go
   await notificationSent(t);
   await both.stop();
 
-  const again = await run(process.execPath, [dist('infra/bin/rotate-data-key.js'), '--tenant', w.tenant_id], {
+  const again = await run(...plainNode([dist('infra/bin/rotate-data-key.js'), '--tenant', w.tenant_id]), {
     env: { ...process.env, STACK_PROFILE: profile.name, DATA_ENCRYPTION_KEY: NEW, INTEGRATION_TOKEN_KEY: '' },
   });
   t.same(JSON.parse(again.stdout).rewritten, {}, 'a second run has nothing to do');
