@@ -21,6 +21,37 @@ export function createAjv(opts: Options = {}): Ajv {
   return addFormats(new Ajv({ strict: false, allErrors: false, useDefaults: true, coerceTypes: false, ...opts }));
 }
 
+const declared: Array<() => void> = [];
+
+/** Compiles every validator declared so far (lazyCompile) that no call has compiled yet; returns how many were declared. */
+export function compileDeclared(): number {
+  for (const c of declared) c();
+  return declared.length;
+}
+
+/**
+ * A validator compiled on its first call, for every later call the compiled one. A tier declares
+ * far more schemas than a process ends up using: compiling them all at start-up took about a third
+ * of a core-api start's CPU and a quarter of ingest's (V8 profiles). A schema's first request
+ * pays its compilation instead (milliseconds), and `test/unit/schemas-compile.test.ts` compiles
+ * every one of them, so a schema Ajv refuses still fails before it ships.
+ */
+export function lazyCompile<T>(ajv: Ajv, schema: object): ValidateFunction<T> {
+  let compiled: ValidateFunction<T> | undefined;
+  declared.push(() => {
+    compiled ??= ajv.compile<T>(schema);
+  });
+  const validate = ((data: unknown, ctx?: unknown) => {
+    compiled ??= ajv.compile<T>(schema);
+    const ok = (compiled as (d: unknown, c?: unknown) => boolean)(data, ctx);
+    validate.errors = compiled.errors;
+    return ok;
+  }) as ValidateFunction<T>;
+  validate.errors = null;
+  validate.schema = schema;
+  return validate;
+}
+
 export interface Compiled<T> {
   /** Fast check; fills defaults. */
   check: ValidateFunction<T>;
@@ -32,7 +63,7 @@ const fast = createAjv();
 const full = createAjv({ allErrors: true });
 
 export function compile<S extends TSchema>(schema: S): Compiled<Static<S>> {
-  return { check: fast.compile<Static<S>>(schema as object), explain: full.compile<Static<S>>(schema as object) };
+  return { check: lazyCompile(fast, schema as object), explain: lazyCompile(full, schema as object) };
 }
 
 /** A string format as every Ajv of the service checks it (`email`, `uuid`…), for code that checks without a schema. */

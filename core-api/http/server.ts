@@ -31,7 +31,7 @@ export interface ServerDeps {
   ready: () => boolean;
 }
 
-interface Compiled {
+export interface Compiled {
   params?: Validator<unknown>;
   query?: Validator<unknown>;
   body?: Validator<unknown>;
@@ -48,20 +48,22 @@ interface ApiExchange extends Exchange {
   ip?: string;
 }
 
+/** A route's validators (compiled on first use: schemas/ajv.ts lazyCompile). */
+export function compileRoute(r: Route): Compiled {
+  return {
+    params: r.params ? compileQuery(r.params) : undefined,
+    query: r.query ? compileQuery(r.query) : undefined,
+    body: r.body && r.bodyType !== 'form' ? compileBody(r.body) : undefined,
+  };
+}
+
 /**
  * The core API on the request kernel (lib/http/kernel.ts). Its steps per request: match → authenticate
  * → rate limit → authorize → parse and validate → handler; every error becomes problem+json.
  */
 export function mount(app: TemplatedApp, deps: ServerDeps): TemplatedApp {
   const { router, log, metrics } = deps;
-  const compiled = new Map<Route, Compiled>();
-  for (const r of router.routes) {
-    compiled.set(r, {
-      params: r.params ? compileQuery(r.params) : undefined,
-      query: r.query ? compileQuery(r.query) : undefined,
-      body: r.body && r.bodyType !== 'form' ? compileBody(r.body) : undefined,
-    });
-  }
+  const compiled = new Map<Route, Compiled>(router.routes.map((r) => [r, compileRoute(r)]));
 
   const dialect: Dialect<ApiExchange, Reply> = {
     traffic: deps.traffic,
