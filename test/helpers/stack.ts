@@ -3,8 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { promisify } from 'node:util';
-import { execFile } from 'node:child_process';
+import { parseArgs } from 'node:util';
 import { connect } from 'nats';
 import postgres from 'postgres';
 import { integrationTokenKey, ROOT, stackEnv, stackProfile, stackUrls } from '../../infra/stack.js';
@@ -12,8 +11,8 @@ import { ClickHouseEndpoints } from '../../lib/clickhouse-endpoints.js';
 import { freePort } from '../../infra/proc.js';
 import { propertiesJson } from '../../lib/event-properties.js';
 import { applyStreams } from '../../infra/streams.js';
-
-const run = promisify(execFile);
+import { createWorkspace, seedWorkspace } from '../../infra/workspace.js';
+import { connectPg } from '../../lib/pg.js';
 
 /**
  * The test stack (npm test starts it: infra/cli.js up --profile test); TEST_STACK_PROFILE=cluster
@@ -49,19 +48,59 @@ export function plainNode(args: string[]): [string, string[]] {
   return ['/bin/sh', ['-c', 'unset NODE_OPTIONS; exec "$0" "$@"', process.execPath, ...args]];
 }
 
-/** A new, independent workspace: each test makes its own. */
+/**
+ * A new, independent workspace: each test makes its own. Takes `npm run bootstrap`'s options; made
+ * in this process (infra/workspace.ts, which the command runs too): a transaction, not a Node start.
+ */
 export async function bootstrap(args: string[] = []): Promise<Workspace> {
-  const { stdout } = await run(...plainNode([dist('infra/bin/bootstrap.js'), '--json', ...args]), {
-    env: { ...process.env, STACK_PROFILE: profile.name },
+  const { values } = parseArgs({
+    args,
+    options: {
+      name: { type: 'string', default: 'Demo workspace' },
+      plan: { type: 'string', default: 'enterprise' },
+      email: { type: 'string' },
+    },
   });
-  return JSON.parse(stdout) as Workspace;
+  return withPg((sql) =>
+    createWorkspace(sql, {
+      name: values.name!,
+      plan: values.plan!,
+      email: values.email,
+      ingestUrl: `http://127.0.0.1:${profile.ingestPort}`,
+      apiUrl: `http://127.0.0.1:${profile.apiPort}`,
+    }),
+  );
 }
 
+/** Customers cust-000001… (`npm run seed`'s options in `extra`: --source, --prefix, --products), in this process. */
 export async function seed(tenantId: string, customers: number, extra: string[] = []): Promise<void> {
-  await run(
-    ...plainNode([dist('infra/bin/seed.js'), '--tenant', tenantId, '--customers', String(customers), ...extra]),
-    { env: { ...process.env, STACK_PROFILE: profile.name } },
+  const { values } = parseArgs({
+    args: extra,
+    options: {
+      products: { type: 'string', default: '0' },
+      source: { type: 'string', default: 'internal' },
+      prefix: { type: 'string', default: 'cust-' },
+    },
+  });
+  await withPg((sql) =>
+    seedWorkspace(sql, {
+      tenant: tenantId,
+      customers,
+      products: Number(values.products),
+      source: values.source!,
+      prefix: values.prefix!,
+    }),
   );
+}
+
+/** A connection of its own for one call, closed after it: a file that never uses db() keeps no pool open. */
+async function withPg<T>(fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const sql = connectPg(urls.DATABASE_URL, 1);
+  try {
+    return await fn(sql);
+  } finally {
+    await sql.end();
+  }
 }
 
 /**
