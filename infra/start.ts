@@ -2,11 +2,13 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { integrationTokenKey, ROOT, stackEnv, stackProfile } from './stack.js';
+import type { DemoReport } from './demo/load.js';
 import { edgeCaFile } from './services.js';
 
 /**
  * npm start: brings the local stack up (installing what is missing when root), bootstraps a demo
- * workspace on the first run, and runs every tier in the foreground. Ctrl-C stops the tiers
+ * workspace on the first run and loads its demo data through the tiers (infra/demo/), runs every
+ * tier in the foreground and prints the credentials with a short tour. Ctrl-C stops the tiers
  * cleanly; the servers keep running for the next start (npm run infra:down stops them).
  */
 const profile = stackProfile(process.env.STACK_PROFILE ?? 'dev');
@@ -19,6 +21,7 @@ const up = spawnSync(node, [dist('infra/cli.js'), 'up', '--profile', profile.nam
 if (up.status !== 0) process.exit(up.status ?? 1);
 
 const ingestUrl = `http://127.0.0.1:${profile.ingestPort}`;
+const processorsPort = profile.ingestPort + 200;
 const apiUrl = `http://127.0.0.1:${profile.apiPort}`;
 const env = {
   ...process.env,
@@ -34,6 +37,7 @@ const env = {
 };
 
 // The first run creates a workspace; its secrets are kept (git-ignored, owner-only) for later starts.
+// Its demo data is loaded once the tiers are up (below).
 const credsFile = path.join(profile.dataDir, 'credentials.json');
 if (!fs.existsSync(credsFile)) {
   const b = spawnSync(node, [dist('infra/bin/bootstrap.js'), '--json'], { env, encoding: 'utf8' });
@@ -41,12 +45,6 @@ if (!fs.existsSync(credsFile)) {
     say(`bootstrap failed: ${b.stderr}`);
     process.exit(1);
   }
-  // A few demo customers (external ids cust-000001…) so the example requests below resolve.
-  const tenant = (JSON.parse(b.stdout) as { tenant_id: string }).tenant_id;
-  spawnSync(node, [dist('infra/bin/seed.js'), '--tenant', tenant, '--customers', '100', '--products', '3'], {
-    env,
-    stdio: 'ignore',
-  });
   fs.writeFileSync(credsFile, b.stdout, { mode: 0o600 });
 }
 const creds = JSON.parse(fs.readFileSync(credsFile, 'utf8')) as Record<string, string>;
@@ -57,8 +55,16 @@ interface TierSpec {
   env: Record<string, string>;
 }
 const specs: TierSpec[] = [
-  { name: 'ingest', file: 'ingest/main.js', env: { INGEST_PORT: String(profile.ingestPort) } },
-  { name: 'processors', file: 'processors/main.js', env: { PROCESSORS_PORT: String(profile.ingestPort + 200) } },
+  {
+    name: 'ingest',
+    file: 'ingest/main.js',
+    // The demo's 90 days arrive through the backfill endpoint, about 40 requests of 1000 events.
+    env: {
+      INGEST_PORT: String(profile.ingestPort),
+      EVENTS_BACKFILLS_PER_MIN: process.env.EVENTS_BACKFILLS_PER_MIN ?? '600',
+    },
+  },
+  { name: 'processors', file: 'processors/main.js', env: { PROCESSORS_PORT: String(processorsPort) } },
   { name: 'core-api', file: 'core-api/main.js', env: { API_PORT: String(profile.apiPort) } },
 ];
 const tiers = specs.filter((t) => fs.existsSync(dist(t.file)));
@@ -80,24 +86,6 @@ for (const t of tiers) {
   children.push(child);
 }
 
-process.stdout.write(
-  [
-    '',
-    `Edge (HTTPS):        https://127.0.0.1:${profile.edgePort}/v1/…  (CA: ${path.relative(ROOT, edgeCaFile(profile))}; http://127.0.0.1:${profile.edgeHttpPort} redirects)`,
-    `Surface A (ingest):  ${ingestUrl}/v1/ingest/events`,
-    `Core API:            ${apiUrl}/v1`,
-    `Workspace:           ${creds.tenant_id}`,
-    `Ingestion key:       ${creds.ingestion_key}`,
-    `Admin API key:       ${creds.api_key}`,
-    `Admin sign-in:       ${creds.admin_email} / ${creds.admin_password}`,
-    `(credentials kept in ${path.relative(ROOT, credsFile)}; Ctrl-C stops the tiers, npm run infra:down the servers)`,
-    '',
-    `Try: curl -X POST ${ingestUrl}/v1/ingest/events -H 'X-API-Key: ${creds.ingestion_key}' -H 'Content-Type: application/json' \\`,
-    `       -d '{"events":[{"event_name":"login","external_customer_id":"cust-000001"}]}'`,
-    '',
-  ].join('\n') + '\n',
-);
-
 async function shutdown(code: number): Promise<void> {
   if (stopping) return;
   stopping = true;
@@ -118,3 +106,92 @@ process.on('exit', () => {
 });
 process.on('SIGINT', () => void shutdown(0));
 process.on('SIGTERM', () => void shutdown(0));
+
+const tour = await demoWorkspace();
+process.stdout.write(
+  [
+    '',
+    `Edge (HTTPS):        https://127.0.0.1:${profile.edgePort}/v1/…  ` +
+      `(CA: ${path.relative(ROOT, edgeCaFile(profile))}; http://127.0.0.1:${profile.edgeHttpPort} redirects)`,
+    `Surface A (ingest):  ${ingestUrl}/v1/ingest/events`,
+    `Core API:            ${apiUrl}/v1`,
+    `Workspace:           ${creds.tenant_id}`,
+    `Ingestion key:       ${creds.ingestion_key}`,
+    `Admin API key:       ${creds.api_key}`,
+    `Admin sign-in:       ${creds.admin_email} / ${creds.admin_password}`,
+    `(credentials kept in ${path.relative(ROOT, credsFile)}; Ctrl-C stops the tiers, npm run infra:down the servers)`,
+    '',
+    ...(tour ? tourLines(tour, creds.api_key) : []),
+  ].join('\n') + '\n',
+);
+
+/**
+ * Waits for the tiers, then loads the demo workspace (npm run seed -- --demo; on later starts it
+ * finds the demo there and adds nothing). Its answer names what the tour shows; undefined when
+ * the load failed, which leaves the tiers running.
+ */
+async function demoWorkspace(): Promise<DemoReport['tour'] | undefined> {
+  const ports = [profile.ingestPort, processorsPort, profile.apiPort];
+  const deadline = Date.now() + 180_000;
+  for (const port of ports) {
+    while (!(await ready(port))) {
+      if (stopping) return undefined;
+      if (Date.now() > deadline) {
+        say(`the tier on port ${port} was not ready within 180 s; no demo data`);
+        return undefined;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  say('loading the demo workspace (the first start only)…');
+  const args = ['--demo', '--credentials', credsFile, '--api', apiUrl, '--ingest', ingestUrl];
+  const seeded = spawn(node, [dist('infra/bin/seed.js'), ...args], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(seeded);
+  let out = '';
+  seeded.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const code = await new Promise<number | null>((r) => seeded.once('exit', (c) => r(c)));
+  if (code !== 0) {
+    say('the demo workspace could not be loaded (above); the tiers keep running');
+    return undefined;
+  }
+  const report = JSON.parse(out) as DemoReport;
+  const h = report.health;
+  say(
+    report.loaded
+      ? `demo workspace loaded in ${(report.elapsed_ms / 1000).toFixed(1)} s: ${report.customers} customers, ` +
+          `${report.events} usage events; health ${h.healthy} healthy, ${h.neutral} neutral, ${h.at_risk} at risk`
+      : 'demo workspace already loaded',
+  );
+  return report.tour;
+}
+
+async function ready(port: number): Promise<boolean> {
+  try {
+    return (await fetch(`http://127.0.0.1:${port}/readyz`)).ok;
+  } catch {
+    return false;
+  }
+}
+
+/** The start output's tour: copy-paste requests that show what the product made of the demo data. */
+function tourLines(t: DemoReport['tour'], key: string): string[] {
+  const auth = `-H 'Authorization: Bearer ${key}'`;
+  const event = JSON.stringify({
+    events: [{ customer_id: t.at_risk_customer_id, event_name: 'report_exported', properties: { format: 'pdf' } }],
+  });
+  return [
+    'Tour (the demo workspace: 100 customers, 90 days of usage):',
+    '  # The portfolio: ARR, health distribution, the largest accounts at risk',
+    `  curl -s ${apiUrl}/v1/analytics/portfolio ${auth}`,
+    `  # Why ${t.at_risk_customer_name} is at risk: its score and each dimension`,
+    `  curl -s ${apiUrl}/v1/customers/${t.at_risk_customer_id}/health ${auth}`,
+    `  # The tasks the "${t.playbook_name}" playbook created for the owners`,
+    `  curl -s '${apiUrl}/v1/tasks?playbook_id=${t.playbook_id}' ${auth}`,
+    '  # Send an event, then find it in the event log',
+    `  curl -s ${ingestUrl}/v1/events ${auth} -H 'Content-Type: application/json' -d '${event}'`,
+    `  curl -s '${ingestUrl}/v1/events?customer_id=${t.at_risk_customer_id}&event_name=report_exported' ${auth}`,
+    '',
+  ];
+}

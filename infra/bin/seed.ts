@@ -1,5 +1,8 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { connectPg } from '../../lib/pg.js';
+import { loadDemo } from '../demo/load.js';
 import { stackProfile, stackUrls } from '../stack.js';
 import { seedWorkspace } from '../workspace.js';
 
@@ -7,6 +10,14 @@ import { seedWorkspace } from '../workspace.js';
  * npm run seed -- --tenant ID --customers N [--source internal] [--prefix cust-] [--products N]
  * Adds customers with external ids PREFIX000001… (and products P0001…) to a workspace, for tests
  * and benchmarks. Prints {"tenant_id","customers","products","external_source","first_external_id"}.
+ *
+ * npm run seed -- --demo [--credentials FILE] [--seed N] [--api URL] [--ingest URL]
+ * Loads the demo workspace (infra/demo/) into the workspace of FILE, the JSON `npm run bootstrap --
+ * --json` prints (default: the one npm start made, .data/<profile>/credentials.json), through the
+ * running tiers (default: the URLs in FILE). The same seed (default 42) gives the same data; a
+ * workspace that has the demo gets nothing more. Prints the report as JSON, progress on stderr.
+ * Against an ingest tier with the default backfill limit (EVENTS_BACKFILLS_PER_MIN=10) it waits
+ * out the limit, a few minutes; npm start raises it for its own tiers.
  */
 const { values } = parseArgs({
   options: {
@@ -15,25 +26,61 @@ const { values } = parseArgs({
     products: { type: 'string', default: '0' },
     source: { type: 'string', default: 'internal' },
     prefix: { type: 'string', default: 'cust-' },
+    demo: { type: 'boolean', default: false },
+    credentials: { type: 'string' },
+    seed: { type: 'string', default: '42' },
+    api: { type: 'string' },
+    ingest: { type: 'string' },
   },
 });
-if (!values.tenant) {
-  process.stderr.write('usage: seed --tenant ID --customers N [--source S] [--prefix P] [--products N]\n');
+const profile = stackProfile(process.env.STACK_PROFILE);
+const urls = stackUrls(profile);
+if (!values.demo && !values.tenant) {
+  process.stderr.write(
+    'usage: seed --tenant ID --customers N [--source S] [--prefix P] [--products N]\n' +
+      '       seed --demo [--credentials FILE] [--seed N] [--api URL] [--ingest URL]\n',
+  );
   process.exit(2);
 }
-const sql = connectPg(process.env.DATABASE_URL ?? stackUrls(stackProfile(process.env.STACK_PROFILE)).DATABASE_URL, 1);
+const sql = connectPg(process.env.DATABASE_URL ?? urls.DATABASE_URL, values.demo ? 4 : 1);
 try {
-  const out = await seedWorkspace(sql, {
-    tenant: values.tenant,
-    customers: Number(values.customers),
-    products: Number(values.products),
-    source: values.source!,
-    prefix: values.prefix!,
-  });
-  process.stdout.write(JSON.stringify(out) + '\n');
+  if (values.demo) await demo();
+  else {
+    const out = await seedWorkspace(sql, {
+      tenant: values.tenant!,
+      customers: Number(values.customers),
+      products: Number(values.products),
+      source: values.source!,
+      prefix: values.prefix!,
+    });
+    process.stdout.write(JSON.stringify(out) + '\n');
+  }
 } catch (err) {
   process.stderr.write(`seed failed: ${(err as Error).message}\n`);
   process.exitCode = 1;
 } finally {
   await sql.end();
+}
+
+async function demo(): Promise<void> {
+  const file = values.credentials ?? path.join(profile.dataDir, 'credentials.json');
+  if (!fs.existsSync(file)) throw new Error(`no credentials file ${file} (npm run bootstrap -- --json > FILE)`);
+  const creds = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, string>;
+  const t0 = performance.now();
+  const seed = Number(values.seed);
+  if (!Number.isSafeInteger(seed)) throw new Error(`--seed ${values.seed} is not an integer`);
+  const report = await loadDemo({
+    sql,
+    clickhouseUrl: process.env.CLICKHOUSE_URL ?? urls.CLICKHOUSE_URL,
+    apiUrl: values.api ?? creds.api_url,
+    ingestUrl: values.ingest ?? creds.ingest_url,
+    tenantId: creds.tenant_id,
+    apiKey: creds.api_key,
+    ingestionKey: creds.ingestion_key,
+    seed,
+    dropRatio: Number(process.env.ALERTS_USAGE_DROP_RATIO ?? 0.5),
+    dropMinWeekly: Number(process.env.ALERTS_USAGE_DROP_MIN_WEEKLY ?? 20),
+    log: (line) => process.stderr.write(`seed: [${((performance.now() - t0) / 1000).toFixed(1)} s] ${line}\n`),
+  });
+  process.stdout.write(JSON.stringify(report) + '\n');
 }

@@ -1,0 +1,106 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import t from 'tap';
+import { generateDemo } from '../../infra/demo/data.js';
+import type { DemoReport } from '../../infra/demo/load.js';
+import { bootstrap, ch, closeDb, dist, plainNode, profile, startTier } from '../helpers/stack.js';
+
+/**
+ * `npm run seed -- --demo` into a workspace of its own, through tiers of its own: the demo's usage
+ * arrives through the backfill endpoint and is stored, the default health model spreads the
+ * customers over the three statuses, the playbooks create tasks, a usage_drop alert is raised; the
+ * same seed generates the same data, and a second load adds nothing.
+ */
+const run = promisify(execFile);
+t.teardown(closeDb);
+
+const ws = await bootstrap();
+const api = await startTier(t, 'core-api', { PUBLIC_BASE_URL: 'http://127.0.0.1' });
+const ingest = await startTier(t, 'ingest', { EVENTS_BACKFILLS_PER_MIN: '600' });
+await startTier(t, 'processors', { OUTBOX_POLL_MS: '100' });
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'demo-'));
+t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+const credentials = path.join(dir, 'credentials.json');
+fs.writeFileSync(credentials, JSON.stringify(ws), { mode: 0o600 });
+
+async function seedDemo(): Promise<DemoReport> {
+  const args = ['--demo', '--credentials', credentials, '--seed', '11', '--api', api.url, '--ingest', ingest.url];
+  const { stdout } = await run(...plainNode([dist('infra/bin/seed.js'), ...args]), {
+    env: { ...process.env, STACK_PROFILE: profile.name },
+    maxBuffer: 1 << 20,
+  });
+  return JSON.parse(stdout) as DemoReport;
+}
+
+const stored = async () =>
+  Number(
+    (
+      await ch<{ n: string }>(
+        `SELECT count() AS n FROM csp.events WHERE tenant_id = toUUID('${ws.tenant_id}') AND surface = 'b'`,
+      )
+    )[0].n,
+  );
+
+const auth = { authorization: `Bearer ${ws.api_key}` };
+const get = async (p: string) => (await fetch(api.url + p, { headers: auth })).json() as Promise<any>;
+
+t.test('the generator: the same seed and day give the same data, another seed other data', async (t) => {
+  const day = Date.parse('2026-03-04T10:00:00Z');
+  const a = generateDemo(7, day);
+  const b = generateDemo(7, day + 3600_000);
+  t.same(a, b, 'identical within the day');
+  const c = generateDemo(8, day);
+  t.not(c.events.length, a.events.length, 'another seed, another count');
+  t.equal(a.customers.length, 100);
+  const names = new Set(a.events.map((e) => e.event_name));
+  t.ok(names.size >= 15 && names.size <= 30, `${names.size} event names`);
+  const oldest = Math.min(...a.events.map((e) => Date.parse(e.timestamp)));
+  t.ok(oldest >= Date.parse('2025-12-04T00:00:00Z'), 'nothing older than 90 days');
+  t.ok(
+    a.billing.some((e) => e.event_type === 'payment_failed'),
+    'some failed payments',
+  );
+  t.ok(
+    a.customers.filter((c) => c.status === 'churned').every((c) => c.history.length >= 2),
+    'churn has a history',
+  );
+});
+
+t.test('seed --demo loads a workspace that looks like a real one', async (t) => {
+  const r = await seedDemo();
+  t.equal(r.loaded, true);
+  t.equal(r.events, generateDemo(11, Date.now()).events.length, 'the seed decides the events generated');
+  t.equal(await stored(), r.events, 'every event stored through the backfill');
+  t.ok(r.health.healthy > 0 && r.health.neutral > 0 && r.health.at_risk > 0, `health ${JSON.stringify(r.health)}`);
+  t.equal(r.health.unscored, 0, 'every customer scored');
+  t.equal(r.metrics, 3);
+  t.equal(r.segments, 2);
+  t.equal(r.playbooks.length, 2);
+  for (const p of r.playbooks) t.ok(p.tasks > 0, `${p.name} created ${p.tasks} tasks`);
+  t.ok(r.usage_drop_alerts > 0, `${r.usage_drop_alerts} usage_drop alerts`);
+  t.ok(r.contacts >= 100, `${r.contacts} contacts`);
+  t.ok(r.elapsed_ms < 60_000, `loaded in ${r.elapsed_ms} ms`);
+
+  const health = await get(`/v1/customers/${r.tour.at_risk_customer_id}/health`);
+  t.equal(health.status, 'at_risk', 'the tour customer is at risk');
+  t.ok(health.dimensions.length >= 5, 'with its dimensions');
+  const catalog = await get('/v1/event-catalog?limit=100');
+  t.ok(catalog.data.length >= 15, `${catalog.data.length} names in the event catalog`);
+  const churned = await get('/v1/customers?status=churned');
+  t.ok(churned.data.length >= 3, 'churned customers');
+  const cohorts = await get('/v1/analytics/cohorts');
+  t.ok(cohorts.data.length > 3, 'cohorts over past months');
+});
+
+t.test('a second load adds nothing', async (t) => {
+  const before = { events: await stored(), tasks: (await get('/v1/tasks?limit=200')).data.length };
+  const r = await seedDemo();
+  t.equal(r.loaded, false);
+  t.equal(await stored(), before.events, 'no event added');
+  t.equal((await get('/v1/tasks?limit=200')).data.length, before.tasks, 'no task added');
+  t.equal(r.playbooks.length, 2);
+});
