@@ -115,7 +115,8 @@ const TAGS = [
   {
     name: 'Ingestion',
     description:
-      'Usage and billing events (served by the ingest tier): surface A with X-API-Key, surface B with a bearer credential.',
+      'Usage and billing events (served by the ingest tier): surface A with X-API-Key, surface B with a bearer ' +
+      'credential.',
   },
   { name: 'Meta', description: 'The interface description.' },
 ];
@@ -163,9 +164,15 @@ export function buildRoutes(d: AppDeps): Route[] {
 
 export function openApiDocument(routes: Route[], d: Pick<AppDeps, 'baseUrl' | 'limits'>): Record<string, unknown> {
   const description = [
-    'Core API of the customer-success platform. Every path starts with `/v1/`; every error is `application/problem+json` (RFC 7807) with `type`, `title`, `status`, `detail`, `instance`, `trace_id` and, for validation errors, `errors[]` (`field`, `code`, `message`).',
-    `Rate limits per workspace (default plan figures): reads ${d.limits.reads_per_min}/min, writes ${d.limits.writes_per_min}/min, bulk imports ${d.limits.bulk_imports_per_hour}/hour; every authenticated response carries X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (unix seconds); 429 carries Retry-After.`,
-    'Lists use cursor pagination: pass `next_cursor` as `cursor` while `has_more` is true. A resource of another workspace answers 404. A malformed id in a path answers 404.',
+    'Core API of the customer-success platform. Every path starts with `/v1/`; every error is ' +
+      '`application/problem+json` (RFC 7807) with `type`, `title`, `status`, `detail`, `instance`, `trace_id` and, ' +
+      'for validation errors, `errors[]` (`field`, `code`, `message`).',
+    `Rate limits per workspace (default plan figures): reads ${d.limits.reads_per_min}/min, ` +
+      `writes ${d.limits.writes_per_min}/min, bulk imports ${d.limits.bulk_imports_per_hour}/hour; ` +
+      'every authenticated response carries X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset ' +
+      '(unix seconds); 429 carries Retry-After.',
+    'Lists use cursor pagination: pass `next_cursor` as `cursor` while `has_more` is true. A resource of another ' +
+      'workspace answers 404. A malformed id in a path answers 404.',
   ].join('\n\n');
   return buildOpenApi([...routes, ...Object.values(INGEST_ROUTES)], {
     title: 'Customer Success Platform — Core API',

@@ -9,8 +9,9 @@ const RETRY_AFTER_S = '5';
 /**
  * The core API's read-only ClickHouse client (health history, event catalog, metric test
  * queries). Queries go read-only (lib/clickhouse-endpoints.ts `read`: the SQL in a POST body, so
- * no workspace's size can push it past a URL's limit), so nothing the core API sends can write. ClickHouse 18.16 has no query parameters: callers place only checked values
- * in the SQL (UUIDs, dates, and lib/metrics/literal.ts's encodings).
+ * no workspace's size can push it past a URL's limit), so nothing the core API sends can write.
+ * ClickHouse 18.16 has no query parameters: callers place only checked values in the SQL (UUIDs,
+ * dates, and lib/metrics/literal.ts's encodings).
  * An unreachable or overloaded server answers 503 service_unavailable with Retry-After.
  */
 export class ClickHouseReader {

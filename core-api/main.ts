@@ -1,5 +1,4 @@
 import { hostname } from 'node:os';
-import Type from 'typebox';
 import { configOrExit, loadConfig, ConfigError } from '../lib/config.js';
 import { createLogger } from '../lib/logger.js';
 import { connectNats } from '../lib/nats.js';
@@ -9,7 +8,6 @@ import { onShutdown, supervise } from '../lib/lifecycle.js';
 import { listenOrExit, loadUws } from '../lib/http/uws.js';
 import { drain, traffic as newTraffic } from '../lib/http/traffic.js';
 import { buildRoutes } from './app.js';
-import { MAX_CACHE_TTL_MS } from '../schemas/core/analytics.js';
 import { ApiKeyStore } from '../lib/credentials/api-keys.js';
 import { AuditLog } from '../lib/credentials/audit.js';
 import { Authenticator, RevokedFamilies } from '../lib/credentials/authenticate.js';
@@ -28,114 +26,9 @@ import { MaterializeClient } from './metrics/materialize.js';
 import { PlaybookRunClient } from './playbooks/run-client.js';
 import { JobRunner } from './jobs/runner.js';
 import { coreSubjects, Notifier } from './notify.js';
-import { providersFromEnv } from '../lib/integrations/providers.js';
+import { providersFromConfig } from '../lib/integrations/config.js';
 import { DataCipher } from '../lib/credentials/data-cipher.js';
-
-export const CoreApiConfig = Type.Object({
-  API_HOST: Type.String({ default: '127.0.0.1', description: 'Address the core API listens on.' }),
-  API_PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3200 }),
-  API_PROCESSES: Type.Integer({ minimum: 1, default: 1, description: 'Processes sharing the port (SO_REUSEPORT).' }),
-  NATS_URL: Type.String({
-    default: 'nats://127.0.0.1:14222',
-    description: 'NATS servers, comma-separated (every server of a cluster; the client fails over between them).',
-  }),
-  DATABASE_URL: Type.String({ default: 'postgres://postgres@127.0.0.1:15432/csp' }),
-  WEBHOOK_ALLOW_HTTP: Type.Boolean({
-    default: false,
-    description: 'Accept plain http:// webhook URLs (the dev and test profiles set it).',
-  }),
-  WEBHOOK_ALLOW_PRIVATE: Type.Boolean({
-    default: false,
-    description:
-      'Accept webhook URLs whose host is loopback, private or link-local (the dev and test profiles set it).',
-  }),
-  DATA_ENCRYPTION_KEY: Type.String({
-    default: '',
-    description:
-      'Keys of secrets at rest (provider tokens, webhook signing secrets; AES-256-GCM), comma-separated, each 32 ' +
-      'bytes as base64 or 64 hex digits: the first encrypts, all decrypt (rotation: docs/security.md). Empty ' +
-      '(and no INTEGRATION_TOKEN_KEY): integrations cannot be connected nor webhook subscriptions created. npm ' +
-      'start generates one into .data/.',
-  }),
-  INTEGRATION_TOKEN_KEY: Type.String({
-    default: '',
-    description: 'The earlier name of a single data key, still read (after DATA_ENCRYPTION_KEY).',
-  }),
-  PUBLIC_BASE_URL: Type.String({
-    default: 'http://127.0.0.1:3200',
-    description: 'Origin clients see: error type URIs, OAuth issuer, OpenAPI server.',
-  }),
-  JWT_PRIVATE_KEY: Type.String({
-    default: '',
-    description:
-      'Ed25519 private key (PKCS#8 PEM, \\n allowed) for access tokens; empty: a key shared through PostgreSQL.',
-  }),
-  JWT_KEY_ID: Type.String({ default: 'configured' }),
-  ACCESS_TOKEN_TTL_S: Type.Integer({ minimum: 1, maximum: 86_400, default: 3600 }),
-  API_READS_PER_MIN: Type.Integer({ minimum: 1, default: 1000 }),
-  API_WRITES_PER_MIN: Type.Integer({ minimum: 1, default: 300 }),
-  API_BULK_IMPORTS_PER_HOUR: Type.Integer({ minimum: 1, default: 10 }),
-  API_PLAN_LIMITS: Type.String({
-    default: '{}',
-    description:
-      'JSON per plan overriding the defaults, e.g. {"enterprise":{"reads_per_min":5000,"writes_per_min":1500,"bulk_imports_per_hour":50}}.',
-  }),
-  API_MAX_BODY_BYTES: Type.Integer({
-    minimum: 1024,
-    default: 256 * 1024,
-    description: 'Body cap of ordinary requests (bulk import: 8 MiB).',
-  }),
-  API_TRUSTED_PROXIES: Type.String({
-    default: '127.0.0.1/32,::1/128',
-    description: 'CIDR ranges whose X-Forwarded-For is believed (the edge proxy); empty: none.',
-  }),
-  CLICKHOUSE_URL: Type.String({
-    default: 'http://127.0.0.1:18123',
-    description:
-      'ClickHouse HTTP endpoints, comma-separated, tried in order: read for the health history, the event catalog and metric test queries.',
-  }),
-  CLICKHOUSE_DATABASE: Type.String({ default: 'csp' }),
-  HEALTH_HISTORY_TIMEOUT_MS: Type.Integer({
-    minimum: 100,
-    default: 5000,
-    description: 'Timeout of one health history query; past it the answer is 503.',
-  }),
-  HEALTH_RECALC_TIMEOUT_MS: Type.Integer({
-    minimum: 100,
-    default: 10_000,
-    description: 'How long POST …/health/recalculate waits for the scorer before 503 scorer_unavailable.',
-  }),
-  METRICS_QUERY_TIMEOUT_MS: Type.Integer({
-    minimum: 100,
-    default: 10_000,
-    description: 'Timeout of a metric test query (POST /v1/metrics/test); past it the answer is 503.',
-  }),
-  METRICS_MATERIALIZE_TIMEOUT_MS: Type.Integer({
-    minimum: 100,
-    default: 30_000,
-    description:
-      'How long POST /v1/metrics/{id}/materialize waits for the processors before 503 materializer_unavailable.',
-  }),
-  PLAYBOOK_RUN_TIMEOUT_MS: Type.Integer({
-    minimum: 100,
-    default: 30_000,
-    description: 'How long POST /v1/playbooks/{id}/run waits for the processors before 503 runner_unavailable.',
-  }),
-  HOUSEKEEPING_INTERVAL_MS: Type.Integer({
-    minimum: 1000,
-    default: 3_600_000,
-    description:
-      'How often the purges run (customers deleted 30 days ago, idempotency keys, OAuth codes), ' +
-      'each by one process at a time.',
-  }),
-  ANALYTICS_CACHE_TTL_MS: Type.Integer({
-    minimum: 0,
-    maximum: MAX_CACHE_TTL_MS,
-    default: MAX_CACHE_TTL_MS,
-    description: 'How long an analytics answer is reused per workspace and query (at most 30 s; 0: never).',
-  }),
-  LOG_LEVEL: Type.String({ default: 'info' }),
-});
+import { CoreApiConfig } from './config.js';
 
 const boot = createLogger('core-api');
 const { cfg, planLimits, proxies } = configOrExit(boot, () => {
@@ -213,7 +106,7 @@ async function serve(): Promise<void> {
     analyticsCacheTtlMs: cfg.ANALYTICS_CACHE_TTL_MS,
     playbookRunClient: new PlaybookRunClient(nc, cfg.PLAYBOOK_RUN_TIMEOUT_MS, log.child({ mod: 'playbooks' })),
     webhookPolicy: { allowHttp: cfg.WEBHOOK_ALLOW_HTTP, allowPrivate: cfg.WEBHOOK_ALLOW_PRIVATE },
-    providers: providersFromEnv(process.env),
+    providers: providersFromConfig(cfg),
     dataCipher: DataCipher.fromSettings(cfg.DATA_ENCRYPTION_KEY, cfg.INTEGRATION_TOKEN_KEY),
   });
 

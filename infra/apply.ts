@@ -26,6 +26,10 @@ const DB = 'csp';
 /** Where a cluster's storage tables live: csp holds the Distributed tables of the same names over them. */
 export const LOCAL_DB = `${DB}_local`;
 
+/** A MergeTree table of schema.sql: its database, name, columns, engine, engine arguments and the rest. */
+const MERGE_TREE_TABLE =
+  /^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+)\s*(\([\s\S]*?\n\))\s*ENGINE = (\w*MergeTree)\(([^)]*)\)([\s\S]*)$/i;
+
 /**
  * The DDL of a replicated, sharded ClickHouse, derived statement by statement from schema.sql's
  * single-server DDL, so the two cannot drift apart:
@@ -56,22 +60,20 @@ export function clusterStatements(statements: string[], cluster: string): string
     } else if ((m = /^CREATE VIEW IF NOT EXISTS (\w+)\.(\w+) AS SELECT \* FROM system\.(\w+)$/i.exec(stmt))) {
       const [, db, name, table] = m;
       out.push(
-        `CREATE TABLE IF NOT EXISTS ${db}.${name} ${on} AS system.${table} ENGINE = Distributed(${cluster}_nodes, system, ${table})`,
+        `CREATE TABLE IF NOT EXISTS ${db}.${name} ${on} AS system.${table} ` +
+          `ENGINE = Distributed(${cluster}_nodes, system, ${table})`,
       );
-    } else if (
-      (m =
-        /^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+)\s*(\([\s\S]*?\n\))\s*ENGINE = (\w*MergeTree)\(([^)]*)\)([\s\S]*)$/i.exec(
-          stmt,
-        ))
-    ) {
+    } else if ((m = MERGE_TREE_TABLE.exec(stmt))) {
       const [, db, name, columns, engine, args, rest] = m;
       const zkPath = `'/clickhouse/tables/{shard}/${db}/${name}', '{replica}'`;
       out.push(
-        `CREATE TABLE IF NOT EXISTS ${LOCAL_DB}.${name} ${on} ${columns} ENGINE = Replicated${engine}(${[zkPath, args.trim()].filter(Boolean).join(', ')})${rest}`,
+        `CREATE TABLE IF NOT EXISTS ${LOCAL_DB}.${name} ${on} ${columns} ` +
+          `ENGINE = Replicated${engine}(${[zkPath, args.trim()].filter(Boolean).join(', ')})${rest}`,
       );
       const shardBy = /^\s*tenant_id\s/m.test(columns) ? 'cityHash64(toString(tenant_id))' : 'rand()';
       distributed.push(
-        `CREATE TABLE IF NOT EXISTS ${db}.${name} ${on} AS ${LOCAL_DB}.${name} ENGINE = Distributed(${cluster}, ${LOCAL_DB}, ${name}, ${shardBy})`,
+        `CREATE TABLE IF NOT EXISTS ${db}.${name} ${on} AS ${LOCAL_DB}.${name} ` +
+          `ENGINE = Distributed(${cluster}, ${LOCAL_DB}, ${name}, ${shardBy})`,
       );
     } else if ((m = /^ALTER TABLE (\w+)\.(\w+) (ADD COLUMN [\s\S]*)$/i.exec(stmt))) {
       out.push(`ALTER TABLE ${LOCAL_DB}.${m[2]} ${on} ${m[3]}`);
@@ -88,7 +90,10 @@ export function clusterStatements(statements: string[], cluster: string): string
 
 const DISTRIBUTED = /^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+) ON CLUSTER (\w+) AS (\w+)\.(\w+) ENGINE = Distributed\(/;
 
-/** Drops a Distributed table whose columns differ from its storage table's, so that the CREATE that follows makes it anew. */
+/**
+ * Drops a Distributed table whose columns differ from its storage table's, so that the CREATE that follows makes it
+ * anew.
+ */
 async function refreshDistributed(ch: Run, stmt: string): Promise<void> {
   const m = DISTRIBUTED.exec(stmt);
   if (!m || m[4] === 'system') return;
@@ -142,7 +147,9 @@ async function applyToCluster(url: string, cluster: ClusterTarget): Promise<void
     let m: RegExpExecArray | null;
     if ((m = /^ALTER TABLE (\w+)\.(\w+) ON CLUSTER \w+ (ADD COLUMN (\w+) [\s\S]*)$/i.exec(stmt))) {
       const [, db, name, change, column] = m;
-      const has = `SELECT count() FROM system.columns WHERE database = '${db}' AND table = '${name}' AND name = '${column}' FORMAT TSVRaw`;
+      const has =
+        `SELECT count() FROM system.columns WHERE database = '${db}' AND table = '${name}' ` +
+        `AND name = '${column}' FORMAT TSVRaw`;
       if (await everywhere(has, (a) => a.trim() === '1')) continue;
       for (const n of onePerShard) {
         if ((await clickhouseDdl(n.url)(has)).trim() === '1') continue;

@@ -4,7 +4,8 @@ import { InfraError } from './proc.js';
 import { downAll, ensurePackages, stopStarted, upAll } from './services.js';
 
 /**
- * npm run infra:up   [-- --profile dev|test|cluster]   install (as root) and start NATS, ClickHouse (and ZooKeeper for a cluster), PostgreSQL; apply definitions
+ * npm run infra:up   [-- --profile dev|test|cluster]   install (as root) and start NATS, ClickHouse (and
+ *                                                      ZooKeeper for a cluster), PostgreSQL; apply definitions
  * npm run infra:down [-- --profile dev|test|cluster]   stop exactly the processes infra:up started
  */
 const say = (line: string) => process.stderr.write(`infra: ${line}\n`);

@@ -102,7 +102,10 @@ export interface Service {
 function natsClusterBlock(p: StackProfile, node: NatsNode): string {
   if (p.nats.length === 1) return '';
   const routes = p.nats.filter((n) => n !== node).map((n) => `nats-route://127.0.0.1:${n.clusterPort}`);
-  return `cluster {\n  name: ${CLUSTER_NAME}\n  listen: 127.0.0.1:${node.clusterPort}\n  routes: [${routes.join(', ')}]\n}`;
+  return (
+    `cluster {\n  name: ${CLUSTER_NAME}\n  listen: 127.0.0.1:${node.clusterPort}\n` +
+    `  routes: [${routes.join(', ')}]\n}`
+  );
 }
 
 function natsService(node: NatsNode): Service {
@@ -175,7 +178,8 @@ function clickhouseClusterXml(p: StackProfile, node: ClickhouseNode): string {
     `<interserver_http_port>${node.interserverPort}</interserver_http_port>`,
     `<remote_servers><${p.chCluster}>${shards.join('')}</${p.chCluster}>`,
     `<${p.chCluster}_nodes>${nodes.join('')}</${p.chCluster}_nodes></remote_servers>`,
-    `<zookeeper><node><host>127.0.0.1</host><port>${p.zookeeperPort}</port></node><session_timeout_ms>10000</session_timeout_ms></zookeeper>`,
+    `<zookeeper><node><host>127.0.0.1</host><port>${p.zookeeperPort}</port></node>` +
+      '<session_timeout_ms>10000</session_timeout_ms></zookeeper>',
     `<macros><shard>${node.shard}</shard><replica>${node.replica}</replica></macros>`,
     `<distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>`,
   ].join('\n  ');
@@ -274,7 +278,10 @@ function zkServing(port: number): Promise<boolean> {
   });
 }
 
-/** One ZooKeeper server (Debian's package, run with its own config and data folder): a replicated ClickHouse's coordinator. */
+/**
+ * One ZooKeeper server (Debian's package, run with its own config and data folder): a replicated ClickHouse's
+ * coordinator.
+ */
 const zookeeper: Service = {
   name: 'zookeeper',
   pidFile: (p) => path.join(p.dataDir, 'zookeeper.pid'),

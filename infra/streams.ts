@@ -12,7 +12,9 @@ import {
 import { STREAM_DLQ, STREAM_EVENTS, STREAM_WEBHOOKS, consumers } from '../lib/nats.js';
 
 export interface StreamOptions {
-  /** Cap on the bytes the EVENTS stream holds; past it publishes fail (ingest answers 503) instead of dropping events. */
+  /**
+   * Cap on the bytes the EVENTS stream holds; past it publishes fail (ingest answers 503) instead of dropping events.
+   */
   maxBytes: number;
   replicas: number;
 }

@@ -26,7 +26,8 @@ export class IngestionKeys {
 
   async load(): Promise<number> {
     const rows = await this.sql<{ h: string; tenant_id: string; plan: string }[]>`
-      SELECT encode(k.key_hash, 'hex') AS h, k.tenant_id, t.plan FROM ingestion_keys k JOIN tenants t ON t.id = k.tenant_id`;
+      SELECT encode(k.key_hash, 'hex') AS h, k.tenant_id, t.plan
+      FROM ingestion_keys k JOIN tenants t ON t.id = k.tenant_id`;
     const next = new Map<string, Org>();
     for (const r of rows) next.set(r.h, { tenantId: r.tenant_id, plan: r.plan });
     this.byHash = next;
@@ -46,7 +47,8 @@ export class IngestionKeys {
 
   async fetch(hash: string): Promise<Org | null> {
     const [row] = await this.sql<{ tenant_id: string; plan: string }[]>`
-      SELECT k.tenant_id, t.plan FROM ingestion_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.key_hash = decode(${hash}, 'hex')`;
+      SELECT k.tenant_id, t.plan FROM ingestion_keys k JOIN tenants t ON t.id = k.tenant_id
+      WHERE k.key_hash = decode(${hash}, 'hex')`;
     if (row) {
       const org = { tenantId: row.tenant_id, plan: row.plan };
       this.byHash.set(hash, org);

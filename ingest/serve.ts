@@ -20,7 +20,7 @@ import { AuditLog } from '../lib/credentials/audit.js';
 import { Authenticator, RevokedFamilies } from '../lib/credentials/authenticate.js';
 import type { Allowlist } from '../lib/credentials/ip.js';
 import { SharedTokenVerifier } from '../lib/credentials/tokens.js';
-import type { IngestSettings } from './main.js';
+import type { IngestSettings } from './config.js';
 
 /** One ingest process: both surfaces on the shared port until shutdown (ingest/main.ts starts it). */
 export async function serve(

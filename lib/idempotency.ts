@@ -93,7 +93,8 @@ export async function onceWithKey<T extends RecordedAnswer>(
     if (!Buffer.from(prev.request_hash).equals(claim.hash))
       throw new ApiError(
         'idempotency_key_reused',
-        'This Idempotency-Key was used in the last 24 hours with a different request body; use a new key for a different request.',
+        'This Idempotency-Key was used in the last 24 hours with a different request body; use a new key for a ' +
+          'different request.',
       );
     if (prev.response === null)
       throw new ApiError(

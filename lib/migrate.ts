@@ -15,7 +15,11 @@ export async function migrate(sql: Sql, dir: string): Promise<string[]> {
   const applied: string[] = [];
   await sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(727274)`;
-    await tx`CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`;
+    await tx`
+      CREATE TABLE IF NOT EXISTS schema_migrations (
+        name text PRIMARY KEY,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      )`;
     const done = new Set((await tx<{ name: string }[]>`SELECT name FROM schema_migrations`).map((r) => r.name));
     for (const file of files) {
       if (done.has(file)) continue;

@@ -265,20 +265,36 @@ export const ERRORS = {
     status: 409,
     title: 'Integration not configured',
     docs:
-      'The service has no OAuth client for this provider (INTEGRATION_<NAME>_AUTHORIZE_URL, _TOKEN_URL, _CLIENT_ID, ' +
-      '_CLIENT_SECRET) or no INTEGRATION_TOKEN_KEY to keep tokens encrypted; an operator must configure it.',
+      'The service has no OAuth client for this provider (INTEGRATION_<NAME>_CLIENT_ID and _CLIENT_SECRET) or no ' +
+      'DATA_ENCRYPTION_KEY to keep tokens encrypted; an operator must configure it.',
   },
   integration_already_connected: {
     status: 409,
     title: 'Integration already connected',
     docs: 'The integration is connected; disconnect it (DELETE /v1/integrations/{name}) before connecting again.',
   },
+  integration_not_connected: {
+    status: 409,
+    title: 'Integration not connected',
+    docs:
+      'POST /v1/integrations/{name}/sync on an integration that is not connected (disconnected, pending or in ' +
+      '`error`): connect it (again) first.',
+  },
+  integration_not_syncable: {
+    status: 409,
+    title: 'Integration does not sync',
+    docs:
+      'POST /v1/integrations/{name}/sync: only gmail, outlook, google_calendar and outlook_calendar read from ' +
+      'their provider on a schedule; the other connectors receive webhooks or only send.',
+  },
   invalid_signature: {
     status: 401,
     title: 'Invalid signature',
     docs:
-      'POST /v1/integrations/{name}/events/{connection_id}: X-Integration-Signature is missing or is not ' +
-      'sha256=<hex HMAC-SHA256 of the raw body keyed by the provider signing secret>.',
+      'A provider delivery whose signature is missing or wrong, or whose timestamp is more than 5 minutes away ' +
+      '(a replay): X-Integration-Signature on …/events/{connection_id}, X-Zendesk-Webhook-Signature on ' +
+      '/v1/integrations/zendesk/webhooks/…, X-Hub-Signature on /v1/integrations/intercom/webhooks/…. Nothing ' +
+      'was stored.',
   },
   playbook_disabled: {
     status: 409,

@@ -29,12 +29,16 @@ export function backfillJobHooks(sql: Sql) {
       const { ids, tenants, rows } = split(messages);
       if (!ids.length) return;
       await sql`
-        INSERT INTO jobs (id, tenant_id, type, status, params, input, total, processed, counts, started_at, finished_at, heartbeat_at)
-        SELECT id, tenant, 'events.backfill', 'succeeded', '{}', '[]', n, n, jsonb_build_object('stored', n), now(), now(), now()
+        INSERT INTO jobs (
+          id, tenant_id, type, status, params, input, total, processed, counts, started_at, finished_at, heartbeat_at
+        )
+        SELECT id, tenant, 'events.backfill', 'succeeded', '{}', '[]', n, n, jsonb_build_object('stored', n),
+          now(), now(), now()
         FROM unnest(${ids}::uuid[], ${tenants}::uuid[], ${rows}::int[]) AS u(id, tenant, n)
         ON CONFLICT (id) DO UPDATE SET status = 'succeeded', processed = EXCLUDED.processed,
           counts = jobs.counts || jsonb_build_object('stored', EXCLUDED.processed),
-          started_at = coalesce(jobs.started_at, now()), finished_at = coalesce(jobs.finished_at, now()), heartbeat_at = now()`;
+          started_at = coalesce(jobs.started_at, now()), finished_at = coalesce(jobs.finished_at, now()),
+          heartbeat_at = now()`;
     },
     async onDeadLettered(message: RowsMessage, reason: string): Promise<void> {
       const { ids, tenants } = split([message]);

@@ -23,7 +23,10 @@ export function createAjv(opts: Options = {}): Ajv {
 
 const declared: Array<() => void> = [];
 
-/** Compiles every validator declared so far (lazyCompile) that no call has compiled yet; returns how many were declared. */
+/**
+ * Compiles every validator declared so far (lazyCompile) that no call has compiled yet; returns how many were
+ * declared.
+ */
 export function compileDeclared(): number {
   for (const c of declared) c();
   return declared.length;

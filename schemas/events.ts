@@ -42,7 +42,8 @@ export const UsageEventB = Type.Object({
     Type.String({
       format: 'date-time',
       description:
-        'ISO 8601 with time zone; default: time of receipt; at most 30 days old (backfill: 2 years); not in the future.',
+        'ISO 8601 with time zone; default: time of receipt; at most 30 days old (backfill: 2 years); not in the ' +
+        'future.',
     }),
   ),
   properties: Type.Optional(
@@ -68,7 +69,10 @@ export const UsageBatchB = Type.Object({
   events: Type.Array(UsageEventB, { minItems: 1, maxItems: MAX_B_BATCH }),
 });
 
-/** What fails the whole request (400): anything but 1 to 1000 items under `events`. Each item is then checked on its own. */
+/**
+ * What fails the whole request (400): anything but 1 to 1000 items under `events`. Each item is then checked on its
+ * own.
+ */
 export const BatchShapeB = Type.Object({
   events: Type.Array(Type.Unknown(), { minItems: 1, maxItems: MAX_B_BATCH }),
 });

@@ -33,7 +33,9 @@ const surfaceAErrors = {
   413: { description: `Body over ${size(A.surfaceABodyBytes)} (before or after gunzip).`, schema: ValidationDetail },
   422: {
     description:
-      'The body itself is invalid (malformed JSON, wrong content type, batch size, any field rule, an event with neither customer reference, a string holding a NUL character or an unpaired surrogate: `string_unicode` with `loc` naming it); nothing stored.',
+      'The body itself is invalid (malformed JSON, wrong content type, batch size, any field rule, an event with ' +
+      'neither customer reference, a string holding a NUL character or an unpaired surrogate: `string_unicode` ' +
+      'with `loc` naming it); nothing stored.',
     schema: ValidationDetail,
     example: {
       detail: [
@@ -47,7 +49,9 @@ const surfaceAErrors = {
     },
   },
   429: {
-    description: `${A.surfaceARequestsPerMinute} requests/min per organization across both surface-A endpoints (\`rate_limited\`), or the daily event quota (\`daily_quota_exceeded\`); header Retry-After.`,
+    description:
+      `${A.surfaceARequestsPerMinute} requests/min per organization across both surface-A endpoints ` +
+      '(`rate_limited`), or the daily event quota (`daily_quota_exceeded`); header Retry-After.',
     schema: RateLimited,
     example: {
       detail: {
@@ -72,7 +76,11 @@ export const INGEST_ROUTES = {
     problems: false,
     summary: 'Send 1–100 usage events (surface A)',
     description:
-      'Answered after NATS JetStream stored one message holding every accepted event (atomic per request). One bad event does not fail the batch: it is listed in `errors` with its `index` and `code` (`invalid_customer_id`, `unknown_customer`, `unknown_external_customer`, `invalid_timestamp`, `properties_too_large`, `invalid_properties`, `reserved_event_name`). `Content-Encoding: gzip` is accepted. Every response carries X-Trace-Id.',
+      'Answered after NATS JetStream stored one message holding every accepted event (atomic per request). One bad ' +
+      'event does not fail the batch: it is listed in `errors` with its `index` and `code` (`invalid_customer_id`, ' +
+      '`unknown_customer`, `unknown_external_customer`, `invalid_timestamp`, `properties_too_large`, ' +
+      '`invalid_properties`, `reserved_event_name`). `Content-Encoding: gzip` is accepted. Every response carries ' +
+      'X-Trace-Id.',
     body: UsageBatchA,
     bodyExample: {
       events: [
@@ -101,7 +109,8 @@ export const INGEST_ROUTES = {
     problems: false,
     summary: 'Send 1–50 billing events (surface A)',
     description:
-      'Never deduplicated: a retried batch is recorded again. `skipped` is 0 in practice. A billing event for a customer that does not exist fails the request with 422 `unknown_customer`.',
+      'Never deduplicated: a retried batch is recorded again. `skipped` is 0 in practice. A billing event for a ' +
+      'customer that does not exist fails the request with 422 `unknown_customer`.',
     body: BillingBatch,
     bodyExample: {
       events: [
@@ -131,7 +140,10 @@ export const INGEST_ROUTES = {
     bucket: `events (${A.batchesPerMinute} batches/min)`,
     summary: 'Send up to 1000 usage events (surface B)',
     description:
-      'Answer 200 even with per-event rejections; an event with a NUL character or an unpaired surrogate in any string is rejected on its own (`invalid_unicode`). An event whose `external_id` and `customer_id` match one already recorded is silently ignored and counted as accepted. Idempotency-Key replays the first answer byte for byte for 24 hours; the same key with another body is 422 `idempotency_key_reused`.',
+      'Answer 200 even with per-event rejections; an event with a NUL character or an unpaired surrogate in any ' +
+      'string is rejected on its own (`invalid_unicode`). An event whose `external_id` and `customer_id` match one ' +
+      'already recorded is silently ignored and counted as accepted. Idempotency-Key replays the first answer byte ' +
+      'for byte for 24 hours; the same key with another body is 422 `idempotency_key_reused`.',
     headers: [
       {
         name: 'Idempotency-Key',
@@ -167,7 +179,8 @@ export const INGEST_ROUTES = {
     bucket: `backfill (${A.backfillsPerMinute}/min)`,
     summary: 'Backfill usage events up to 2 years old (asynchronous)',
     description:
-      'Same schema and rules as POST /v1/events; written by its own consumer so it never delays live events. Poll the returned job with GET /v1/jobs/{id}.',
+      'Same schema and rules as POST /v1/events; written by its own consumer so it never delays live events. Poll ' +
+      'the returned job with GET /v1/jobs/{id}.',
     headers: [{ name: 'Idempotency-Key', description: 'As for POST /v1/events.' }],
     body: UsageBatchB,
     responses: { 202: { description: 'Accepted; the job reports progress and counts.', schema: BackfillAccepted } },

@@ -226,12 +226,14 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
           type: 'http',
           scheme: 'bearer',
           description:
-            'API key `svc_sk_live_…` or `svc_sk_test_…` sent as `Authorization: Bearer <key>`. Scopes are fixed at creation.',
+            'API key `svc_sk_live_…` or `svc_sk_test_…` sent as `Authorization: Bearer <key>`. Scopes are fixed at ' +
+            'creation.',
         },
         oauth2: {
           type: 'oauth2',
           description:
-            'Authorization Code with PKCE (S256 only). Access tokens are EdDSA JWTs valid 1 hour; refresh tokens last 90 days and rotate on every use.',
+            'Authorization Code with PKCE (S256 only). Access tokens are EdDSA JWTs valid 1 hour; refresh tokens ' +
+            'last 90 days and rotate on every use.',
           flows: {
             authorizationCode: {
               authorizationUrl: `${o.baseUrl}/v1/oauth/authorize`,

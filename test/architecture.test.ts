@@ -83,7 +83,9 @@ function forbidden(file: string, i: Import): string | undefined {
   if (i.target && !fs.existsSync(path.join(ROOT, i.target))) return 'which does not exist';
   if (TIERS.has(from) && to !== undefined && to !== from && to !== 'schemas' && to !== 'lib')
     return `${from}/ may import only schemas/, lib/ and ${from}/`;
-  if (from === 'infra' && to === 'core-api') return 'infra/ must not import core-api/ (shared code lives in lib/)';
+  // The configuration schema is data, read by infra/config-docs.ts to write docs/configuration.md.
+  if (from === 'infra' && to === 'core-api' && i.target !== 'core-api/config.ts')
+    return 'infra/ must not import core-api/ (shared code lives in lib/)';
   if (from === 'schemas' && to !== undefined && to !== 'schemas') return 'schemas/ may import only schemas/';
   if (from === 'schemas' && i.pkg !== undefined && !SCHEMA_PACKAGES.has(i.pkg))
     return `schemas/ may import only the packages ${[...SCHEMA_PACKAGES].join(', ')}`;
@@ -114,7 +116,7 @@ t.test('the scanner sees the tree and its imports', async (t) => {
     'ingest/main.ts imports lib/config.ts',
   );
   t.ok(
-    main.some((i) => i.pkg === 'node:' || i.pkg === 'nats' || i.pkg === 'typebox'),
+    (graph.get('ingest/config.ts') ?? []).some((i) => i.pkg === 'node:' || i.pkg === 'typebox'),
     'package imports are recognised',
   );
   // Written in two pieces so that this file's own scan does not take the dynamic import for real.

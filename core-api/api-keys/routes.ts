@@ -28,7 +28,8 @@ interface KeyRow {
   created_at: Date;
 }
 const KEY_COLUMNS =
-  'id::text, name, prefix, last4, scopes, role, ip_allowlist::text[] AS ip_allowlist, expires_at, revoked_at, created_at';
+  'id::text, name, prefix, last4, scopes, role, ip_allowlist::text[] AS ip_allowlist, expires_at, revoked_at, ' +
+  'created_at';
 
 const toKey = (r: KeyRow) => ({
   id: r.id,
@@ -84,23 +85,28 @@ export function apiKeyRoutes(d: Deps): Route[] {
     const key = newApiKey(b.mode);
     const creator = c.principal.kind === 'user' ? c.principal.actorId : null;
     const [row] = await sql<KeyRow[]>`
-      INSERT INTO api_keys (tenant_id, name, key_hash, prefix, last4, scopes, role, ip_allowlist, expires_at, created_by)
-      VALUES (${c.principal.tenantId}, ${b.name}, ${sha256(key)}, ${`svc_sk_${b.mode}_`}, ${key.slice(-4)}, ${b.scopes}, ${b.role},
-        (SELECT coalesce(array_agg(network(x::inet)), '{}') FROM unnest(${cidrs}::text[]) x), ${b.expires_at ?? null}, ${creator})
+      INSERT INTO api_keys
+        (tenant_id, name, key_hash, prefix, last4, scopes, role, ip_allowlist, expires_at, created_by)
+      VALUES (
+        ${c.principal.tenantId}, ${b.name}, ${sha256(key)}, ${`svc_sk_${b.mode}_`}, ${key.slice(-4)}, ${b.scopes},
+        ${b.role}, (SELECT coalesce(array_agg(network(x::inet)), '{}') FROM unnest(${cidrs}::text[]) x),
+        ${b.expires_at ?? null}, ${creator}
+      )
       RETURNING ${sql.unsafe(KEY_COLUMNS)}`;
     return json(201, { ...toKey(row), key }, [['Location', `/v1/api-keys/${row.id}`]]);
   }
 
   async function list(c: Ctx): Promise<Reply> {
-    const rows = await sql<
-      KeyRow[]
-    >`SELECT ${sql.unsafe(KEY_COLUMNS)} FROM api_keys WHERE tenant_id = ${c.principal.tenantId} ORDER BY created_at, id`;
+    const rows = await sql<KeyRow[]>`
+      SELECT ${sql.unsafe(KEY_COLUMNS)} FROM api_keys
+      WHERE tenant_id = ${c.principal.tenantId} ORDER BY created_at, id`;
     return json(200, { data: rows.map(toKey) });
   }
 
   async function revoke(c: Ctx): Promise<Reply> {
     const [row] = await sql<{ id: string }[]>`
-      UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant_id = ${c.principal.tenantId} AND id = ${c.params.id} RETURNING id::text`;
+      UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+      WHERE tenant_id = ${c.principal.tenantId} AND id = ${c.params.id} RETURNING id::text`;
     if (!row) throw notFound('API key');
     d.notify.apiKeyRevoked(row.id);
     await d.notify.flush();
@@ -117,7 +123,8 @@ export function apiKeyRoutes(d: Deps): Route[] {
   async function regenerate(c: Ctx): Promise<Reply> {
     const key = newIngestionKey();
     const [row] = await sql<{ created_at: Date }[]>`
-      INSERT INTO ingestion_keys (tenant_id, key_hash, last4) VALUES (${c.principal.tenantId}, ${sha256(key)}, ${key.slice(-4)})
+      INSERT INTO ingestion_keys (tenant_id, key_hash, last4)
+      VALUES (${c.principal.tenantId}, ${sha256(key)}, ${key.slice(-4)})
       ON CONFLICT (tenant_id) DO UPDATE SET key_hash = EXCLUDED.key_hash, last4 = EXCLUDED.last4, created_at = now()
       RETURNING created_at`;
     d.notify.ingestionKeyChanged(c.principal.tenantId);

@@ -32,7 +32,10 @@ export async function loadSigningKey(sql: Sql, configured: { privatePem: string;
     privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
     publicKeyEncoding: { type: 'spki', format: 'pem' },
   });
-  await sql`INSERT INTO signing_keys (kid, alg, private_pem, public_pem) VALUES ('default', 'EdDSA', ${privateKey}, ${publicKey}) ON CONFLICT (kid) DO NOTHING`;
+  await sql`
+    INSERT INTO signing_keys (kid, alg, private_pem, public_pem)
+    VALUES ('default', 'EdDSA', ${privateKey}, ${publicKey})
+    ON CONFLICT (kid) DO NOTHING`;
   const [row] = await sql<
     { private_pem: string; public_pem: string }[]
   >`SELECT private_pem, public_pem FROM signing_keys WHERE kid = 'default'`;

@@ -87,7 +87,12 @@ export async function listCustomers(sql: Sql, tenantId: string, f: ListFilter): 
       ${f.healthStatuses ? sql`AND h.tenant_id = ${tenantId} AND h.status = ANY(${f.healthStatuses}::text[])` : none}
       ${f.minArr !== undefined ? sql`AND c.arr >= ${f.minArr}` : none}
       ${f.maxArr !== undefined ? sql`AND c.arr <= ${f.maxArr}` : none}
-      ${f.renewalWithinDays !== undefined ? sql`AND c.renewal_date >= (now() AT TIME ZONE 'UTC')::date AND c.renewal_date <= (now() AT TIME ZONE 'UTC')::date + ${f.renewalWithinDays}::int` : none}
+      ${
+        f.renewalWithinDays !== undefined
+          ? sql`AND c.renewal_date >= (now() AT TIME ZONE 'UTC')::date
+              AND c.renewal_date <= (now() AT TIME ZONE 'UTC')::date + ${f.renewalWithinDays}::int`
+          : none
+      }
       ${f.tsquery ? sql`AND c.search @@ to_tsquery('simple', ${f.tsquery})` : none}
       ${f.after ? sql`AND (c.created_at, c.id) < (${f.after.t}::text::timestamptz, ${f.after.id}::uuid)` : none}
     ORDER BY c.created_at DESC, c.id DESC
@@ -116,9 +121,15 @@ export interface CustomerInput {
 export async function insertCustomer(sql: Sql, tenantId: string, c: CustomerInput): Promise<CustomerRow> {
   const [row] = await sql<CustomerRow[]>`
     WITH c AS (
-      INSERT INTO customers (tenant_id, name, email_domain, arr, owner_email, status, renewal_date, custom_fields, external_id, external_source)
-      VALUES (${tenantId}, ${c.name}, ${c.email_domain?.toLowerCase() ?? null}, ${c.arr ?? null}, ${c.owner_email ?? null}, ${c.status ?? 'active'},
-        ${c.renewal_date ?? null}, ${JSON.stringify(c.custom_fields ?? {})}::text::jsonb, ${c.external_id ?? null}, ${c.external_source ?? 'internal'})
+      INSERT INTO customers (
+        tenant_id, name, email_domain, arr, owner_email, status, renewal_date, custom_fields, external_id,
+        external_source
+      )
+      VALUES (
+        ${tenantId}, ${c.name}, ${c.email_domain?.toLowerCase() ?? null}, ${c.arr ?? null}, ${c.owner_email ?? null},
+        ${c.status ?? 'active'}, ${c.renewal_date ?? null}, ${JSON.stringify(c.custom_fields ?? {})}::text::jsonb,
+        ${c.external_id ?? null}, ${c.external_source ?? 'internal'}
+      )
       RETURNING *)
     SELECT ${sql.unsafe(COLUMNS)} FROM c ${sql.unsafe(WITH_HEALTH)}`;
   return row;

@@ -58,7 +58,8 @@ export function externalConflict(err: unknown): ApiError | null {
   if (isUniqueViolation(err, 'customers_external'))
     return new ApiError(
       'conflict',
-      'A customer with this external_source and external_id already exists in this workspace (a customer in the trash keeps its external_id until purged).',
+      'A customer with this external_source and external_id already exists in this workspace ' +
+        '(a customer in the trash keeps its external_id until purged).',
       [{ field: 'external_id', code: 'duplicate', message: 'external_id is already used for this external_source' }],
     );
   return null;
@@ -202,7 +203,8 @@ export function customerRoutes(d: Deps): Route[] {
       if (!holds(c.principal, 'admin:*')) {
         throw new ApiError(
           'insufficient_scope',
-          `Permanent deletion (hard=true) requires the scope admin:*; the credential holds: ${[...c.principal.scopes].sort().join(' ')}.`,
+          'Permanent deletion (hard=true) requires the scope admin:*; the credential holds: ' +
+            `${[...c.principal.scopes].sort().join(' ')}.`,
         );
       }
       // The erasure of its data elsewhere is queued in the same statement: no customer is removed
@@ -212,8 +214,9 @@ export function customerRoutes(d: Deps): Route[] {
         FROM customers WHERE tenant_id = ${tenantId} AND id = ${c.params.id}`;
       if (gone.n === 0) throw notFound('Customer');
     } else {
-      const gone =
-        await sql`UPDATE customers SET deleted_at = now(), updated_at = now() WHERE tenant_id = ${tenantId} AND id = ${c.params.id} AND deleted_at IS NULL RETURNING 1`;
+      const gone = await sql`
+        UPDATE customers SET deleted_at = now(), updated_at = now()
+        WHERE tenant_id = ${tenantId} AND id = ${c.params.id} AND deleted_at IS NULL RETURNING 1`;
       if (gone.length === 0) throw notFound('Customer');
     }
     d.notify.customersChanged(tenantId, [c.params.id], 'deleted');
@@ -239,7 +242,8 @@ export function customerRoutes(d: Deps): Route[] {
   async function restore(c: Ctx): Promise<Reply> {
     const [row] = await sql<CustomerRow[]>`
       UPDATE customers SET deleted_at = NULL, updated_at = now()
-      WHERE tenant_id = ${c.principal.tenantId} AND id = ${c.params.id} AND deleted_at IS NOT NULL AND deleted_at > now() - interval '30 days'
+      WHERE tenant_id = ${c.principal.tenantId} AND id = ${c.params.id}
+        AND deleted_at IS NOT NULL AND deleted_at > now() - interval '30 days'
       RETURNING id::text`;
     if (!row) throw notFound('Customer in the trash');
     const full = await getCustomer(sql, c.principal.tenantId, c.params.id);
@@ -264,7 +268,8 @@ export function customerRoutes(d: Deps): Route[] {
         cursor_ts: string;
       }>
     >`
-      SELECT id::text, customer_id::text, name, email, title, is_champion, whatsapp_number, created_at, created_at::text AS cursor_ts
+      SELECT id::text, customer_id::text, name, email, title, is_champion, whatsapp_number, created_at,
+        created_at::text AS cursor_ts
       FROM contacts WHERE tenant_id = ${c.principal.tenantId} AND customer_id = ${c.params.id}
         ${after ? sql`AND (created_at, id) > (${after.t}::text::timestamptz, ${after.id}::uuid)` : sql``}
       ORDER BY created_at, id LIMIT ${limit + 1}`;
@@ -297,7 +302,10 @@ export function customerRoutes(d: Deps): Route[] {
         }>
       >`
         INSERT INTO contacts (tenant_id, customer_id, name, email, title, is_champion, whatsapp_number)
-        VALUES (${c.principal.tenantId}, ${c.params.id}, ${b.name}, ${b.email ?? null}, ${b.title ?? null}, ${b.is_champion ?? false}, ${b.whatsapp_number ?? null})
+        VALUES (
+          ${c.principal.tenantId}, ${c.params.id}, ${b.name}, ${b.email ?? null}, ${b.title ?? null},
+          ${b.is_champion ?? false}, ${b.whatsapp_number ?? null}
+        )
         RETURNING id::text, customer_id::text, name, email, title, is_champion, whatsapp_number, created_at`;
       return json(201, { ...row, created_at: row.created_at.toISOString() }, [
         ['Location', `/v1/customers/${c.params.id}/contacts/${row.id}`],
@@ -333,7 +341,9 @@ export function customerRoutes(d: Deps): Route[] {
       bodyExample: EXAMPLE,
       handler: create,
       description:
-        'With an `Idempotency-Key` header the first response is stored for 24 hours and replayed (header `Idempotent-Replayed: true`) for the same key and body; the same key with a different body answers 422 `idempotency_key_reused`.',
+        'With an `Idempotency-Key` header the first response is stored for 24 hours and replayed (header ' +
+        '`Idempotent-Replayed: true`) for the same key and body; the same key with a different body answers 422 ' +
+        '`idempotency_key_reused`.',
       headers: [{ name: 'Idempotency-Key', description: '1 to 255 visible ASCII characters; recommended.' }],
       errors: [409, 413, 415, 422],
       responses: { 201: { description: 'Created.', schema: Customer } },

@@ -1,7 +1,7 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { ACTIVITY_TYPES, CONNECTOR_NAMES, CONNECTORS, isConnector } from '../../lib/integrations/connectors.js';
-import { exchangeCode, ProviderError, revokeToken } from '../../lib/integrations/oauth.js';
-import type { Providers } from '../../lib/integrations/providers.js';
+import { authorizationUrl, exchangeCode, ProviderError, revokeToken } from '../../lib/integrations/oauth.js';
+import { forConnection, needsSubdomain, type Providers, SUBDOMAIN } from '../../lib/integrations/providers.js';
 import type { DataCipher } from '../../lib/credentials/data-cipher.js';
 import type { Sql } from '../../lib/pg.js';
 import { ApiError, type FieldError, notFound } from '../../lib/problem.js';
@@ -18,7 +18,10 @@ import type { Deps } from '../deps.js';
 import { type Ctx, json, noContent, type Reply } from '../http/context.js';
 import type { Route } from '../http/router.js';
 import { errorPage, noticePage } from '../oauth/page.js';
+import { ConnectQuery } from '../../schemas/core/integration-webhooks.js';
 import { storeActivities } from './activities.js';
+import { loadSyncStatus, syncNowRoute, syncStatusFields } from './sync-status.js';
+import { createZendeskWebhook, deleteZendeskWebhook, ticketingWebhookRoutes } from './webhooks.js';
 
 export interface IntegrationDeps extends Deps {
   providers: Providers;
@@ -37,6 +40,11 @@ interface Row {
   unmatched_activities: string;
   access_token: string | null;
   refresh_token: string | null;
+  updated_at: Date;
+  last_error: string | null;
+  last_error_at: Date | null;
+  subdomain: string | null;
+  webhook_id: string | null;
 }
 
 const STATE_TTL_MS = 10 * 60_000;
@@ -62,9 +70,10 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
   async function list(c: Ctx): Promise<Reply> {
     const rows = await sql<Row[]>`
       SELECT name, status, connection_id::text, connected_at, account, error, activities::text,
-        unmatched_activities::text
+        unmatched_activities::text, updated_at, last_error, last_error_at
       FROM integrations WHERE tenant_id = ${c.principal.tenantId}`;
     const byName = new Map(rows.map((r) => [r.name, r]));
+    const syncStatus = await loadSyncStatus(sql, c.principal.tenantId);
     return json(200, {
       data: CONNECTOR_NAMES.map((name) => {
         const r = byName.get(name);
@@ -79,6 +88,7 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
           connection_id: r?.status === 'connected' ? r.connection_id : null,
           activities: Number(r?.activities ?? 0),
           unmatched_activities: Number(r?.unmatched_activities ?? 0),
+          ...syncStatusFields(name, syncStatus, r),
         };
       }),
     });
@@ -90,27 +100,30 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
     const p = d.providers[name];
     if (!p || !d.dataCipher)
       throw new ApiError('integration_not_configured', `The service has no OAuth client configured for ${name}.`);
+    // Zendesk: the account's subdomain, given at connect; its URLs are built from it.
+    const subdomain = needsSubdomain(p) ? String(c.query.subdomain ?? '').toLowerCase() : null;
+    if (subdomain !== null && !SUBDOMAIN.test(subdomain))
+      throw new ApiError('validation_failed', `${name} needs the account's subdomain: ?subdomain=<name>.`, [
+        { field: 'subdomain', code: 'invalid_value', message: 'the <subdomain> of https://<subdomain>.zendesk.com' },
+      ]);
     const state = b64url(32);
     const verifier = b64url(32);
     const expires = new Date(Date.now() + STATE_TTL_MS);
     const [r] = await sql<Array<{ status: string }>>`
-      INSERT INTO integrations (tenant_id, name, status, state_hash, state_expires_at, code_verifier)
+      INSERT INTO integrations (tenant_id, name, status, state_hash, state_expires_at, code_verifier, subdomain)
       VALUES (${c.principal.tenantId}, ${name}, 'pending', ${sha256(state)}, ${expires},
-        ${d.dataCipher.encrypt(verifier)})
+        ${d.dataCipher.encrypt(verifier)}, ${subdomain})
       ON CONFLICT (tenant_id, name) DO UPDATE SET status = 'pending', state_hash = EXCLUDED.state_hash,
         state_expires_at = EXCLUDED.state_expires_at, code_verifier = EXCLUDED.code_verifier, error = NULL,
-        updated_at = now()
+        subdomain = EXCLUDED.subdomain, updated_at = now()
       WHERE integrations.status <> 'connected'
       RETURNING status`;
     if (!r) throw new ApiError('integration_already_connected', `${name} is already connected; disconnect it first.`);
-    const url = new URL(p.authorizeUrl);
-    url.searchParams.set('response_type', 'code');
-    url.searchParams.set('client_id', p.clientId);
-    url.searchParams.set('redirect_uri', redirectUri(name));
-    url.searchParams.set('scope', CONNECTORS[name].scope);
-    url.searchParams.set('state', state);
-    url.searchParams.set('code_challenge', createHash('sha256').update(verifier).digest('base64url'));
-    url.searchParams.set('code_challenge_method', 'S256');
+    const url = authorizationUrl(forConnection(p, subdomain), {
+      redirectUri: redirectUri(name),
+      state,
+      challenge: createHash('sha256').update(verifier).digest('base64url'),
+    });
     return json(200, { authorization_url: url.href, state, expires_at: expires.toISOString() });
   }
 
@@ -125,15 +138,15 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
     if (!isConnector(name)) return errorPage(404, title, 'There is no such integration.');
     const q = c.query as { code?: string; state?: string; error?: string; error_description?: string };
     if (!q.state) return errorPage(400, title, 'The link has no state; start the connection again.');
-    const [row] = await sql<Array<{ tenant_id: string; code_verifier: string; fresh: boolean }>>`
+    const [row] = await sql<Array<{ tenant_id: string; code_verifier: string; fresh: boolean; subdomain: string }>>`
       WITH old AS (
-        SELECT tenant_id, name, code_verifier, state_expires_at > now() AS fresh FROM integrations
+        SELECT tenant_id, name, code_verifier, subdomain, state_expires_at > now() AS fresh FROM integrations
         WHERE name = ${name} AND state_hash = ${sha256(q.state)} AND status = 'pending'
         FOR UPDATE
       )
       UPDATE integrations i SET state_hash = NULL, state_expires_at = NULL, code_verifier = NULL, updated_at = now()
       FROM old WHERE i.tenant_id = old.tenant_id AND i.name = old.name
-      RETURNING old.tenant_id::text, old.code_verifier, old.fresh`;
+      RETURNING old.tenant_id::text, old.code_verifier, old.fresh, old.subdomain`;
     if (!row || !row.fresh) {
       if (row) await failed(row.tenant_id, name, 'the authorization expired; connect again');
       return errorPage(400, title, 'This link is invalid, expired or already used; start the connection again.');
@@ -154,7 +167,8 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
     }
     let t: Awaited<ReturnType<typeof exchangeCode>>;
     try {
-      t = await exchangeCode(p, q.code, redirectUri(name), d.dataCipher.decrypt(row.code_verifier));
+      const at = forConnection(p, row.subdomain);
+      t = await exchangeCode(at, q.code, redirectUri(name), d.dataCipher.decrypt(row.code_verifier));
     } catch (err) {
       const reason = err instanceof ProviderError ? err.message : 'the code exchange failed';
       if (!(err instanceof ProviderError)) c.log.error({ err, name }, 'integration code exchange failed');
@@ -162,12 +176,29 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
       return errorPage(400, title, `The connection was not made: ${reason}.`);
     }
     const cipher = d.dataCipher;
+    // Zendesk: the connection's webhook is created now, in the account, with the new token.
+    const connectionId = randomUUID();
+    let hook: { id: string; secret: string } | undefined;
+    if (name === 'zendesk') {
+      try {
+        const endpoint = `${d.baseUrl}/v1/integrations/zendesk/webhooks/${connectionId}`;
+        hook = await createZendeskWebhook(forConnection(p, row.subdomain), t.access_token, endpoint);
+      } catch (err) {
+        const reason = err instanceof ProviderError ? err.message : 'the Zendesk webhook could not be created';
+        if (!(err instanceof ProviderError)) c.log.error({ err, name }, 'zendesk webhook creation failed');
+        await failed(row.tenant_id, name, reason);
+        return errorPage(400, title, `The connection was not made: ${reason}.`);
+      }
+    }
     await sql`
-      UPDATE integrations SET status = 'connected', connection_id = gen_random_uuid(),
+      UPDATE integrations SET status = 'connected', connection_id = ${connectionId},
+        webhook_id = ${hook?.id ?? null}, webhook_secret = ${hook ? cipher.encrypt(hook.secret) : null},
+        backfill_cursor = NULL, backfill_lease_until = NULL, backfilled_at = NULL,
         access_token = ${cipher.encrypt(t.access_token)},
         refresh_token = ${t.refresh_token ? cipher.encrypt(t.refresh_token) : null},
         token_expires_at = ${t.expires_in ? new Date(Date.now() + t.expires_in * 1000) : null},
-        scope = ${t.scope ?? null}, account = ${t.account ?? null}, error = NULL, connected_at = now(), updated_at = now()
+        scope = ${t.scope ?? null}, account = ${t.account ?? null}, error = NULL, connected_at = now(),
+        updated_at = now()
       WHERE tenant_id = ${row.tenant_id} AND name = ${name}`;
     return noticePage(200, 'Connected', `${name} is connected${t.account ? ` as ${t.account}` : ''}.`);
   }
@@ -183,8 +214,13 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
     const name = known(c.params.name);
     const tenantId = c.principal.tenantId;
     const [r] = await sql<Row[]>`
-      SELECT status, access_token, refresh_token FROM integrations WHERE tenant_id = ${tenantId} AND name = ${name}`;
-    const p = d.providers[name];
+      SELECT status, access_token, refresh_token, subdomain, webhook_id FROM integrations
+      WHERE tenant_id = ${tenantId} AND name = ${name}`;
+    const p = d.providers[name] && forConnection(d.providers[name], r?.subdomain);
+    if (r?.status === 'connected' && p && r.webhook_id && r.access_token && d.dataCipher)
+      await deleteZendeskWebhook(p, d.dataCipher.decrypt(r.access_token), r.webhook_id).catch((err: unknown) =>
+        c.log.warn({ err: String(err), name }, 'the Zendesk webhook could not be deleted'),
+      );
     if (r?.status === 'connected' && p?.revokeUrl && d.dataCipher) {
       for (const token of [r.refresh_token, r.access_token]) {
         if (!token) continue;
@@ -194,14 +230,18 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
       }
     }
     await sql`
-      UPDATE integrations SET status = 'disconnected', access_token = NULL, refresh_token = NULL, token_expires_at = NULL,
-        state_hash = NULL, state_expires_at = NULL, code_verifier = NULL, error = NULL, account = NULL,
-        updated_at = now()
+      UPDATE integrations SET status = 'disconnected', access_token = NULL, refresh_token = NULL,
+        token_expires_at = NULL, state_hash = NULL, state_expires_at = NULL, code_verifier = NULL, error = NULL,
+        account = NULL, webhook_id = NULL, webhook_secret = NULL, updated_at = now()
       WHERE tenant_id = ${tenantId} AND name = ${name}`;
     return noContent();
   }
 
-  /** X-Integration-Signature: sha256=<hex HMAC-SHA256 of the raw body>, keyed by the provider's signing secret. */
+  /**
+   * The custom path: activity pushed in the provider-neutral shape by a bridge of the workspace's own
+   * (the real providers come through the sync and their own webhooks, webhooks.ts).
+   * X-Integration-Signature: sha256=<hex HMAC-SHA256 of the raw body>, keyed by the signing secret.
+   */
   function checkSignature(req: { headers: Record<string, string>; params: Record<string, string> }, raw: Buffer) {
     const name = req.params.name;
     const secret = isConnector(name) ? d.providers[name]?.signingSecret : undefined;
@@ -241,6 +281,7 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
   const common = { tag: 'Integrations' };
   const admin = { ...common, auth: 'bearer' as const, scope: null, role: 'admin' as const };
   return [
+    syncNowRoute(sql, known),
     {
       ...common,
       auth: 'bearer',
@@ -251,7 +292,9 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
       description:
         'Every connector (gmail, outlook, google_calendar, outlook_calendar, slack, teams, zendesk, intercom) with ' +
         'its status: disconnected, pending (authorization started), connected or error (with the reason in ' +
-        '`error`, e.g. a token refresh the provider refused). Any valid credential of the workspace.',
+        '`error`, e.g. a token refresh the provider refused), when the e-mail and calendar connectors last ' +
+        'synced (`last_synced_at`), the last failure with its time (`last_error`), and the events each produced ' +
+        'in the last 24 hours (`events_24h`). Any valid credential of the workspace.',
       handler: list,
       responses: { 200: { description: 'Every connector.', schema: IntegrationList } },
     },
@@ -264,10 +307,13 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
         "Answers the provider's OAuth 2.0 authorize URL (code + PKCE S256, redirect_uri " +
         '`{base_url}/v1/integrations/{name}/callback`) with a single-use `state` valid 10 minutes; open it in a ' +
         'browser. A pending connection gets a new URL (the old state stops working). Unknown name → 404; no ' +
-        'OAuth client configured → 409 `integration_not_configured`; connected → 409 `integration_already_connected`.',
+        'OAuth client configured → 409 `integration_not_configured`; connected → 409 ' +
+        '`integration_already_connected`. ' +
+        'zendesk needs `?subdomain=` (the account at https://{subdomain}.zendesk.com; missing → 400).',
       params: IntegrationParams,
+      query: ConnectQuery,
       handler: connect,
-      errors: [404, 409],
+      errors: [400, 404, 409],
       responses: { 200: { description: 'Where to send the user.', schema: ConnectAnswer } },
     },
     {
@@ -307,8 +353,9 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
       auth: 'none',
       method: 'POST',
       path: '/v1/integrations/{name}/events/{connection_id}',
-      summary: 'Activity pushed by a connected provider',
+      summary: 'Activity pushed in the provider-neutral shape (the custom path)',
       description:
+        'For a bridge of your own (the real providers are read by the sync and their webhooks). ' +
         'Authenticated by `X-Integration-Signature: sha256=<hex HMAC-SHA256 of the raw body keyed by ' +
         'INTEGRATION_<NAME>_SIGNING_SECRET>` (missing or wrong → 401 `invalid_signature`). Each new activity ' +
         '(deduplicated by its id) becomes one event per distinct customer its participants resolve to (a ' +
@@ -323,5 +370,6 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
       errors: [401, 404, 413, 415],
       responses: { 202: { description: 'What was stored.', schema: ActivityAnswer } },
     },
+    ...ticketingWebhookRoutes(d),
   ] satisfies Route[];
 }

@@ -29,17 +29,22 @@ export function jobRoutes(d: Deps & { runner: JobRunner }): Route[] {
   async function bulkImport(c: Ctx): Promise<Reply> {
     const b = c.body as { customers: unknown[]; mode: string; conflict_resolution: string };
     const id = uuidv7();
+    const params = JSON.stringify({ mode: b.mode, conflict_resolution: b.conflict_resolution });
+    const createdBy = c.principal.kind === 'user' ? c.principal.actorId : null;
     await sql`
       INSERT INTO jobs (id, tenant_id, type, status, params, input, total, created_by)
-      VALUES (${id}, ${c.principal.tenantId}, 'customers.bulk_import', 'queued', ${JSON.stringify({ mode: b.mode, conflict_resolution: b.conflict_resolution })}::text::jsonb,
-        ${JSON.stringify(b.customers)}::text::jsonb, ${b.customers.length}, ${c.principal.kind === 'user' ? c.principal.actorId : null})`;
+      VALUES (
+        ${id}, ${c.principal.tenantId}, 'customers.bulk_import', 'queued', ${params}::text::jsonb,
+        ${JSON.stringify(b.customers)}::text::jsonb, ${b.customers.length}, ${createdBy}
+      )`;
     d.runner.kick();
     return json(202, { job_id: id, status: 'queued', status_url: `/v1/jobs/${id}` }, [['Location', `/v1/jobs/${id}`]]);
   }
 
   async function get(c: Ctx): Promise<Reply> {
     const [r] = await sql<JobRow[]>`
-      SELECT id::text, type, status, params, total, processed, counts, errors, error, created_at, started_at, finished_at
+      SELECT id::text, type, status, params, total, processed, counts, errors, error, created_at, started_at,
+        finished_at
       FROM jobs WHERE tenant_id = ${c.principal.tenantId} AND id = ${c.params.id}`;
     if (!r) throw notFound('Job');
     // A backfill job belongs to an events:write caller, who need not read customers.
@@ -93,7 +98,8 @@ export function jobRoutes(d: Deps & { runner: JobRunner }): Route[] {
         conflict_resolution: 'skip',
       },
       description:
-        'Rows are matched to existing customers by (external_source, external_id). Limited to 10 imports per hour per workspace (and counted as a write).',
+        'Rows are matched to existing customers by (external_source, external_id). Limited to 10 imports per hour ' +
+        'per workspace (and counted as a write).',
       responses: { 202: { description: 'Accepted; poll the job.', schema: BulkImportAccepted } },
     },
     {

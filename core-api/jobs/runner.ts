@@ -85,10 +85,14 @@ export class JobRunner {
   private async loop(): Promise<void> {
     while (!this.stopped) {
       const [job] = await this.sql<JobRow[]>`
-        UPDATE jobs SET status = 'running', started_at = coalesce(started_at, now()), heartbeat_at = now(), processed = 0,
-          counts = '{}', errors = '[]'
-        WHERE id = (SELECT id FROM jobs WHERE type = 'customers.bulk_import' AND (status = 'queued' OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => ${STALE_S})))
-                    ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1)
+        UPDATE jobs SET status = 'running', started_at = coalesce(started_at, now()), heartbeat_at = now(),
+          processed = 0, counts = '{}', errors = '[]'
+        WHERE id = (
+          SELECT id FROM jobs
+          WHERE type = 'customers.bulk_import'
+            AND (status = 'queued' OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => ${STALE_S})))
+          ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1
+        )
         RETURNING id::text, tenant_id::text, params, input, total`;
       if (!job) return;
       await this.run(job).catch(async (err: unknown) => {
@@ -119,7 +123,8 @@ export class JobRunner {
       if (c.external_id !== undefined) {
         [existing] = await tx<{ id: string; deleted: boolean }[]>`
           SELECT id::text, deleted_at IS NOT NULL AS deleted FROM customers
-          WHERE tenant_id = ${job.tenant_id} AND external_source = ${c.external_source ?? 'internal'} AND external_id = ${c.external_id} FOR UPDATE`;
+          WHERE tenant_id = ${job.tenant_id} AND external_source = ${c.external_source ?? 'internal'}
+            AND external_id = ${c.external_id} FOR UPDATE`;
       }
       if (existing?.deleted)
         throw new RowFailure([
@@ -166,7 +171,8 @@ export class JobRunner {
       }
     };
     const progress = (processed: number) => this.sql`
-      UPDATE jobs SET processed = ${processed}, counts = ${JSON.stringify(counts)}::text::jsonb, errors = ${JSON.stringify(errors.slice(0, MAX_ERRORS))}::text::jsonb, heartbeat_at = now()
+      UPDATE jobs SET processed = ${processed}, counts = ${JSON.stringify(counts)}::text::jsonb,
+        errors = ${JSON.stringify(errors.slice(0, MAX_ERRORS))}::text::jsonb, heartbeat_at = now()
       WHERE id = ${job.id}`;
 
     if (onConflict === 'abort') {
@@ -187,9 +193,12 @@ export class JobRunner {
         if (!(err instanceof RowFailure)) throw err;
         errors.push(...err.errors);
         const failed = { created: 0, updated: 0, skipped: 0, failed: 1 };
+        const [first] = err.errors;
+        const why = `row ${first.index} failed (${first.code}); conflict_resolution is abort, so nothing was written`;
         await this.sql`
-          UPDATE jobs SET status = 'failed', finished_at = now(), processed = ${err.errors[0].index + 1}, counts = ${JSON.stringify(failed)}::text::jsonb,
-            errors = ${JSON.stringify(errors)}::text::jsonb, error = ${`row ${err.errors[0].index} failed (${err.errors[0].code}); conflict_resolution is abort, so nothing was written`}
+          UPDATE jobs SET status = 'failed', finished_at = now(), processed = ${first.index + 1},
+            counts = ${JSON.stringify(failed)}::text::jsonb, errors = ${JSON.stringify(errors)}::text::jsonb,
+            error = ${why}
           WHERE id = ${job.id}`;
       }
       return;

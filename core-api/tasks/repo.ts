@@ -104,7 +104,9 @@ export async function openTasks(sql: Sql, tenantId: string, customerId: string):
   );
 }
 
-/** The live customer's owner (the user whose e-mail is its owner_email), or undefined when the customer is not there. */
+/**
+ * The live customer's owner (the user whose e-mail is its owner_email), or undefined when the customer is not there.
+ */
 export async function customerOwner(
   sql: Sql,
   tenantId: string,

@@ -32,7 +32,8 @@ interface UserRow {
   cursor_ts: string;
 }
 const USER_COLUMNS =
-  'id::text, tenant_id::text, email, role, locale, timezone, initial_territory_ids, password_hash, created_at, created_at::text AS cursor_ts';
+  'id::text, tenant_id::text, email, role, locale, timezone, initial_territory_ids, password_hash, created_at, ' +
+  'created_at::text AS cursor_ts';
 
 const toUser = (r: UserRow) => ({
   id: r.id,
@@ -125,9 +126,14 @@ export function userRoutes(d: Deps): Route[] {
       const row = await sql.begin(async (tx) => {
         const [u] = await tx<UserRow[]>`
           INSERT INTO users (tenant_id, email, role, locale, timezone, initial_territory_ids)
-          VALUES (${c.principal.tenantId}, ${b.email}, ${b.role}, ${b.locale ?? null}, ${b.timezone ?? null}, ${b.initial_territory_ids ?? []})
+          VALUES (
+            ${c.principal.tenantId}, ${b.email}, ${b.role}, ${b.locale ?? null}, ${b.timezone ?? null},
+            ${b.initial_territory_ids ?? []}
+          )
           RETURNING ${tx.unsafe(USER_COLUMNS)}`;
-        await tx`INSERT INTO user_invites (token_hash, tenant_id, user_id, expires_at) VALUES (${sha256(token)}, ${c.principal.tenantId}, ${u.id}, ${expires})`;
+        await tx`
+          INSERT INTO user_invites (token_hash, tenant_id, user_id, expires_at)
+          VALUES (${sha256(token)}, ${c.principal.tenantId}, ${u.id}, ${expires})`;
         return u;
       });
       return json(
@@ -166,9 +172,9 @@ export function userRoutes(d: Deps): Route[] {
             'This user is the only admin of the workspace; make another user admin first.',
           );
       }
-      const [updated] = await tx<
-        UserRow[]
-      >`UPDATE users SET role = ${c.body.role} WHERE tenant_id = ${tenantId} AND id = ${c.params.id} RETURNING ${tx.unsafe(USER_COLUMNS)}`;
+      const [updated] = await tx<UserRow[]>`
+        UPDATE users SET role = ${c.body.role} WHERE tenant_id = ${tenantId} AND id = ${c.params.id}
+        RETURNING ${tx.unsafe(USER_COLUMNS)}`;
       return updated;
     });
     return json(200, toUser(row));
@@ -178,7 +184,8 @@ export function userRoutes(d: Deps): Route[] {
     const hash = await hashPassword(c.body.password);
     const row = await sql.begin(async (tx) => {
       const [inv] = await tx<{ user_id: string; tenant_id: string }[]>`
-        UPDATE user_invites SET used_at = now() WHERE token_hash = ${sha256(c.body.token)} AND used_at IS NULL AND expires_at > now()
+        UPDATE user_invites SET used_at = now()
+        WHERE token_hash = ${sha256(c.body.token)} AND used_at IS NULL AND expires_at > now()
         RETURNING user_id::text, tenant_id::text`;
       if (!inv) throw new ApiError('not_found', 'This invite token is unknown, used or expired.');
       const [u] = await tx<
@@ -245,7 +252,9 @@ export function userRoutes(d: Deps): Route[] {
       handler: changeRole,
       errors: [404, 409, 413, 415],
       description:
-        'Body `{"role": "admin" | "csm" | "viewer"}`. Demoting the last admin answers 409 `last_admin`. Access tokens already issued keep their scopes until they expire (at most 1 hour); the next refresh applies the new role.',
+        'Body `{"role": "admin" | "csm" | "viewer"}`. Demoting the last admin answers 409 `last_admin`. Access ' +
+        'tokens already issued keep their scopes until they expire (at most 1 hour); the next refresh applies the ' +
+        'new role.',
       responses: { 200: { description: 'The user.', schema: User } },
     },
     {

@@ -104,7 +104,8 @@ export function webhookRoutes(d: WebhookDeps): Route[] {
     if (!d.dataCipher)
       throw new ApiError(
         'secrets_unavailable',
-        'The service has no key to keep a signing secret encrypted (DATA_ENCRYPTION_KEY); an operator must configure it.',
+        'The service has no key to keep a signing secret encrypted (DATA_ENCRYPTION_KEY); an operator must ' +
+          'configure it.',
       );
     const secret = newSecret();
     return { secret, stored: d.dataCipher.encrypt(secret) };

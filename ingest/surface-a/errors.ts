@@ -139,7 +139,8 @@ const FORMAT_TYPE: Record<string, [string, string]> = {
 
 const PATTERN_MSG: Record<string, string> = {
   event_name:
-    'event_name must be snake_case: lowercase letters and digits in words joined by single underscores, starting with a letter',
+    'event_name must be snake_case: lowercase letters and digits in words joined by single underscores, starting ' +
+    'with a letter',
 };
 
 /** Ajv errors → Pydantic-style details with `loc` = ["body", "events", 3, "event_name"]. */
@@ -191,7 +192,9 @@ export function fromAjv(errors: ErrorObject[], body: unknown): Detail[] {
         d = {
           type: 'too_short',
           loc: ['body', ...path],
-          msg: `List should have at least ${e.params.limit} item${e.params.limit === 1 ? '' : 's'} after validation, not ${(input as unknown[]).length}`,
+          msg:
+            `List should have at least ${e.params.limit} item${e.params.limit === 1 ? '' : 's'} after validation, ` +
+            `not ${(input as unknown[]).length}`,
           input: summarize(input),
         };
         break;

@@ -48,7 +48,10 @@ export interface UsageContext {
 
 export type IncomingUsage = Incoming<UsageEventA>;
 
-/** Surface A's usage batch straight from the body's bytes when UsageBatchA accepts it as it is (ingest/scan.ts), else undefined. */
+/**
+ * Surface A's usage batch straight from the body's bytes when UsageBatchA accepts it as it is (ingest/scan.ts), else
+ * undefined.
+ */
 const usageBatch = new BatchScanner<UsageEventA>(UsageBatchA);
 
 export const scanUsage = (body: Buffer): IncomingUsage[] | undefined => usageBatch.scan(body);

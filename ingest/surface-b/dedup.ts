@@ -97,7 +97,8 @@ export class DedupKeys {
         if (Date.now() - started > this.o.maxWaitMs)
           throw new ApiError(
             'service_unavailable',
-            'Events of this request share external_ids with another request that is still being stored; nothing of this request was stored. Retry shortly.',
+            'Events of this request share external_ids with another request that is still being stored; nothing of ' +
+              'this request was stored. Retry shortly.',
             undefined,
             [['Retry-After', '1']],
           );
@@ -161,7 +162,9 @@ export class DedupKeys {
     // workspace's keys (batch_id has no index: every insert would pay for one), once per crash.
     for (const r of expired)
       await this.sql`
-        WITH p AS (DELETE FROM event_dedup_pending WHERE batch_id = ${r.batch_id} AND expires_at < now() RETURNING batch_id),
+        WITH p AS (
+          DELETE FROM event_dedup_pending WHERE batch_id = ${r.batch_id} AND expires_at < now() RETURNING batch_id
+        ),
         k AS (DELETE FROM event_dedup WHERE tenant_id = ${r.tenant_id} AND batch_id IN (SELECT batch_id FROM p))
         SELECT pg_notify(${CHANNEL}, batch_id::text) FROM p`;
     return expired.length;
@@ -213,11 +216,15 @@ export class DedupKeys {
     return { held, unseen };
   }
 
-  /** Where the keys `ks` stand now: held by a request in flight or in doubt, or gone (released); the rest are stored. */
+  /**
+   * Where the keys `ks` stand now: held by a request in flight or in doubt, or gone (released); the rest are stored.
+   */
   private async look(db: Sql, s: KeySet, ks: number[]): Promise<{ held: Held[]; gone: number[] }> {
     const rows = await db<{ k: number; owner: string | null; expired: boolean | null }[]>`
       SELECT u.k, d.batch_id::text AS owner, p.expires_at <= now() AS expired
-      FROM unnest(${ks.map((k) => s.customers[k])}::uuid[], ${ks.map((k) => s.externals[k])}::text[], ${ks}::int[]) AS u(c, e, k)
+      FROM unnest(
+        ${ks.map((k) => s.customers[k])}::uuid[], ${ks.map((k) => s.externals[k])}::text[], ${ks}::int[]
+      ) AS u(c, e, k)
       ${this.owners(db, s)}
       WHERE d.customer_id IS NULL OR p.batch_id IS NOT NULL`;
     const held: Held[] = [];
@@ -229,11 +236,15 @@ export class DedupKeys {
     return { held, gone };
   }
 
-  /** Joins each key `u` (c, e) to its row `d` and its owner's reservation `p`, one index look-up each (see `keyRow`). */
+  /**
+   * Joins each key `u` (c, e) to its row `d` and its owner's reservation `p`, one index look-up each (see `keyRow`).
+   */
   private owners(db: Sql, s: KeySet) {
     return db`
       LEFT JOIN LATERAL ${keyRow(db, s, db`d.customer_id, d.batch_id`)} d ON true
-      LEFT JOIN LATERAL (SELECT p.batch_id, p.expires_at FROM event_dedup_pending p WHERE p.batch_id = d.batch_id LIMIT 1) p ON true`;
+      LEFT JOIN LATERAL (
+        SELECT p.batch_id, p.expires_at FROM event_dedup_pending p WHERE p.batch_id = d.batch_id LIMIT 1
+      ) p ON true`;
   }
 
   /** Keys whose owner's reservation expired become this batch's (one request wins each key). */

@@ -88,7 +88,8 @@ export class EventQuery {
     if (f.cursor) {
       const p = decodeEventCursor(f.cursor);
       where.push(
-        `(ts < toDateTime(${p.ts}) OR (ts = toDateTime(${p.ts}) AND (ts_ms < ${p.ms} OR (ts_ms = ${p.ms} AND toString(event_id) < '${p.id}'))))`,
+        `(ts < toDateTime(${p.ts}) OR (ts = toDateTime(${p.ts}) AND ` +
+          `(ts_ms < ${p.ms} OR (ts_ms = ${p.ms} AND toString(event_id) < '${p.id}'))))`,
       );
     }
     // Aliases differ from column names: ClickHouse resolves aliases in WHERE too.

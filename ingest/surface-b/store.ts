@@ -37,7 +37,10 @@ export interface StoreResult extends Answer {
 export interface StoreOptions {
   /** Largest JetStream message (nats max_payload, minus headers). */
   maxPayloadBytes: number;
-  /** How long a request's reservation of its deduplication keys stands unconfirmed before others take them over (dedup.ts). */
+  /**
+   * How long a request's reservation of its deduplication keys stands unconfirmed before others take them over
+   * (dedup.ts).
+   */
   reservationMs: number;
   /** How long a request waits for another request holding the same Idempotency-Key. */
   idempotencyWaitMs: number;
@@ -162,7 +165,8 @@ export class SurfaceBStore {
     if (bytes.length > this.o.maxPayloadBytes) {
       throw new ApiError(
         'payload_too_large',
-        `The events of this request take ${bytes.length} bytes once stored, more than the ${this.o.maxPayloadBytes} one request may hold; send smaller batches.`,
+        `The events of this request take ${bytes.length} bytes once stored, more than the ` +
+          `${this.o.maxPayloadBytes} one request may hold; send smaller batches.`,
       );
     }
     const charge = this.quota.take(r.tenantId, r.plan, stored);
@@ -171,7 +175,8 @@ export class SurfaceBStore {
       if (!d.ok) {
         throw new ApiError(
           'daily_quota_exceeded',
-          `The daily event quota of ${d.limit} events of the ${r.plan} plan is used up for today; it resets at 00:00 UTC.`,
+          `The daily event quota of ${d.limit} events of the ${r.plan} plan is used up for today; ` +
+            'it resets at 00:00 UTC.',
           undefined,
           [['Retry-After', String(d.retryAfter)]],
         );
@@ -186,8 +191,10 @@ export class SurfaceBStore {
       };
       await tx`
         INSERT INTO jobs (id, tenant_id, type, status, params, input, total, counts, finished_at)
-        VALUES (${r.job.id}, ${r.tenantId}, 'events.backfill', ${stored > 0 ? 'queued' : 'succeeded'}, '{}', '[]', ${stored}, ${JSON.stringify(counts)}::text::jsonb,
-          ${stored > 0 ? null : new Date()})`;
+        VALUES (
+          ${r.job.id}, ${r.tenantId}, 'events.backfill', ${stored > 0 ? 'queued' : 'succeeded'}, '{}', '[]', ${stored},
+          ${JSON.stringify(counts)}::text::jsonb, ${stored > 0 ? null : new Date()}
+        )`;
     }
     return { r, bytes, names, result: { ...r.answer, replayed: false, stored } };
   }

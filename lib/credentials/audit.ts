@@ -44,9 +44,13 @@ export class AuditLog {
     this.buf = [];
     this.flushing = this.sql`
       INSERT INTO credential_audit (tenant_id, actor_kind, actor_id, trace_id, method, endpoint, status, ip, at)
-      SELECT * FROM unnest(${batch.map((e) => e.tenant_id)}::uuid[], ${batch.map((e) => e.actor_kind)}::text[], ${batch.map((e) => e.actor_id)}::uuid[],
-        ${batch.map((e) => e.trace_id)}::text[], ${batch.map((e) => e.method)}::text[], ${batch.map((e) => e.endpoint)}::text[],
-        ${batch.map((e) => e.status)}::int[], ${batch.map((e) => e.ip)}::text[], ${batch.map((e) => e.at.toISOString())}::timestamptz[])`
+      SELECT * FROM unnest(
+        ${batch.map((e) => e.tenant_id)}::uuid[], ${batch.map((e) => e.actor_kind)}::text[],
+        ${batch.map((e) => e.actor_id)}::uuid[], ${batch.map((e) => e.trace_id)}::text[],
+        ${batch.map((e) => e.method)}::text[], ${batch.map((e) => e.endpoint)}::text[],
+        ${batch.map((e) => e.status)}::int[], ${batch.map((e) => e.ip)}::text[],
+        ${batch.map((e) => e.at.toISOString())}::timestamptz[]
+      )`
       .then(
         () => undefined,
         (err: unknown) => {

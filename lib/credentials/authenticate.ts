@@ -18,9 +18,9 @@ export class RevokedFamilies {
   private set = new Set<string>();
 
   async load(sql: Sql, withinSeconds: number): Promise<void> {
-    const rows = await sql<
-      { family_id: string }[]
-    >`SELECT family_id::text FROM oauth_revoked_families WHERE revoked_at > now() - make_interval(secs => ${withinSeconds})`;
+    const rows = await sql<{ family_id: string }[]>`
+      SELECT family_id::text FROM oauth_revoked_families
+      WHERE revoked_at > now() - make_interval(secs => ${withinSeconds})`;
     for (const r of rows) this.set.add(r.family_id);
   }
 

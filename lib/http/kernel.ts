@@ -58,7 +58,10 @@ export interface Dialect<X extends Exchange, A> {
 
 /** One endpoint: what it reads of the request, and its steps. */
 export interface Endpoint<X extends Exchange, A> {
-  /** The header fields the steps read (copied before the request dies; no query string, no client address); all when absent. */
+  /**
+   * The header fields the steps read (copied before the request dies; no query string, no client address); all when
+   * absent.
+   */
   headers?: ReadonlySet<string>;
   /** The request's own state, set on the exchange once its head is copied (the matched route, the client address). */
   open?(x: Exchange): X;

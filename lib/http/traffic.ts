@@ -16,7 +16,10 @@ export interface Traffic {
   maxBodyBytesInFlight: number;
   /** Close each connection after its answer for a while, so that clients spread over the processes again. */
   rebalancing: boolean;
-  /** Buffers request bodies are read into and handed back to once their steps are done (lib/buffer-pool.ts); none: fresh ones. */
+  /**
+   * Buffers request bodies are read into and handed back to once their steps are done (lib/buffer-pool.ts); none:
+   * fresh ones.
+   */
   bodies?: BufferPool;
 }
 

@@ -41,7 +41,8 @@ export function loadUws(env: { UWS_USE_FALLBACK?: string }): typeof UWS {
   }
   if (fellBack || !String(uws.App).includes('[native code]')) {
     throw new Error(
-      `uWebSockets.js has no native binary for Node ${process.version} (ABI ${process.versions.modules}) on ${process.platform}-${process.arch}; refusing to start on its JS fallback`,
+      `uWebSockets.js has no native binary for Node ${process.version} (ABI ${process.versions.modules}) on ` +
+        `${process.platform}-${process.arch}; refusing to start on its JS fallback`,
     );
   }
   return uws;

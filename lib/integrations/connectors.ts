@@ -1,17 +1,24 @@
 /**
  * The connectors a workspace can connect (docs/integrations.md), their category, the OAuth scope
- * asked for, and the activity types a provider of that category may push.
+ * asked for (what the e-mail and calendar sync reads, what notify sends), and the activity types a
+ * provider of that category may push.
  */
 
 export const CONNECTORS = {
-  gmail: { category: 'email', scope: 'https://www.googleapis.com/auth/gmail.send openid email' },
-  outlook: { category: 'email', scope: 'Mail.Send offline_access User.Read' },
+  gmail: {
+    category: 'email',
+    scope: 'https://www.googleapis.com/auth/gmail.readonly https://www.googleapis.com/auth/gmail.send openid email',
+  },
+  outlook: { category: 'email', scope: 'offline_access User.Read Mail.Read Mail.Send' },
   google_calendar: { category: 'calendar', scope: 'https://www.googleapis.com/auth/calendar.readonly openid email' },
-  outlook_calendar: { category: 'calendar', scope: 'Calendars.Read offline_access User.Read' },
-  slack: { category: 'chat', scope: 'chat:write channels:read' },
-  teams: { category: 'chat', scope: 'ChannelMessage.Send offline_access' },
-  zendesk: { category: 'ticketing', scope: 'read write' },
-  intercom: { category: 'ticketing', scope: 'read write' },
+  outlook_calendar: { category: 'calendar', scope: 'offline_access User.Read Calendars.Read' },
+  slack: { category: 'chat', scope: 'chat:write' },
+  teams: { category: 'chat', scope: 'offline_access ChannelMessage.Send' },
+  // Zendesk: read (tickets, users, the webhook's signing secret) and webhooks:write (the webhook is
+  // created at connect). Intercom takes no scope parameter: its permissions are set on the app in
+  // the Developer Hub (docs/integrations.md).
+  zendesk: { category: 'ticketing', scope: 'read webhooks:write' },
+  intercom: { category: 'ticketing', scope: '' },
 } as const;
 
 export type ConnectorName = keyof typeof CONNECTORS;

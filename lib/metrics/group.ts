@@ -86,7 +86,9 @@ export function compileMetricGroup(
     ...(RESERVED_EVENT_NAMES.has(source) ? [] : ["surface != 'system'"]),
   ];
   return {
-    sql: `SELECT customer_id,\n  ${values.join(',\n  ')}\nFROM ${db}.events\nWHERE ${where.join('\n  AND ')}\nGROUP BY customer_id`,
+    sql:
+      `SELECT customer_id,\n  ${values.join(',\n  ')}\nFROM ${db}.events\n` +
+      `WHERE ${where.join('\n  AND ')}\nGROUP BY customer_id`,
     periods,
     empty: defs.map((d) => EMPTY[d.calculation]),
   };

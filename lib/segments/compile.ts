@@ -114,7 +114,9 @@ export function segmentRuleErrors(rules: unknown): FieldError[] {
         (kind === 'custom' && new Set(value.map((v) => typeof v)).size > 1)
       )
         bad(
-          `every value of in must be ${kind === 'custom' ? 'of one type (string, number or boolean)' : `a ${kind === 'ci_text' ? 'text' : kind}`}`,
+          `every value of in must be ${
+            kind === 'custom' ? 'of one type (string, number or boolean)' : `a ${kind === 'ci_text' ? 'text' : kind}`
+          }`,
         );
     } else if (ORDERING.has(op) && (kind === 'text' || kind === 'ci_text')) {
       bad(`${op} does not apply to ${field}`);
@@ -141,7 +143,9 @@ function ruleSql(r: SegmentRule, p: SqlParams): string {
     const sample = Array.isArray(value) ? value[0] : value;
     const type = typeof sample === 'number' ? 'number' : typeof sample === 'boolean' ? 'boolean' : 'string';
     const cast = type === 'number' ? 'numeric' : type === 'boolean' ? 'boolean' : 'text';
-    const expr = `(CASE WHEN jsonb_typeof(c.custom_fields -> ${key}) = '${type}' THEN (c.custom_fields ->> ${key})::${cast} END)`;
+    const expr =
+      `(CASE WHEN jsonb_typeof(c.custom_fields -> ${key}) = '${type}' ` +
+      `THEN (c.custom_fields ->> ${key})::${cast} END)`;
     if (op === 'contains') return decided(`strpos(${expr}, ${p.add(value, 'text')}) > 0`, op);
     if (op === 'in') return decided(`${expr} = ANY(${p.add(value, `${cast}[]`)})`, op);
     return decided(`${expr} ${SQL_OP[op]} ${p.add(value, cast)}`, op);

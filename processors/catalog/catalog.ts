@@ -60,7 +60,8 @@ export class EventCatalog {
           // A workspace deleted meanwhile has no catalog: its names are dropped, not retried forever.
           await this.sql`
             INSERT INTO event_catalog (tenant_id, event_name)
-            SELECT u.tenant_id, u.event_name FROM unnest(${tenants}::uuid[], ${names}::text[]) AS u (tenant_id, event_name)
+            SELECT u.tenant_id, u.event_name
+            FROM unnest(${tenants}::uuid[], ${names}::text[]) AS u (tenant_id, event_name)
             JOIN tenants t ON t.id = u.tenant_id
             ON CONFLICT DO NOTHING`;
         }

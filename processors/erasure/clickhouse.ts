@@ -72,7 +72,8 @@ export class ClickHouseErasure {
 
   async mutate(table: string, tenantId: string, ids: string[]): Promise<void> {
     await this.ch.command(
-      `ALTER TABLE ${this.ch.storageDatabase}.\`${table}\`${this.ch.onCluster} DELETE WHERE ${this.where(tenantId, ids)}`,
+      `ALTER TABLE ${this.ch.storageDatabase}.\`${table}\`${this.ch.onCluster} ` +
+        `DELETE WHERE ${this.where(tenantId, ids)}`,
     );
     this.log.info({ table, tenantId, customers: ids.length }, 'erasure mutation issued');
   }

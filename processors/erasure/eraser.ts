@@ -108,7 +108,8 @@ export class Eraser {
   private async refreshWatch(): Promise<void> {
     const rows = await this.sql<Array<{ tenant_id: string }>>`
       SELECT DISTINCT tenant_id::text FROM erasures
-      WHERE (status <> 'completed' OR completed_at > now() - (${this.o.watchMs}::float8 * interval '1 ms')) ${this.only}`;
+      WHERE (status <> 'completed' OR completed_at > now() - (${this.o.watchMs}::float8 * interval '1 ms'))
+        ${this.only}`;
     this.watched = new Set(rows.map((r) => r.tenant_id));
   }
 

@@ -247,7 +247,8 @@ export class WebhookDispatcher {
           ),
           v AS (
             SELECT w.id, s.any_ok, s.gone,
-              NOT s.any_ok AND coalesce(w.failing_since < now() - ${this.o.disableAfterMs}::float8 * interval '1 ms', false)
+              NOT s.any_ok
+                AND coalesce(w.failing_since < now() - ${this.o.disableAfterMs}::float8 * interval '1 ms', false)
                 AS stale
             FROM webhook_subscriptions w JOIN s ON s.subscription_id = w.id
           )

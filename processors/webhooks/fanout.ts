@@ -64,7 +64,9 @@ export class WebhookFanout {
           const r = await this.sql`
             INSERT INTO webhook_deliveries (tenant_id, subscription_id, message_id, event_type, body, next_attempt_at)
             SELECT m.tenant_id, s.id, m.message_id, m.type, m.body, now()
-            FROM unnest(${tenants}::uuid[], ${ids}::uuid[], ${types}::text[], ${times}::timestamptz[], ${bodies}::text[])
+            FROM unnest(
+              ${tenants}::uuid[], ${ids}::uuid[], ${types}::text[], ${times}::timestamptz[], ${bodies}::text[]
+            )
               AS m (tenant_id, message_id, type, occurred_at, body)
             JOIN webhook_subscriptions s ON s.tenant_id = m.tenant_id AND s.enabled
               AND s.created_at <= m.occurred_at

@@ -164,7 +164,8 @@ export class Reconciler {
         Date.now() > deadline
           ? []
           : this.d.ch.rows<{ q: string }>(
-              `SELECT query_id AS q FROM ${db}.processes WHERE query_id LIKE 'cw-%' AND query LIKE 'INSERT INTO ${table} %'
+              `SELECT query_id AS q FROM ${db}.processes
+               WHERE query_id LIKE 'cw-%' AND query LIKE 'INSERT INTO ${table} %'
                SETTINGS skip_unavailable_shards = 1`,
             ),
         this.d.ch.rows<{ r: string }>(

@@ -34,7 +34,8 @@ const customFields = Type.Object(
     maxProperties: 100,
     propertyNames: { minLength: 1 },
     description:
-      'Free-form key/value map; keys are not empty, and the request body nests at most 32 levels of objects and arrays. PATCH merges the keys sent; a key sent as null is removed.',
+      'Free-form key/value map; keys are not empty, and the request body nests at most 32 levels of objects and ' +
+      'arrays. PATCH merges the keys sent; a key sent as null is removed.',
   },
 );
 const externalId = Type.String({
@@ -214,14 +215,16 @@ export const BulkImport = Type.Object(
       StringEnum(IMPORT_MODES, {
         default: 'create_or_update',
         description:
-          'create_or_update: a row whose (external_source, external_id) exists updates it, others are created; create_only: existing matches are conflicts; update_only: rows without a match are conflicts.',
+          'create_or_update: a row whose (external_source, external_id) exists updates it, others are created; ' +
+          'create_only: existing matches are conflicts; update_only: rows without a match are conflicts.',
       }),
     ),
     conflict_resolution: Type.Optional(
       StringEnum(CONFLICT_RESOLUTIONS, {
         default: 'skip',
         description:
-          'skip: a row that is invalid or conflicts is recorded in the job errors and the rest proceed; abort: the first such row fails the job and nothing is written.',
+          'skip: a row that is invalid or conflicts is recorded in the job errors and the rest proceed; abort: the ' +
+          'first such row fails the job and nothing is written.',
       }),
     ),
   },
@@ -246,7 +249,8 @@ export const Job = Type.Object({
   }),
   counts: Type.Record(Type.String(), Type.Integer(), {
     description:
-      'Bulk import: created, updated, skipped, failed. Backfill: accepted, rejected, duplicates (silently ignored, counted in accepted), stored (rows written to the event store).',
+      'Bulk import: created, updated, skipped, failed. Backfill: accepted, rejected, duplicates (silently ignored, ' +
+      'counted in accepted), stored (rows written to the event store).',
   }),
   errors: Type.Array(
     Type.Object({ index: Type.Integer(), field: Nullable(Type.String()), code: Type.String(), message: Type.String() }),

@@ -1,5 +1,6 @@
 import Type, { type Static } from 'typebox';
 import { Nullable, Timestamp, Uuid } from './common.js';
+import { SyncStatusFields } from './integration-sync.js';
 
 /** Integrations (docs/integrations.md): the connector catalog, connections and pushed activity. */
 
@@ -36,6 +37,7 @@ export const Integration = Type.Object({
   connection_id: Nullable(Uuid),
   activities: Type.Integer({ description: 'Pushed activities turned into events.' }),
   unmatched_activities: Type.Integer({ description: 'Pushed activities whose participants matched no customer.' }),
+  ...SyncStatusFields,
 });
 
 export const IntegrationList = Type.Object({ data: Type.Array(Integration) });

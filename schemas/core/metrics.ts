@@ -39,8 +39,9 @@ const FilterValue = Type.Union(
   [FilterString, Type.Number(), Type.Boolean(), Type.Array(Type.Union([FilterString, Type.Number()]))],
   {
     description:
-      `A string, number or boolean; an array of strings or numbers for \`in\`. A string (alone or in a list) holds at ` +
-      `most ${MAX_FILTER_VALUE_LENGTH} characters, and the strings of a filter at most ${MAX_FILTER_CHARS} in all.`,
+      'A string, number or boolean; an array of strings or numbers for `in`. A string (alone or in a list) ' +
+      `holds at most ${MAX_FILTER_VALUE_LENGTH} characters, and the strings of a filter at most ${MAX_FILTER_CHARS} ` +
+      'in all.',
   },
 );
 

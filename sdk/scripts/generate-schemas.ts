@@ -34,7 +34,8 @@ export function schemasModule(): string {
       event: plain(UsageEventB),
     },
   };
-  return `// Written by sdk/scripts/generate-schemas.ts from schemas/ (npm run -s build && node dist/sdk/scripts/generate-schemas.js).
+  return `// Written by sdk/scripts/generate-schemas.ts from schemas/
+// (npm run -s build && node dist/sdk/scripts/generate-schemas.js).
 // Do not edit: test/unit/sdk-schemas.test.ts compares it with the service's schemas.
 import type { SurfaceSchemas } from './validate.js';
 

@@ -224,7 +224,9 @@ async function send(o: NonNullable<ReturnType<typeof options>>): Promise<number>
             ? ((now - t0) / 1000) * ((total - read.bytes) / read.bytes) + (s.queued + s.inFlight) / Math.max(rate, 1)
             : Number.NaN;
         process.stderr.write(
-          `\r${fmt(rate)} events/s  read ${fmt(lineNo)}  accepted ${fmt(s.accepted)}  rejected ${fmt(s.rejected + localRejected)}  failed ${fmt(s.failed)}  retries ${fmt(s.retries)}  ETA ${total ? clock(eta) : '?'}   `,
+          `\r${fmt(rate)} events/s  read ${fmt(lineNo)}  accepted ${fmt(s.accepted)}  ` +
+            `rejected ${fmt(s.rejected + localRejected)}  failed ${fmt(s.failed)}  retries ${fmt(s.retries)}  ` +
+            `ETA ${total ? clock(eta) : '?'}   `,
         );
       }, 500)
     : undefined;
@@ -280,8 +282,10 @@ async function send(o: NonNullable<ReturnType<typeof options>>): Promise<number>
   const secs = (Date.now() - t0) / 1000;
   const failedInJobs = failedJobs.reduce((a, j) => a + j.events, 0);
   say(
-    `${fmt(lineNo)} lines in ${secs.toFixed(1)} s (${fmt((s.accepted + s.rejected + s.failed) / Math.max(secs, 0.001))} events/s): ` +
-      `accepted ${fmt(s.accepted - failedInJobs)}, rejected ${fmt(s.rejected + localRejected)}, failed ${fmt(s.failed + failedInJobs)}` +
+    `${fmt(lineNo)} lines in ${secs.toFixed(1)} s ` +
+      `(${fmt((s.accepted + s.rejected + s.failed) / Math.max(secs, 0.001))} events/s): ` +
+      `accepted ${fmt(s.accepted - failedInJobs)}, rejected ${fmt(s.rejected + localRejected)}, ` +
+      `failed ${fmt(s.failed + failedInJobs)}` +
       `${s.dropped ? `, dropped ${fmt(s.dropped)}` : ''}; ${fmt(s.retries)} retries` +
       (stored !== undefined ? `; backfill jobs stored ${fmt(stored)} events` : '') +
       (written ? `\n${fmt(written)} rejected or failed events written to ${o.rejected}` : ''),

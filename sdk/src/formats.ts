@@ -29,8 +29,10 @@ export function isDateTime(value: string): boolean {
   return m[7] === undefined || (Number(m[7]) <= 15 && Number(m[8]) <= 59);
 }
 
-const EMAIL =
-  /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/i;
+// An e-mail address: dot-separated atoms of the local part, @, dot-separated host labels.
+const ATOM = "[a-z0-9!#$%&'*+/=?^_`{|}~-]+";
+const LABEL = '[a-z0-9](?:[a-z0-9-]*[a-z0-9])?';
+const EMAIL = new RegExp(`^${ATOM}(?:\\.${ATOM})*@(?:${LABEL}\\.)+${LABEL}$`, 'i');
 
 export function isEmail(value: string): boolean {
   return EMAIL.test(value);

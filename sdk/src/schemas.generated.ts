@@ -1,4 +1,5 @@
-// Written by sdk/scripts/generate-schemas.ts from schemas/ (npm run -s build && node dist/sdk/scripts/generate-schemas.js).
+// Written by sdk/scripts/generate-schemas.ts from schemas/
+// (npm run -s build && node dist/sdk/scripts/generate-schemas.js).
 // Do not edit: test/unit/sdk-schemas.test.ts compares it with the service's schemas.
 import type { SurfaceSchemas } from './validate.js';
 

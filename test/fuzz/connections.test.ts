@@ -96,6 +96,7 @@ const seeds: Record<string, RouteSeed> = {
     params: { name: { own: ['zendesk', 'slack', 'gmail', 'teams', 'myspace'] } },
   },
   'DELETE /v1/integrations/{name}': { params: { name: { own: ['zendesk', 'intercom', 'myspace'] } } },
+  'POST /v1/integrations/{name}/sync': { params: { name: { own: ['gmail', 'outlook', 'slack', 'myspace'] } } },
   // Any workspace's connection takes pushes: the provider's signature is the credential, not a bearer.
   'POST /v1/integrations/{name}/events/{connection_id}': {
     params: { name: { own: ['gmail', 'zendesk'] }, connection_id: { own: [mine.connection, theirs.connection] } },

@@ -160,6 +160,15 @@ export const TARGETS: readonly Target[] = [
       'POST /v1/integrations/{name}/connect',
       'DELETE /v1/integrations/{name}',
       'POST /v1/integrations/{name}/events/{connection_id}',
+      'POST /v1/integrations/{name}/sync',
+    ],
+  },
+  {
+    file: 'ticketing',
+    surface: 'core ticketing webhooks',
+    routes: [
+      'POST /v1/integrations/zendesk/webhooks/{connection_id}',
+      'POST /v1/integrations/intercom/webhooks/{connection_id}',
     ],
   },
   {

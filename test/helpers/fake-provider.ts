@@ -5,8 +5,10 @@ import type { AddressInfo } from 'node:net';
 /**
  * A local OAuth 2.0 provider for the integration tests, on loopback: an authorize endpoint that
  * approves at once (302 back to redirect_uri with a code, or with ?error when told to deny), a
- * token endpoint (authorization_code with PKCE S256 checked, refresh_token), a revocation
- * endpoint, and the chat and message APIs playbooks notify through. The APIs accept only a live
+ * token endpoint (authorization_code with PKCE S256 checked, refresh_token; an OpenID Connect
+ * id_token naming the account, as Google's and Microsoft's do), a revocation endpoint, and the
+ * APIs playbooks notify through, at the providers' paths: Slack's chat.postMessage, Gmail's
+ * users.messages.send, Microsoft Graph's sendMail and channel messages. The APIs accept only a live
  * access token (issued, not expired, not revoked) and answer 401 otherwise, as providers do. It
  * records what it was sent; a test can shorten token lifetimes, invalidate the access tokens
  * issued so far, refuse refreshes and slow them down.
@@ -37,8 +39,17 @@ export interface FakeProvider {
   refuseRefresh(on: boolean): void;
   /** Refresh answers come this late, so that concurrent refreshes overlap. */
   setRefreshDelay(ms: number): void;
+  /** The next API requests with a live token get these answers, in order (a fault injected). */
+  answerNext(...answers: FakeAnswer[]): void;
   close(): Promise<void>;
 }
+
+const API_PATHS = [
+  /^\/api\/chat\.postMessage$/,
+  /^\/api\/gmail\/v1\/users\/me\/messages\/send$/,
+  /^\/api\/me\/sendMail$/,
+  /^\/api\/teams\/[^/]+\/channels\/[^/]+\/messages$/,
+];
 
 export async function startFakeProvider(
   t: { teardown(f: () => unknown): void },
@@ -59,6 +70,7 @@ export async function startFakeProvider(
     lifetime: expiresIn,
     refuse: false,
     refreshDelayMs: 0,
+    scripted: [] as FakeAnswer[],
   };
   const accepts = (access: string) => (live.get(access) ?? 0) > Date.now();
   const issue = () => {
@@ -67,12 +79,16 @@ export async function startFakeProvider(
     p.issued.push({ access, refresh });
     refreshTokens.add(refresh);
     live.set(access, Date.now() + p.lifetime * 1000);
+    const claims = { iss: url, sub: '1234567890', aud: 'client-1', email: 'team@example.com', email_verified: true };
     return {
       access_token: access,
       refresh_token: refresh,
       token_type: 'Bearer',
       expires_in: p.lifetime,
-      account: 'team@example.com',
+      scope: 'openid email',
+      id_token: ['{"alg":"RS256","typ":"JWT"}', JSON.stringify(claims), 'signature']
+        .map((x) => Buffer.from(x).toString('base64url'))
+        .join('.'),
     };
   };
   const server = http.createServer((req, res) => {
@@ -135,14 +151,22 @@ export async function startFakeProvider(
         live.delete(form.get('token') ?? '');
         return void res.writeHead(200).end();
       }
-      if (url.pathname === '/api/chat.postMessage' || url.pathname === '/api/messages') {
+      if (API_PATHS.some((re) => re.test(url.pathname))) {
         const auth = req.headers.authorization ?? '';
         const token = /^Bearer (.+)$/.exec(auth)?.[1] ?? '';
         const ok = accepts(token);
-        p.calls.push({ path: url.pathname, token, status: ok ? 200 : 401 });
+        const next = ok ? p.scripted.shift() : undefined;
+        p.calls.push({ path: url.pathname, token, status: next?.status ?? (ok ? 200 : 401) });
         if (!ok) return reply(401, { ok: false, error: 'invalid_auth' });
+        if (next)
+          return void res
+            .writeHead(next.status, { 'content-type': 'application/json', ...next.headers })
+            .end(next.body === undefined ? undefined : JSON.stringify(next.body));
         p.messages.push({ path: url.pathname, auth, body: JSON.parse(raw) });
-        return reply(200, { ok: true });
+        if (url.pathname.endsWith('/sendMail')) return void res.writeHead(202).end();
+        if (url.pathname.endsWith('/messages/send'))
+          return reply(200, { id: randomBytes(8).toString('hex'), threadId: 't-1', labelIds: ['SENT'] });
+        return reply(url.pathname.includes('/teams/') ? 201 : 200, { ok: true });
       }
       reply(404, { error: 'not_found' });
     });
@@ -201,6 +225,88 @@ export async function startFakeProvider(
     setRefreshDelay: (ms) => {
       p.refreshDelayMs = ms;
     },
+    answerNext: (...answers) => {
+      p.scripted.push(...answers);
+    },
     close,
   };
+}
+
+/** One request as a fake provider saw it. */
+export interface FakeRequest {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  headers: http.IncomingHttpHeaders;
+  raw: string;
+  /** The body parsed as JSON, or as a form when it is one; {} otherwise. */
+  body: Record<string, any>;
+  /** The bearer token of the Authorization header ('' without one). */
+  token: string;
+}
+
+export interface FakeAnswer {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+/**
+ * A loopback HTTP server for a provider fake: each request parsed, handed to `handle`, answered
+ * as JSON; closed at the test's teardown.
+ */
+export async function startHttpFake(
+  t: { teardown(f: () => unknown): void },
+  handle: (r: FakeRequest) => FakeAnswer | Promise<FakeAnswer>,
+): Promise<string> {
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', async () => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      const raw = Buffer.concat(chunks).toString();
+      let body: Record<string, any> = {};
+      if ((req.headers['content-type'] ?? '').includes('json')) {
+        try {
+          body = JSON.parse(raw);
+        } catch {}
+      } else if (raw) body = Object.fromEntries(new URLSearchParams(raw));
+      const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
+      try {
+        const a = await handle({
+          method: req.method ?? 'GET',
+          path: url.pathname,
+          query: url.searchParams,
+          headers: req.headers,
+          raw,
+          body,
+          token,
+        });
+        const type = a.body === undefined ? {} : { 'content-type': 'application/json; charset=utf-8' };
+        res
+          .writeHead(a.status, { ...type, ...a.headers })
+          .end(a.body === undefined ? undefined : JSON.stringify(a.body));
+      } catch (err) {
+        res.writeHead(500).end(String(err));
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** Follows a connect's authorize URL as a browser would, to the callback page; its status and text. */
+export async function authorizeInBrowser(authorizationUrl: string): Promise<{ status: number; text: string }> {
+  const auth = await fetch(authorizationUrl, { redirect: 'manual' });
+  const back = auth.headers.get('location');
+  if (!back) throw new Error(`the authorize page answered ${auth.status} without a redirect`);
+  const page = await fetch(back, { redirect: 'manual' });
+  return { status: page.status, text: await page.text() };
 }

@@ -223,16 +223,19 @@ t.test('notify through Slack; tokens refreshed before expiry; disconnect revokes
     { type: 'notify', status: 'failed', reason: 'integration_not_connected' },
     { type: 'notify', status: 'succeeded', via: 'gmail' },
   ]);
+  const gmailSend = '/api/gmail/v1/users/me/messages/send';
   const sent = await waitFor('both messages at the provider', () => {
-    const m = fake.messages.filter(
-      (x) => JSON.stringify(x.body).includes('#cs-alerts') || x.body.to === 'cs@example.com',
-    );
+    const m = fake.messages.filter((x) => JSON.stringify(x.body).includes('#cs-alerts') || x.path === gmailSend);
     return m.length >= 2 ? m : undefined;
   });
   const slack = sent.find((m) => m.path === '/api/chat.postMessage')!;
   t.same(slack.body, { channel: '#cs-alerts', text: 'Playbook "Big accounts" fired for Notified' });
   t.match(slack.auth, /^Bearer at-/);
-  t.same(sent.find((m) => m.path === '/api/messages')?.body, { to: 'cs@example.com', text: 'Look at this one' });
+  // Gmail users.messages.send: an RFC 5322 message, base64url, in `raw`.
+  const mail = Buffer.from(String(sent.find((m) => m.path === gmailSend)?.body.raw), 'base64url').toString();
+  t.match(mail, /^To: cs@example\.com\r\nSubject: Look at this one\r\n/);
+  const [, text] = mail.split('\r\n\r\n');
+  t.equal(Buffer.from(text, 'base64').toString(), 'Look at this one');
 
   // The slack token expires in 120 s: inside the 5-minute margin, so it is refreshed.
   const refreshed = await waitFor('a refresh', () => (fake.refreshes > 0 ? fake.refreshes : undefined));

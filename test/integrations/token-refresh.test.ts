@@ -1,6 +1,6 @@
 import t from 'tap';
 import { integrationTokenKey } from '../../infra/stack.js';
-import { providersFromEnv } from '../../lib/integrations/providers.js';
+import { providersFromConfig } from '../../lib/integrations/config.js';
 import { DataCipher } from '../../lib/credentials/data-cipher.js';
 import { createLogger } from '../../lib/logger.js';
 import { connectPg } from '../../lib/pg.js';
@@ -150,7 +150,7 @@ t.test('two processes that find the token due at once: one refresh between them'
   const seen = watch();
   const old = await connectSlack(t, ws.processes, 5);
   // What each processors instance has: its own pool, so only PostgreSQL can keep them in step.
-  const providers = providersFromEnv(providerEnv);
+  const providers = providersFromConfig(providerEnv);
   const cipher = new DataCipher([integrationTokenKey(profile)]);
   const log = createLogger('token-refresh-test', 'silent');
   const instances = [1, 2].map(() => {

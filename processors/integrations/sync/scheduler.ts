@@ -1,0 +1,266 @@
+import type { Providers } from '../../../lib/integrations/providers.js';
+import type { Logger } from '../../../lib/logger.js';
+import type { Sql } from '../../../lib/pg.js';
+import { Ticker } from '../../../lib/ticker.js';
+import type { AccessTokens } from '../access-tokens.js';
+import { syncGmail } from './gmail.js';
+import { syncGoogleCalendar } from './google-calendar.js';
+import { ProviderClient, SyncError } from './http.js';
+import { syncOutlookCalendar } from './outlook-calendar.js';
+import { syncOutlookMail } from './outlook-mail.js';
+import type { Connector, SyncRun } from './run.js';
+
+type SyncName = SyncRun['name'];
+
+/** The connectors that sync, and the scope their reads need (named when a provider refuses one). */
+export const SYNC_CONNECTORS: Record<SyncName, { sync: Connector; scope: string }> = {
+  gmail: { sync: syncGmail, scope: 'https://www.googleapis.com/auth/gmail.readonly' },
+  outlook: { sync: syncOutlookMail, scope: 'Mail.Read' },
+  google_calendar: { sync: syncGoogleCalendar, scope: 'https://www.googleapis.com/auth/calendar.readonly' },
+  outlook_calendar: { sync: syncOutlookCalendar, scope: 'Calendars.Read' },
+};
+const NAMES = Object.keys(SYNC_CONNECTORS) as SyncName[];
+const FORGET_EVERY_MS = 10 * 60_000;
+
+export interface IntegrationSyncOptions {
+  /** A connection is synced again when its last sync finished longer ago than this. */
+  intervalMs: number;
+  /** Pause between looks for due connections (and for syncs asked for through the API). */
+  pollMs: number;
+  /** Lease lifetime; renewed every third of it while a sync lasts. */
+  leaseTtlMs: number;
+  /** Syncs in flight in this instance at most. */
+  concurrency: number;
+  /** How far back a first sync reads. */
+  lookbackMs: number;
+  /** The longest Retry-After a sync waits out. */
+  maxWaitMs: number;
+  /** This process, as the lease's holder. */
+  holder: string;
+  /** Only these workspaces (empty: all). */
+  tenants: string[];
+}
+
+interface Claimed {
+  tenant_id: string;
+  name: SyncName;
+  /** The connection the cursor belongs to; null before the first sync. */
+  connection_id: string | null;
+  current: string;
+  cursor: Record<string, unknown>;
+}
+
+/**
+ * The e-mail and calendar sync (docs/integrations.md), with any number of processors instances:
+ * - every poll an instance claims the connections that are due (connected, a configured provider,
+ *   no live lease, and last synced longer than an interval ago, asked for through
+ *   POST /v1/integrations/{name}/sync since, or never synced on this connection), up to its free
+ *   slots, each with one conditional upsert of its integration_syncs row that succeeds only while
+ *   the lease is free: two instances never sync the same connection at once;
+ * - the lease is renewed while the sync lasts and released at its end; a killed holder's lease
+ *   runs out after leaseTtlMs and another instance takes the connection over from the stored cursor;
+ * - the cursor is kept at the end of the sync, also after a failure (the stages that completed);
+ *   a cursor of an earlier connection (disconnected and connected again) is not used;
+ * - a provider that refuses a scope puts the integration in `error` naming it; any other failure
+ *   is recorded as last_error and the connection is tried again after min(interval, 60 s).
+ */
+export class IntegrationSync {
+  private readonly ticker: Ticker;
+  private readonly running = new Set<Promise<void>>();
+  private forgotAt = 0;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly tokens: AccessTokens | undefined,
+    private readonly providers: Providers,
+    private readonly log: Logger,
+    private readonly o: IntegrationSyncOptions,
+  ) {
+    this.ticker = new Ticker(
+      o.pollMs * 4,
+      () => this.once().then(() => {}),
+      (err) => log.warn({ err: String(err) }, 'integration sync poll failed'),
+    );
+  }
+
+  private get stopping(): boolean {
+    return this.ticker.stopping;
+  }
+
+  start(): void {
+    if (!this.tokens) return void this.log.info('no data key: integration sync is off');
+    this.ticker.start(0);
+  }
+
+  /** Claims what is due (up to the free slots) and starts the syncs; how many it started. */
+  async once(): Promise<number> {
+    if (Date.now() - this.forgotAt > FORGET_EVERY_MS) {
+      this.forgotAt = Date.now();
+      await this.forget().catch((err: unknown) =>
+        this.log.warn({ err: String(err) }, 'integration sync cleanup failed'),
+      );
+    }
+    const free = this.o.concurrency - this.running.size;
+    const names = NAMES.filter((n) => this.providers[n]);
+    if (free <= 0 || !names.length || this.stopping) return 0;
+    const claimed = await this.claim(names, free);
+    for (const c of claimed) {
+      const p = this.run(c).finally(() => this.running.delete(p));
+      this.running.add(p);
+    }
+    return claimed.length;
+  }
+
+  private async claim(names: SyncName[], limit: number): Promise<Claimed[]> {
+    const { holder, leaseTtlMs, intervalMs, tenants } = this.o;
+    const sql = this.sql;
+    return sql<Claimed[]>`
+      WITH due AS (
+        SELECT i.tenant_id, i.name, i.connection_id FROM integrations i
+        LEFT JOIN integration_syncs s ON s.tenant_id = i.tenant_id AND s.name = i.name
+        WHERE i.status = 'connected' AND i.name = ANY(${names}::text[])
+          ${tenants.length ? sql`AND i.tenant_id = ANY(${tenants}::uuid[])` : sql``}
+          AND (s.tenant_id IS NULL OR (s.lease_expires_at < now() AND (
+            s.connection_id IS DISTINCT FROM i.connection_id OR s.last_finished_at IS NULL
+            OR s.last_finished_at < now() - (${intervalMs}::float8 * interval '1 ms')
+            OR s.requested_at > s.last_started_at)))
+        ORDER BY random() LIMIT ${limit}
+      ),
+      taken AS (
+        INSERT INTO integration_syncs AS s (tenant_id, name, holder, lease_expires_at, last_started_at)
+        SELECT tenant_id, name, ${holder}, now() + (${leaseTtlMs}::float8 * interval '1 ms'), now() FROM due
+        ORDER BY tenant_id, name
+        ON CONFLICT (tenant_id, name) DO UPDATE
+          SET holder = EXCLUDED.holder, lease_expires_at = EXCLUDED.lease_expires_at, last_started_at = now()
+          WHERE s.lease_expires_at < now()
+        RETURNING s.tenant_id, s.name, s.connection_id, s.cursor
+      )
+      SELECT t.tenant_id::text, t.name, t.connection_id::text, d.connection_id::text AS current, t.cursor
+      FROM taken t JOIN due d ON d.tenant_id = t.tenant_id AND d.name = t.name`;
+  }
+
+  private async run(c: Claimed): Promise<void> {
+    const { holder, leaseTtlMs } = this.o;
+    const key = { tenantId: c.tenant_id, name: c.name };
+    const renew = setInterval(
+      () =>
+        void this.sql`
+          UPDATE integration_syncs SET lease_expires_at = now() + (${leaseTtlMs}::float8 * interval '1 ms')
+          WHERE tenant_id = ${c.tenant_id} AND name = ${c.name} AND holder = ${holder}`.then(
+          (r) => r.count === 0 && this.log.warn(key, 'integration sync lease lost during a run'),
+          (err: unknown) => this.log.warn({ ...key, err: String(err) }, 'integration sync lease renewal failed'),
+        ),
+      Math.max(500, Math.floor(leaseTtlMs / 3)),
+    );
+    const provider = this.providers[c.name];
+    const same = c.connection_id === c.current;
+    const cursor = same ? { ...c.cursor } : {};
+    // A new connection starts over: what an earlier one remembered of the calendar is not its own.
+    if (!same)
+      await this.sql`
+        DELETE FROM integration_pending_meetings WHERE tenant_id = ${c.tenant_id} AND name = ${c.name}`.catch(
+        (err: unknown) => this.log.warn({ ...key, err: String(err) }, 'pending meetings of an earlier connection kept'),
+      );
+    const t0 = performance.now();
+    const run: SyncRun = {
+      tenantId: c.tenant_id,
+      name: c.name,
+      apiUrl: provider?.apiUrl ?? '',
+      api: new ProviderClient(this.tokens as AccessTokens, key, provider?.apiUrl ?? '', {
+        scope: SYNC_CONNECTORS[c.name].scope,
+        stopping: () => this.stopping,
+        maxWaitMs: this.o.maxWaitMs,
+      }),
+      cursor,
+      now: Date.now(),
+      lookbackMs: this.o.lookbackMs,
+      ownDomains: await this.ownDomains(c.tenant_id).catch(() => new Set<string>()),
+      fetchConcurrency: 4,
+      sql: this.sql,
+      log: this.log,
+      stopping: () => this.stopping,
+      counts: { fetched: 0, events: 0, unmatched: 0, resyncs: 0 },
+    };
+    let failure: { message: string; scope?: boolean; stopped?: boolean; gone?: boolean } | undefined;
+    try {
+      await SYNC_CONNECTORS[c.name].sync(run);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === 'SYNC_STOPPED') failure = { message: 'stopped', stopped: true };
+      else if (code === 'INTEGRATION_NOT_CONNECTED') failure = { message: 'not connected', gone: true };
+      else if (err instanceof SyncError || code?.startsWith('INTEGRATION_'))
+        failure = { message: (err as Error).message, scope: code === 'SYNC_SCOPE_MISSING' };
+      else {
+        this.log.error({ ...key, err }, 'integration sync failed');
+        failure = { message: 'the sync failed on our side; it is retried' };
+      }
+    } finally {
+      clearInterval(renew);
+    }
+    const ms = Math.round(performance.now() - t0);
+    await this.finish(c, run, failure).catch((err: unknown) =>
+      this.log.warn({ ...key, err: String(err) }, 'integration sync result not recorded; its lease runs out'),
+    );
+    if (!failure) this.log.info({ ...key, ms, ...run.counts }, 'integration sync finished');
+    else if (!failure.stopped && !failure.gone)
+      this.log.warn({ ...key, ms, err: failure.message, ...run.counts }, 'integration sync failed');
+  }
+
+  /** Releases the lease with the cursor and the outcome; a refused scope also puts the integration in error. */
+  private async finish(
+    c: Claimed,
+    run: SyncRun,
+    f: { message: string; scope?: boolean; stopped?: boolean } | undefined,
+  ) {
+    const { holder, intervalMs } = this.o;
+    const backoffMs = f?.stopped ? 0 : Math.min(intervalMs, 60_000);
+    await this.sql.begin(async (tx) => {
+      await tx`
+        UPDATE integration_syncs SET cursor = ${tx.json(run.cursor as never)}, connection_id = ${c.current},
+          holder = NULL,
+          lease_expires_at = ${f ? tx`now() + (${backoffMs}::float8 * interval '1 ms')` : tx`'-infinity'`},
+          last_finished_at = ${f ? tx`last_finished_at` : tx`now()`},
+          last_synced_at = ${f ? tx`last_synced_at` : tx`now()`},
+          last_error = ${f && !f.stopped ? f.message : tx`last_error`},
+          last_error_at = ${f && !f.stopped ? tx`now()` : tx`last_error_at`}
+        WHERE tenant_id = ${c.tenant_id} AND name = ${c.name} AND holder = ${holder}`;
+      if (f?.scope)
+        await tx`
+          UPDATE integrations SET status = 'error', error = ${f.message}, updated_at = now()
+          WHERE tenant_id = ${c.tenant_id} AND name = ${c.name} AND connection_id = ${c.current}
+            AND status = 'connected'`;
+    });
+  }
+
+  /**
+   * What is kept of connections that are no longer connected (disconnected, or in `error`) is
+   * forgotten: their pending meetings (outside attendees' addresses) and their cursors (the
+   * mailbox's address). Connecting again starts over anyway (a new connection id).
+   */
+  async forget(): Promise<{ meetings: number; cursors: number }> {
+    const { tenants } = this.o;
+    const sql = this.sql;
+    const only = (col: ReturnType<typeof sql>) => (tenants.length ? sql`AND ${col} = ANY(${tenants}::uuid[])` : sql``);
+    const meetings = await sql`
+      DELETE FROM integration_pending_meetings p
+      WHERE NOT EXISTS (SELECT 1 FROM integrations i
+        WHERE i.tenant_id = p.tenant_id AND i.name = p.name AND i.status = 'connected') ${only(sql`p.tenant_id`)}`;
+    const cursors = await sql`
+      UPDATE integration_syncs s SET cursor = '{}'
+      WHERE cursor <> '{}' AND lease_expires_at < now() AND NOT EXISTS (SELECT 1 FROM integrations i
+        WHERE i.tenant_id = s.tenant_id AND i.name = s.name AND i.status = 'connected') ${only(sql`s.tenant_id`)}`;
+    return { meetings: meetings.count, cursors: cursors.count };
+  }
+
+  /** The workspace's own domains: those of its users' addresses. */
+  private async ownDomains(tenantId: string): Promise<Set<string>> {
+    const rows = await this.sql<Array<{ d: string }>>`
+      SELECT DISTINCT lower(split_part(email, '@', 2)) AS d FROM users WHERE tenant_id = ${tenantId}`;
+    return new Set(rows.map((r) => r.d).filter(Boolean));
+  }
+
+  async stop(): Promise<void> {
+    await this.ticker.stop();
+    await Promise.all([...this.running]);
+  }
+}

@@ -1,0 +1,239 @@
+import t from 'tap';
+import { client, startApi } from '../core-api/_helpers.js';
+import { startFakeGoogle } from '../helpers/fakes/google.js';
+import { startFakeMicrosoft } from '../helpers/fakes/microsoft.js';
+import { bootstrap, closeDb, db, waitFor, type Workspace } from '../helpers/stack.js';
+import { processorsTier } from '../playbooks/support.js';
+import { createLogger } from '../../lib/logger.js';
+import { IntegrationSync } from '../../processors/integrations/sync/scheduler.js';
+import { ago, type Client, connect, DAY_MS, firstSync, produced, stored, storedText, syncNow } from './sync-support.js';
+
+// Calendar sync against a local Google Calendar (events.list with singleEvents, timeMin, pages,
+// syncToken; 410 fullSyncRequired) and a local Microsoft Graph (calendarView/delta over a window,
+// nextLink pages, deltaLink; 410 syncStateNotFound), the same story for both: one meeting_held per
+// (event, customer) once the meeting has ended, with an attendee matching a customer (contact
+// first, then domain; the own domain never); cancelled and all-day events, declined attendees and
+// meetings older than 30 days produce nothing; a meeting not yet ended is remembered and produced
+// after its end, at its final time when it was moved; an expired cursor → a full resync without
+// duplicates; no title or description kept.
+t.teardown(closeDb);
+const google = await startFakeGoogle(t);
+const ms = await startFakeMicrosoft(t);
+const env = { ...google.env('google_calendar'), ...ms.env('outlook_calendar') };
+const api = await startApi(t, env);
+const spaces = { google_calendar: await bootstrap(), outlook_calendar: await bootstrap() };
+await processorsTier(t, [], {
+  ...env,
+  INTEGRATION_TENANTS: `${spaces.google_calendar.tenant_id},${spaces.outlook_calendar.tenant_id}`,
+  INTEGRATION_SYNC_INTERVAL_MS: '3600000',
+  INTEGRATION_SYNC_POLL_MS: '100',
+});
+const SECRET = 'Confidential: Acme price increase';
+
+/** What the story needs of a calendar, over either fake. */
+interface Calendar {
+  name: 'google_calendar' | 'outlook_calendar';
+  me: string;
+  put(e: { id?: string; start: Date; end: Date; with: string[]; declined?: string[]; allDay?: boolean }): string;
+  cancel(id: string): void;
+  expire(): void;
+  setPageSize(n: number): void;
+  /** The calendar calls made so far, with their status. */
+  calls(): Array<{ query: string; status: number }>;
+}
+
+const calendars: Calendar[] = [
+  {
+    name: 'google_calendar',
+    me: google.account,
+    put: (e) =>
+      google.calendar.put({
+        id: e.id,
+        start: e.start,
+        end: e.end,
+        summary: SECRET,
+        description: SECRET,
+        allDay: e.allDay,
+        attendees: [
+          google.account,
+          ...e.with,
+          ...(e.declined ?? []).map((email) => ({ email, responseStatus: 'declined' })),
+        ],
+      }),
+    cancel: (id) => google.calendar.cancel(id),
+    expire: () => google.calendar.expireSyncTokens(),
+    setPageSize: (n) => {
+      google.pageSize = n;
+    },
+    calls: () => google.calls.filter((c) => c.path === '/calendar/v3/calendars/primary/events'),
+  },
+  {
+    name: 'outlook_calendar',
+    me: ms.account,
+    put: (e) =>
+      ms.calendar.put({
+        id: e.id,
+        start: e.start,
+        end: e.end,
+        subject: SECRET,
+        isAllDay: e.allDay,
+        attendees: [...e.with, ...(e.declined ?? []).map((address) => ({ address, response: 'declined' }))],
+      }),
+    cancel: (id) => ms.calendar.cancel(id),
+    expire: () => ms.expireDeltaTokens(),
+    setPageSize: (n) => {
+      ms.pageSize = n;
+    },
+    calls: () => ms.calls.filter((c) => c.path === '/v1.0/me/calendarView/delta'),
+  },
+];
+
+const MIN = 60_000;
+const after = (ms: number) => new Date(Math.floor((Date.now() + ms) / 1000) * 1000);
+const pending = async (w: Workspace) =>
+  (
+    await db()<Array<{ event_id: string }>>`
+      SELECT event_id FROM integration_pending_meetings WHERE tenant_id = ${w.tenant_id} ORDER BY event_id`
+  ).map((r) => r.event_id);
+
+for (const cal of calendars) {
+  const w = spaces[cal.name];
+  const admin: Client = client(api.url, w.api_key);
+  const acme = (await admin.post('/v1/customers', { name: 'Acme', email_domain: 'acme.test' })).body;
+  const globex = (await admin.post('/v1/customers', { name: 'Globex', email_domain: 'globex.test' })).body;
+  await admin.post('/v1/customers', { name: 'Ourselves', email_domain: 'vendor.test' });
+  await admin.post(`/v1/customers/${globex.id}/contacts`, { name: 'Dana', email: 'dana@acme.test' });
+  const ids: Record<string, string> = {};
+
+  t.test(`${cal.name}: the first sync, page by page`, async (t) => {
+    cal.setPageSize(2);
+    t.teardown(() => cal.setPageSize(1000));
+    const held = { start: ago(DAY_MS), end: ago(DAY_MS - 30 * MIN) };
+    ids.held = cal.put({ ...held, with: ['bob@acme.test', 'dana@acme.test'] });
+    cal.put({ start: ago(2 * DAY_MS), end: ago(2 * DAY_MS - 30 * MIN), with: ['colleague@vendor.test'] });
+    cal.put({ start: ago(40 * DAY_MS), end: ago(40 * DAY_MS - 30 * MIN), with: ['bob@acme.test'] });
+    const cancelled = cal.put({ start: ago(3 * DAY_MS), end: ago(3 * DAY_MS - 30 * MIN), with: ['bob@acme.test'] });
+    cal.cancel(cancelled);
+    cal.put({ start: ago(4 * DAY_MS), end: ago(4 * DAY_MS - 30 * MIN), with: [], declined: ['carol@acme.test'] });
+    cal.put({ start: ago(5 * DAY_MS), end: ago(4 * DAY_MS), with: ['bob@acme.test'], allDay: true });
+    // Not ended yet: remembered, produced after its end.
+    ids.soon = cal.put({ start: ago(10 * MIN), end: after(60 * MIN), with: ['eve@globex.test'] });
+
+    await connect(admin, cal.name);
+    const e = await firstSync(admin, cal.name);
+    t.match(e, { status: 'connected', last_error: null, events_24h: { meeting_held: 2 } });
+    const rows = await produced(w.tenant_id);
+    t.same(
+      rows.map((r) => [r.event_name, r.customer_id, r.activity_id, r.occurred_at.toISOString()]).sort(),
+      [
+        ['meeting_held', acme.id, ids.held, held.start.toISOString()],
+        ['meeting_held', globex.id, ids.held, held.start.toISOString()],
+      ].sort(),
+      'one per (event, customer): bob → Acme by domain, dana → Globex by contact',
+    );
+    t.match(rows[0].properties, { activity_id: ids.held, integration: cal.name, duration_minutes: 30 });
+    t.notOk(JSON.stringify(rows[0].properties).includes('vendor.test'), 'no own address stored');
+    t.same(await pending(w), [ids.soon], 'the meeting not yet ended is remembered');
+    t.notOk((await storedText(w.tenant_id)).includes(SECRET), 'no title or description stored');
+    t.ok(cal.calls().length >= 3, 'pages followed');
+    if (cal.name === 'google_calendar') {
+      const q = new URLSearchParams(cal.calls()[0].query);
+      t.equal(q.get('singleEvents'), 'true');
+      t.notMatch(q.get('fields') ?? 'everything', /summary|description|location|everything/, 'times and people only');
+      t.ok(Math.abs(Date.parse(q.get('timeMin') ?? '') - (Date.now() - 30 * DAY_MS)) < 5 * MIN, 'timeMin 30 days back');
+    } else {
+      const q = new URLSearchParams(cal.calls()[0].query);
+      t.ok(
+        Math.abs(Date.parse(q.get('startDateTime') ?? '') - (Date.now() - 30 * DAY_MS)) < 5 * MIN,
+        'window from 30 days back',
+      );
+    }
+    await stored(w.tenant_id, 2);
+  });
+
+  t.test(`${cal.name}: moved, cancelled, ended: counted once at the final time`, async (t) => {
+    // Moved to end in a moment: produced by the first sync after that, at its new start.
+    const moved = { start: ago(5 * MIN), end: after(4000) };
+    cal.put({ id: ids.soon, ...moved, with: ['eve@globex.test'] });
+    const gone = cal.put({ start: ago(MIN), end: after(4000), with: ['bob@acme.test'] });
+    let e = await syncNow(admin, cal.name);
+    t.match(e, { last_error: null });
+    t.same((await pending(w)).sort(), [ids.soon, gone].sort(), 'both remembered while they last');
+    t.equal(
+      cal
+        .calls()
+        .at(-1)
+        ?.query.includes(cal.name === 'google_calendar' ? 'syncToken' : '%24deltatoken'),
+      true,
+    );
+    cal.cancel(gone);
+    await syncNow(admin, cal.name);
+    t.same(await pending(w), [ids.soon], 'the cancelled one forgotten');
+    await waitFor('the moved meeting to end', () => Date.now() > moved.end.getTime() + 100, 10_000);
+    e = await syncNow(admin, cal.name);
+    let rows = await produced(w.tenant_id);
+    const soon = rows.filter((r) => r.activity_id === ids.soon);
+    t.same(
+      soon.map((r) => [r.customer_id, r.occurred_at.toISOString()]),
+      [[globex.id, moved.start.toISOString()]],
+      'produced once it ended, at its final time',
+    );
+    t.same(await pending(w), []);
+    t.notOk(
+      rows.some((r) => r.activity_id === gone),
+      'a cancelled meeting produces nothing',
+    );
+    // A meeting produced already, changed again: nothing more.
+    cal.put({ id: ids.held, start: ago(DAY_MS + 60 * MIN), end: ago(DAY_MS), with: ['bob@acme.test'] });
+    e = await syncNow(admin, cal.name);
+    rows = await produced(w.tenant_id);
+    t.equal(rows.length, 3);
+    t.same(e.events_24h, { meeting_held: 3 });
+    await stored(w.tenant_id, 3);
+  });
+
+  t.test(`${cal.name}: an expired cursor: a full resync, nothing twice`, async (t) => {
+    const late = cal.put({ start: ago(3 * 60 * MIN), end: ago(2 * 60 * MIN), with: ['bob@acme.test'] });
+    cal.expire();
+    const mark = cal.calls().length;
+    const e = await syncNow(admin, cal.name);
+    t.match(e, { status: 'connected', last_error: null });
+    const calls = cal.calls().slice(mark);
+    t.equal(calls[0].status, 410);
+    t.equal(calls[1].status, 200);
+    const rows = await produced(w.tenant_id);
+    t.equal(rows.length, 4, 'only the meeting the cursor missed is new');
+    t.equal(rows.filter((r) => r.activity_id === late).length, 1);
+    t.equal(new Set(rows.map((r) => `${r.activity_id}/${r.customer_id}`)).size, 4, 'no duplicates');
+    await stored(w.tenant_id, 4);
+  });
+
+  t.test(`${cal.name}: disconnected, what was remembered is forgotten; connected again, nothing twice`, async (t) => {
+    const future = cal.put({ start: after(60 * MIN), end: after(90 * MIN), with: ['bob@acme.test'] });
+    await syncNow(admin, cal.name);
+    t.same(await pending(w), [future]);
+    t.equal((await admin.del(`/v1/integrations/${cal.name}`)).status, 204);
+    // What a processors instance does every 10 minutes, run here at once.
+    const cleanup = new IntegrationSync(db(), undefined, {}, createLogger('sync-test', 'silent'), {
+      intervalMs: 60_000,
+      pollMs: 1000,
+      leaseTtlMs: 60_000,
+      concurrency: 1,
+      lookbackMs: 30 * DAY_MS,
+      maxWaitMs: 1000,
+      holder: 'test',
+      tenants: [w.tenant_id],
+    });
+    t.match(await cleanup.forget(), { meetings: 1, cursors: 1 });
+    t.same(await pending(w), [], 'no outside attendee kept');
+    const [sync] = await db()<Array<{ cursor: object }>>`
+      SELECT cursor FROM integration_syncs WHERE tenant_id = ${w.tenant_id} AND name = ${cal.name}`;
+    t.same(sync.cursor, {}, 'no cursor (nor the account) kept');
+
+    await connect(admin, cal.name);
+    const e = await syncNow(admin, cal.name);
+    t.match(e, { status: 'connected', last_error: null });
+    t.same(await pending(w), [future], 'the new connection read the calendar again');
+    t.equal((await produced(w.tenant_id)).length, 4, 'and stored nothing twice');
+  });
+}
