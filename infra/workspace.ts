@@ -38,12 +38,16 @@ export async function createWorkspace(sql: Sql, o: WorkspaceOptions): Promise<Ne
       { id: string }[]
     >`INSERT INTO tenants (name, plan) VALUES (${o.name}, ${o.plan}) RETURNING id::text`;
     const email = o.email ?? `admin+${t.id.slice(0, 8)}@example.com`;
-    await tx`INSERT INTO ingestion_keys (tenant_id, key_hash, last4) VALUES (${t.id}, ${sha256(ingestionKey)}, ${ingestionKey.slice(-4)})`;
+    await tx`
+      INSERT INTO ingestion_keys (tenant_id, key_hash, last4)
+      VALUES (${t.id}, ${sha256(ingestionKey)}, ${ingestionKey.slice(-4)})`;
     const [u] = await tx<{ id: string }[]>`
-      INSERT INTO users (tenant_id, email, password_hash, role) VALUES (${t.id}, ${email}, ${passwordHash}, 'admin') RETURNING id::text`;
+      INSERT INTO users (tenant_id, email, password_hash, role)
+      VALUES (${t.id}, ${email}, ${passwordHash}, 'admin') RETURNING id::text`;
     await tx`
       INSERT INTO api_keys (tenant_id, name, key_hash, prefix, last4, scopes, role, created_by)
-      VALUES (${t.id}, 'bootstrap admin key', ${sha256(apiKey)}, 'svc_sk_test_', ${apiKey.slice(-4)}, ${[...SCOPES]}, 'admin', ${u.id})`;
+      VALUES (${t.id}, 'bootstrap admin key', ${sha256(apiKey)}, 'svc_sk_test_', ${apiKey.slice(-4)},
+        ${[...SCOPES]}, 'admin', ${u.id})`;
     return {
       tenant_id: t.id,
       ingest_url: o.ingestUrl,
@@ -85,7 +89,10 @@ export async function seedWorkspace(sql: Sql, o: SeedOptions): Promise<Seeded> {
       ON CONFLICT DO NOTHING RETURNING 1)
     SELECT count(*)::int AS count FROM ins`;
   if (o.products > 0) {
-    await sql`INSERT INTO products (tenant_id, code, name) SELECT ${o.tenant}, 'P' || lpad(i::text, 4, '0'), 'Product ' || i FROM generate_series(1, ${o.products}) AS i ON CONFLICT DO NOTHING`;
+    await sql`
+      INSERT INTO products (tenant_id, code, name)
+      SELECT ${o.tenant}, 'P' || lpad(i::text, 4, '0'), 'Product ' || i FROM generate_series(1, ${o.products}) AS i
+      ON CONFLICT DO NOTHING`;
   }
   return {
     tenant_id: o.tenant,

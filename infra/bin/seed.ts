@@ -1,7 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { Type } from 'typebox';
+import { loadConfig } from '../../lib/config.js';
 import { connectPg } from '../../lib/pg.js';
+import { ProcessorsConfig } from '../../processors/config.js';
 import { loadDemo } from '../demo/load.js';
 import { stackProfile, stackUrls } from '../stack.js';
 import { seedWorkspace } from '../workspace.js';
@@ -69,6 +72,11 @@ async function demo(): Promise<void> {
   const t0 = performance.now();
   const seed = Number(values.seed);
   if (!Number.isSafeInteger(seed)) throw new Error(`--seed ${values.seed} is not an integer`);
+  // The processors' thresholds, as they read them (defaults included).
+  const alerts = loadConfig(
+    Type.Pick(ProcessorsConfig, ['ALERTS_USAGE_DROP_RATIO', 'ALERTS_USAGE_DROP_MIN_WEEKLY']),
+    process.env,
+  );
   const report = await loadDemo({
     sql,
     clickhouseUrl: process.env.CLICKHOUSE_URL ?? urls.CLICKHOUSE_URL,
@@ -78,8 +86,8 @@ async function demo(): Promise<void> {
     apiKey: creds.api_key,
     ingestionKey: creds.ingestion_key,
     seed,
-    dropRatio: Number(process.env.ALERTS_USAGE_DROP_RATIO ?? 0.5),
-    dropMinWeekly: Number(process.env.ALERTS_USAGE_DROP_MIN_WEEKLY ?? 20),
+    dropRatio: alerts.ALERTS_USAGE_DROP_RATIO,
+    dropMinWeekly: alerts.ALERTS_USAGE_DROP_MIN_WEEKLY,
     log: (line) => process.stderr.write(`seed: [${((performance.now() - t0) / 1000).toFixed(1)} s] ${line}\n`),
   });
   process.stdout.write(JSON.stringify(report) + '\n');

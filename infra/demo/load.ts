@@ -1,7 +1,8 @@
 import type { Sql } from '../../lib/pg.js';
 import { evaluateUsageDrops } from '../../processors/alerts/alerts.js';
 import { ClickHouse } from '../../processors/clickhouse.js';
-import { DemoClient, eachLimited } from './client.js';
+import { mapLimit } from '../../lib/map-limit.js';
+import { DemoClient } from './client.js';
 import { generateDemo, type DemoData } from './data.js';
 import { writeRecords } from './records.js';
 import { DEMO_METRICS, DEMO_OBJECTIVE, DEMO_PLAYBOOKS, DEMO_SEGMENTS } from './setup.js';
@@ -29,9 +30,9 @@ export interface DemoTarget {
   /** The workspace's ingestion key (billing events). */
   ingestionKey: string;
   seed: number;
-  /** The usage drop thresholds of the processors (ALERTS_USAGE_DROP_*). */
-  dropRatio?: number;
-  dropMinWeekly?: number;
+  /** The usage drop thresholds of the processors (ALERTS_USAGE_DROP_*, processors/config.ts). */
+  dropRatio: number;
+  dropMinWeekly: number;
   /** Progress lines. */
   log?: (line: string) => void;
   now?: number;
@@ -123,7 +124,7 @@ async function backfill(
   const batches: DemoData['events'][] = [];
   for (let i = 0; i < data.events.length; i += BACKFILL_BATCH) batches.push(data.events.slice(i, i + BACKFILL_BATCH));
   let accepted = 0;
-  const jobs = await eachLimited(batches, 2, async (batch) => {
+  const jobs = await mapLimit(batches, 2, async (batch) => {
     const r = await ingest.post<{ job_id: string; accepted: number; rejected: number; errors: unknown[] }>(
       '/v1/events/backfill',
       { events: batch.map(({ customer, ...e }) => ({ customer_id: ids.get(customer)!, ...e })) },
@@ -177,7 +178,7 @@ async function catalogReady(api: DemoClient, data: DemoData): Promise<void> {
 }
 
 async function recalculate(api: DemoClient, customerIds: string[]): Promise<void> {
-  await eachLimited(customerIds, 8, (id) => api.post(`/v1/customers/${id}/health/recalculate`, {}));
+  await mapLimit(customerIds, 8, (id) => api.post(`/v1/customers/${id}/health/recalculate`, {}));
 }
 
 async function usageDrops(t: DemoTarget): Promise<void> {
@@ -186,8 +187,8 @@ async function usageDrops(t: DemoTarget): Promise<void> {
     await evaluateUsageDrops(t.sql, ch, t.tenantId, {
       keySpikeFactor: 10,
       keySpikeFloor: 500,
-      dropRatio: t.dropRatio ?? 0.5,
-      dropMinWeekly: t.dropMinWeekly ?? 20,
+      dropRatio: t.dropRatio,
+      dropMinWeekly: t.dropMinWeekly,
     });
   } finally {
     await ch.close();
@@ -253,7 +254,7 @@ async function summary(
   const pbs = (await api.get<Page<Named>>('/v1/playbooks?limit=100')).body.data.filter((p) =>
     DEMO_PLAYBOOKS.some((d) => d.name === p.name),
   );
-  const playbookTasks = await eachLimited(pbs, 2, async (p) => ({
+  const playbookTasks = await mapLimit(pbs, 2, async (p) => ({
     id: p.id,
     name: p.name,
     tasks: (await api.get<Page<unknown>>(`/v1/tasks?playbook_id=${p.id}&limit=200`)).body.data.length,
