@@ -67,17 +67,3 @@ export class DemoClient {
     }
   }
 }
-
-/** Runs `fn` over `items`, at most `concurrency` at a time; the results in the items' order. */
-export async function eachLimited<T, R>(items: T[], concurrency: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
-  return out;
-}

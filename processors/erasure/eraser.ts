@@ -48,7 +48,14 @@ const MAX_PASSES = 5;
  *   redelivery the writer reconciles as absent. The writer reports the workspaces it stored rows
  *   of (`stored`, no work per row); those with recent erasures are counted again, and erasures
  *   found with rows go back to running, so the same machinery removes them and adds them to the
- *   counts. Every workspace under watch is also counted every `fullSweepMs`.
+ *   counts. Every workspace under watch is also counted every `fullSweepMs`;
+ * - a report is let go only by a sweep that counted every erasure of its workspace as completed:
+ *   while one is still open (run by another instance, past its last count, or waiting out a
+ *   backoff) the rows reported may have landed after that run's last count, so the workspace stays
+ *   reported and is counted again once the erasure completed; a sweep that fails keeps it too. A
+ *   workspace whose erasures this instance claims is watched from the claim on, so a row that lands
+ *   between the run's last count and its completion is reported even when the erasure was queued
+ *   after this tick read the watch list.
  */
 export class Eraser {
   private readonly ticker: Ticker;
@@ -126,25 +133,42 @@ export class Eraser {
     const tables = await this.chx.tables();
     for (const tenantId of due) {
       if (this.ticker.stopping) return;
-      this.reported.delete(tenantId);
+      // A row reported from here on may be missed by this count: stored() reports it again for the next sweep.
+      const reported = this.reported.delete(tenantId);
       this.lastSweep.set(tenantId, now);
-      const ids = (
-        await this.sql<Array<{ id: string }>>`
-          SELECT customer_id::text AS id FROM erasures WHERE tenant_id = ${tenantId} AND status = 'completed'
-            AND completed_at > now() - (${this.o.watchMs}::float8 * interval '1 ms')`
-      ).map((r) => r.id);
-      if (!ids.length) continue;
-      const late = new Set<string>();
-      for (const m of (await this.chx.count(tables, tenantId, ids)).values()) for (const id of m.keys()) late.add(id);
-      if (!late.size) continue;
-      await this.sql`
-        UPDATE erasures SET status = 'running' WHERE customer_id = ANY(${[...late]}::uuid[]) AND status = 'completed'`;
-      this.log.warn(
-        { tenantId, customers: late.size },
-        'rows of erased customers arrived after their erasure; erasing again',
-      );
+      let settled = false;
+      try {
+        settled = await this.sweepWorkspace(tables, tenantId);
+      } finally {
+        if (reported && !settled) this.reported.add(tenantId);
+      }
     }
     for (const [t, at] of this.lastSweep) if (now - at > this.o.sweepMs) this.lastSweep.delete(t);
+  }
+
+  /**
+   * Counts the rows of the workspace's recently completed erasures; those found with rows go back to
+   * running. False while an erasure of the workspace is still open: rows reported now may have landed
+   * after its run's last count, and only a count after its completion can tell.
+   */
+  private async sweepWorkspace(tables: string[], tenantId: string): Promise<boolean> {
+    const rows = await this.sql<Array<{ id: string; completed: boolean }>>`
+      SELECT customer_id::text AS id, status = 'completed' AS completed FROM erasures WHERE tenant_id = ${tenantId}
+        AND (status <> 'completed' OR completed_at > now() - (${this.o.watchMs}::float8 * interval '1 ms'))`;
+    const ids = rows.filter((r) => r.completed).map((r) => r.id);
+    const settled = ids.length === rows.length;
+    if (!ids.length) return settled;
+    const late = new Set<string>();
+    for (const m of (await this.chx.count(tables, tenantId, ids)).values()) for (const id of m.keys()) late.add(id);
+    if (!late.size) return settled;
+    await this.sql`
+      UPDATE erasures SET status = 'running'
+      WHERE tenant_id = ${tenantId} AND customer_id = ANY(${[...late]}::uuid[]) AND status = 'completed'`;
+    this.log.warn(
+      { tenantId, customers: late.size },
+      'rows of erased customers arrived after their erasure; erasing again',
+    );
+    return settled;
   }
 
   /** The open erasures of one workspace whose lease is free, now held by this process. */
@@ -166,6 +190,8 @@ export class Eraser {
     const { holder, leaseTtlMs } = this.o;
     const tenantId = claimed[0].tenant_id;
     const ids = claimed.map((c) => c.id);
+    // Rows stored from now on are reported, whenever the next refreshWatch comes.
+    this.watched.add(tenantId);
     const renew = setInterval(
       () =>
         void this.sql`

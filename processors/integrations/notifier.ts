@@ -3,6 +3,7 @@ import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
 import { PollingJob } from '../polling-job.js';
 import { type AccessTokens, missingScope, retryAfterMs } from './access-tokens.js';
+import { type ProviderAnswer, readAnswer } from './provider-answer.js';
 
 interface Due {
   id: string;
@@ -251,15 +252,8 @@ export function rfc5322(to: string, subject: string, text: string): string {
   ].join('\r\n');
 }
 
-interface Answer {
-  status: number;
-  retryAfter: string | null;
-  wwwAuthenticate: string | null;
-  body: unknown;
-}
-
 /** What the provider's answer means for the notification. */
-function judge(name: string, res: Answer): Outcome {
+function judge(name: string, res: ProviderAnswer): Outcome {
   const b = (typeof res.body === 'object' && res.body !== null ? res.body : {}) as Record<string, any>;
   const status = res.status;
   if (status === 429) return { status, error: 'HTTP 429 rate limited', waitMs: retryAfterMs(res.retryAfter, 1000) };
@@ -289,24 +283,14 @@ function judge(name: string, res: Answer): Outcome {
   return { status, error: null };
 }
 
-async function post(url: string, token: string, body: string): Promise<Answer> {
+async function post(url: string, token: string, body: string): Promise<ProviderAnswer> {
   const res = await fetch(url, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json; charset=utf-8' },
     body,
     signal: AbortSignal.timeout(TIMEOUT_MS),
   });
-  const text = await res.text();
-  let parsed: unknown = text;
-  try {
-    parsed = JSON.parse(text);
-  } catch {}
-  return {
-    status: res.status,
-    retryAfter: res.headers.get('retry-after'),
-    wwwAuthenticate: res.headers.get('www-authenticate'),
-    body: parsed,
-  };
+  return readAnswer(res);
 }
 
 /**

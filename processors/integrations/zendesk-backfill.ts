@@ -5,6 +5,7 @@ import type { ActivityPush } from '../../schemas/core/integrations.js';
 import { PollingJob } from '../polling-job.js';
 import { type AccessTokens, missingScope, retryAfterMs } from './access-tokens.js';
 import type { IntegrationJobOptions } from './notifier.js';
+import { type ProviderAnswer, readAnswer } from './provider-answer.js';
 
 /** How far back a new connection's export starts. */
 export const BACKFILL_DAYS = 90;
@@ -108,7 +109,7 @@ export class ZendeskBackfill extends PollingJob {
     }
   }
 
-  private async refused(claim: Claim, res: Answer): Promise<void> {
+  private async refused(claim: Claim, res: ProviderAnswer): Promise<void> {
     const scope = missingScope('zendesk', res.status, res.wwwAuthenticate, res.body);
     if (scope) return this.tokens!.fail({ tenantId: claim.tenant_id, name: 'zendesk' }, scope);
     const waitMs = res.status === 429 ? retryAfterMs(res.retryAfter, 60_000) : 60_000;
@@ -146,27 +147,10 @@ const time = (x: unknown) => {
   return Number.isFinite(t) ? new Date(t).toISOString() : undefined;
 };
 
-interface Answer {
-  status: number;
-  retryAfter: string | null;
-  wwwAuthenticate: string | null;
-  body: unknown;
-}
-
-async function get(url: string, token: string): Promise<Answer> {
+async function get(url: string, token: string): Promise<ProviderAnswer> {
   const res = await fetch(url, {
     headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
     signal: AbortSignal.timeout(TIMEOUT_MS),
   });
-  const text = await res.text();
-  let body: unknown = text;
-  try {
-    body = JSON.parse(text);
-  } catch {}
-  return {
-    status: res.status,
-    retryAfter: res.headers.get('retry-after'),
-    wwwAuthenticate: res.headers.get('www-authenticate'),
-    body,
-  };
+  return readAnswer(res);
 }

@@ -414,7 +414,7 @@ export class IngestClient<E extends object = IngestEvent> extends EventEmitter<I
   }
 
   private async encode(b: Batch<E>): Promise<{ body: Buffer; gzip: boolean }> {
-    const raw = Buffer.from(b.body());
+    const raw = b.body();
     if (this.gzipLevel === undefined || raw.length < GZIP_MIN_BYTES) return { body: raw, gzip: false };
     const zipped = await gzipAsync(raw, this.gzipLevel);
     return zipped.length < raw.length ? { body: zipped, gzip: true } : { body: raw, gzip: false };
@@ -435,8 +435,12 @@ export class IngestClient<E extends object = IngestEvent> extends EventEmitter<I
       let reason: string;
       try {
         const answer = await this.transport.post(this.path, headers, body, this.timeoutMs);
-        if (answer.status >= 200 && answer.status < 300)
-          return this.took(b, answer, body.length, attempt, Date.now() - started);
+        if (answer.status >= 200 && answer.status < 300) {
+          this.took(b, answer, body.length, attempt, Date.now() - started);
+          // The next batches write into its buffer, once no socket write can still read it.
+          if (gzip || answer.written) this.queue.recycle(b);
+          return;
+        }
         // Nothing of a refused request is stored: its parts can be sent under keys of their own.
         if (answer.status === 413) return this.split(b, answer);
         const listed = answer.status === 422 && this.surface === 'a' ? listedRefusals(answer, b.size) : undefined;
@@ -516,10 +520,10 @@ export class IngestClient<E extends object = IngestEvent> extends EventEmitter<I
 
   /** Surface A's 422 named its failing events: they are rejected in the service's words, the others sent again. */
   private async resendWithout(b: Batch<E>, bad: Map<number, Problem>): Promise<void> {
-    const rest = new Batch<E>(b.seq, b.openedAt);
+    const rest = new Batch<E>(b.seq, b.openedAt, b.bytes);
     for (let i = 0; i < b.size; i++) {
       const p = bad.get(i);
-      if (p === undefined) rest.add(b.events[i], b.parts[i], Buffer.byteLength(b.parts[i]));
+      if (p === undefined) rest.addFrom(b, i);
       else {
         this.inFlight--;
         this.reject(b.events[i], p, true);

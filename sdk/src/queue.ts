@@ -2,17 +2,29 @@
  * Events waiting to be sent, already serialized and grouped into batches as they arrive: a batch
  * is closed ("sealed") when it holds `maxEvents` events or the next event would take its body past
  * `maxBytes`, or when the flush timer or flush() says so. Senders take sealed batches oldest
- * first. Serializing at track() time is what lets the body be one join at send time, and makes a
- * batch's bytes (and so its retries' bytes) fixed from the start.
+ * first. Each event's JSON is written into its batch's body buffer at track() time, so the string
+ * dies young, the body is sent as it is (no join, no copy) and a batch's bytes (and so its
+ * retries' bytes) are fixed from the start. The event objects are kept only because 'rejected'
+ * and 'failed' hand them back.
  */
 
 /** `{"events":[` and `]}`. */
 export const BODY_OVERHEAD = 13;
 
+const HEAD = Buffer.from('{"events":[');
+const TAIL = Buffer.from(']}');
+/** First capacity of a batch's buffer before the queue has seen a batch to size it by. */
+const FIRST_CAPACITY = 16 * 1024;
+/** Buffers kept for reuse at most. */
+const MAX_SPARES = 16;
+const EMPTY = Buffer.alloc(0);
+
 export class Batch<E = unknown> {
   readonly events: E[] = [];
-  readonly parts: string[] = [];
-  /** The body's length in bytes once joined. */
+  /** Where each event's JSON ends in `buf`. */
+  private readonly ends: number[] = [];
+  private buf: Buffer;
+  /** The body's length in bytes once closed. */
   bytes = BODY_OVERHEAD;
 
   constructor(
@@ -20,17 +32,29 @@ export class Batch<E = unknown> {
     public seq: number,
     /** When its first event was queued (ms, the client's clock). */
     readonly openedAt: number,
-  ) {}
+    /** Bytes to reserve for the body at first (it grows as needed). */
+    capacity = FIRST_CAPACITY,
+    /** A buffer no longer in use, taken when it is large enough. */
+    spare?: Buffer,
+  ) {
+    const n = Math.max(capacity, BODY_OVERHEAD + 64);
+    this.buf = spare !== undefined && spare.length >= n ? spare : Buffer.allocUnsafe(n);
+    HEAD.copy(this.buf, 0);
+  }
 
   get size(): number {
     return this.events.length;
   }
 
+  /** Appends an event and its JSON (`bytes`: the JSON's length in UTF-8). */
   add(event: E, json: string, bytes: number): void {
-    if (this.events.length > 0) this.bytes++;
+    let at = this.bytes - TAIL.length;
+    this.reserve(at + 1 + bytes + TAIL.length);
+    if (this.events.length > 0) this.buf[at++] = 0x2c; // ','
+    this.buf.write(json, at, bytes, 'utf8');
     this.events.push(event);
-    this.parts.push(json);
-    this.bytes += bytes;
+    this.ends.push(at + bytes);
+    this.bytes = at + bytes + TAIL.length;
   }
 
   /** Whether `bytes` more would still fit under `maxBytes`. */
@@ -38,15 +62,45 @@ export class Batch<E = unknown> {
     return this.bytes + (this.events.length > 0 ? 1 : 0) + bytes <= maxBytes;
   }
 
-  body(): string {
-    return `{"events":[${this.parts.join(',')}]}`;
+  /** The request body: a view of the batch's buffer, which does not change once the batch is sealed. */
+  body(): Buffer {
+    if (this.buf === EMPTY) throw new Error('the batch was recycled');
+    TAIL.copy(this.buf, this.bytes - TAIL.length);
+    return this.buf.subarray(0, this.bytes);
   }
 
   /** The events from `from` to `to` (exclusive) as a batch of their own, in this one's place in the order. */
   slice(from: number, to: number): Batch<E> {
-    const b = new Batch<E>(this.seq, this.openedAt);
-    for (let i = from; i < to; i++) b.add(this.events[i], this.parts[i], Buffer.byteLength(this.parts[i]));
+    const b = new Batch<E>(this.seq, this.openedAt, this.bytes);
+    for (let i = from; i < to; i++) b.addFrom(this, i);
     return b;
+  }
+
+  /** Appends event `i` of `other` with its JSON as it was serialized. */
+  addFrom(other: Batch<E>, i: number): void {
+    const start = i === 0 ? HEAD.length : other.ends[i - 1] + 1;
+    const end = other.ends[i];
+    let at = this.bytes - TAIL.length;
+    this.reserve(at + 1 + end - start + TAIL.length);
+    if (this.events.length > 0) this.buf[at++] = 0x2c;
+    other.buf.copy(this.buf, at, start, end);
+    this.events.push(other.events[i]);
+    this.ends.push(at + end - start);
+    this.bytes = at + end - start + TAIL.length;
+  }
+
+  /** Gives up the batch's buffer (BatchQueue.recycle): its body cannot be read afterwards. */
+  release(): Buffer {
+    const buf = this.buf;
+    this.buf = EMPTY;
+    return buf;
+  }
+
+  private reserve(n: number): void {
+    if (n <= this.buf.length) return;
+    const grown = Buffer.allocUnsafe(Math.max(n, this.buf.length * 2));
+    this.buf.copy(grown, 0, 0, this.bytes - TAIL.length);
+    this.buf = grown;
   }
 }
 
@@ -57,6 +111,10 @@ export class BatchQueue<E = unknown> {
   private nextSeq = 0;
   /** Events in the open and the sealed batches. */
   queued = 0;
+  /** Capacity of the next batch's buffer: a little more than the last sealed batch took. */
+  private capacity = FIRST_CAPACITY;
+  /** Buffers of batches that are resolved, for the next batches: fresh memory costs page faults. */
+  private readonly spares: Buffer[] = [];
 
   constructor(
     private readonly maxEvents: number,
@@ -73,7 +131,7 @@ export class BatchQueue<E = unknown> {
       b = undefined;
     }
     if (b === undefined) {
-      b = this.open = new Batch<E>(-1, this.now());
+      b = this.open = new Batch<E>(-1, this.now(), this.capacity, this.spares.pop());
       opened = true;
     }
     b.add(event, json, bytes);
@@ -87,6 +145,7 @@ export class BatchQueue<E = unknown> {
     const b = this.open;
     if (b === undefined) return;
     this.open = undefined;
+    this.capacity = Math.min(this.maxBytes, b.bytes + (b.bytes >> 3) + 256);
     b.seq = this.nextSeq++;
     this.ready.push(b);
   }
@@ -103,6 +162,16 @@ export class BatchQueue<E = unknown> {
     }
     this.queued -= b.size;
     return b;
+  }
+
+  /**
+   * Takes back the buffer of a resolved batch, which must not be used again, once nothing else can
+   * read it (the client: its request was written out in full, or only its compressed copy was sent).
+   */
+  recycle(b: Batch<E>): void {
+    const buf = b.release();
+    if (this.spares.length < MAX_SPARES && buf.length <= Math.max(2 * this.capacity, FIRST_CAPACITY))
+      this.spares.push(buf);
   }
 
   /** Sealed batches waiting. */

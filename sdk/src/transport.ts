@@ -12,6 +12,8 @@ export interface Answer {
   status: number;
   headers: http.IncomingHttpHeaders;
   body: string;
+  /** The whole request had been handed to the OS ('finish') when the answer ended: nothing reads the body any more. */
+  written?: boolean;
 }
 
 export class Transport {
@@ -68,6 +70,7 @@ export class Transport {
               status: res.statusCode ?? 0,
               headers: res.headers,
               body: Buffer.concat(chunks).toString('utf8'),
+              written,
             });
           });
         },

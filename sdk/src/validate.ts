@@ -150,14 +150,20 @@ export function compileEvent(schema: JsonSchema): (event: unknown) => Problem | 
   if (schema.type !== 'object') throw new Error('an event schema describes an object');
   for (const k of Object.keys(schema)) if (!KNOWN.has(k)) throw new Error(`event: unsupported keyword ${k}`);
   const required = schema.required ?? [];
-  const fields = Object.entries(schema.properties ?? {}).map(([k, p]) => [k, compileValue(p, k)] as const);
+  // Parallel arrays and index loops: this runs for every event, and must not allocate.
+  const keys = Object.keys(schema.properties ?? {});
+  const checks = keys.map((k) => compileValue(schema.properties![k], k));
   return (event) => {
     if (!isObject(event)) return { code: 'invalid_event', message: 'each event must be a JSON object' };
-    for (const k of required) if (event[k] === undefined) return { code: `invalid_${k}`, message: `${k} is required` };
-    for (const [k, check] of fields) {
+    for (let i = 0; i < required.length; i++) {
+      const k = required[i];
+      if (event[k] === undefined) return { code: `invalid_${k}`, message: `${k} is required` };
+    }
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i];
       const v = event[k];
       if (v === undefined) continue;
-      const m = check(v);
+      const m = checks[i](v);
       if (m !== undefined) return { code: `invalid_${k}`, message: `${k} ${m}` };
     }
     return undefined;

@@ -1,9 +1,19 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { ROOT } from '../../infra/stack.js';
-import { bootstrap, ch, db, dist, profile, seed, startTier, type Tier, type Workspace } from '../helpers/stack.js';
+import {
+  bootstrap,
+  ch,
+  db,
+  profile,
+  seed,
+  stackUp as serversUp,
+  startTier,
+  type Tier,
+  type Workspace,
+} from '../helpers/stack.js';
 
 /**
  * Steady load on both ingestion surfaces while one fault is injected, then the questions a user
@@ -62,19 +72,9 @@ export interface Outcome {
   expected: string;
 }
 
-const upOnce = () =>
-  new Promise<number | null>((resolve) => {
-    const p = spawn(process.execPath, [dist('infra/cli.js'), 'up', '--profile', profile.name], { stdio: 'ignore' });
-    p.once('exit', (code) => resolve(code));
-  });
-
-/** Brings the stack's servers back (a retry covers a port the killed server still held). */
+/** Brings the stack's servers back (the helpers' stackUp, retried); the suite cannot go on without them. */
 export async function stackUp(): Promise<void> {
-  for (let i = 0; i < 5; i++) {
-    if ((await upOnce()) === 0) return;
-    await sleep(500);
-  }
-  throw new Error(`the ${profile.name} stack did not come back up`);
+  if ((await serversUp()) !== 0) throw new Error(`the ${profile.name} stack did not come back up`);
 }
 
 export function pidOf(file: string): number {

@@ -200,6 +200,20 @@ t.test(`a permanent delete erases ${BIG} events and everything else of the custo
   );
   t.equal(otherAfter['clickhouse.events'], BIG + 10, 'its events included the late ones');
 
+  // The late events above may have landed between a pass's count and its mutation: removed by it
+  // without being counted (docs/erasure.md, The record). What was counted is the base from here on.
+  const counted: number = await waitFor(
+    'the erasure completed again',
+    async () => {
+      const r = await c.get(`/v1/erasures/${target}`);
+      return r.body.status === 'completed' && r.body.rows_removed.clickhouse.tables.events;
+    },
+    60_000,
+    100,
+  );
+  t.comment(`events counted by the erasure: ${counted} of ${BIG + 10}`);
+  t.ok(counted >= BIG && counted <= BIG + 10, 'the erasure counted every event it found, none twice');
+
   // A message of the erased customer landing after the erasure (a redelivery, a late publish).
   const js = nc.jetstream();
   const row = {
@@ -223,7 +237,7 @@ t.test(`a permanent delete erases ${BIG} events and everything else of the custo
     'the late row landed and went again',
     async () => {
       const r = await c.get(`/v1/erasures/${target}`);
-      return r.body.status === 'completed' && r.body.rows_removed.clickhouse.tables.events >= BIG + 11;
+      return r.body.status === 'completed' && r.body.rows_removed.clickhouse.tables.events >= counted + 1;
     },
     60_000,
     200,
@@ -232,10 +246,7 @@ t.test(`a permanent delete erases ${BIG} events and everything else of the custo
 
   const done = await c.get(`/v1/erasures/${target}`);
   t.equal(done.body.status, 'completed');
-  t.ok(
-    done.body.rows_removed.clickhouse.tables.events >= BIG + 10,
-    `events removed: ${done.body.rows_removed.clickhouse.tables.events}`,
-  );
+  t.equal(done.body.rows_removed.clickhouse.tables.events, counted + 1, 'the late row counted once');
   t.ok(done.body.rows_removed.clickhouse.tables.usage_daily > 0, 'rollup rows removed');
   for (const table of [
     'contacts',

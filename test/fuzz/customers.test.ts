@@ -24,6 +24,7 @@ import {
 } from './arbitraries.js';
 import { CORE_STATUSES, exactly, including, Ledger, type Rules } from './properties.js';
 import { apiTier, fuzz, settings, stillReady, type Surface } from './support.js';
+import { bearer } from './workspace.js';
 
 // The core API's customer surfaces: POST and PATCH /v1/customers, contacts, the list's query
 // string and bulk import.
@@ -52,25 +53,7 @@ const ledger = new Ledger(async () => {
   return row;
 });
 
-const auth = fc.oneof(
-  SHRINK,
-  { weight: 20, arbitrary: fc.constant<Array<[string, string]>>([['Authorization', `Bearer ${ws.api_key}`]]) },
-  {
-    weight: 2,
-    arbitrary: fc.constantFrom<Array<[string, string]>>(
-      [],
-      [['Authorization', 'Bearer ']],
-      [['Authorization', `Bearer ${ws.api_key}x`]],
-      [['Authorization', `Basic ${ws.api_key}`]],
-      [['Authorization', 'Bearer eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.AAAA']],
-      [['Authorization', `Bearer ${'x'.repeat(10_000)}`]],
-      [
-        ['Authorization', `Bearer ${ws.api_key}`],
-        ['Authorization', 'Bearer bogus'],
-      ],
-    ),
-  },
-);
+const auth = bearer(ws);
 
 const idempotency = fc.oneof(
   SHRINK,

@@ -1,6 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { type FakeAnswer, redeemCode, redirectBack, startHttpFake } from './fakes/http.js';
 
 /**
  * A local OAuth 2.0 provider for the integration tests, on loopback: an authorize endpoint that
@@ -41,7 +40,6 @@ export interface FakeProvider {
   setRefreshDelay(ms: number): void;
   /** The next API requests with a live token get these answers, in order (a fault injected). */
   answerNext(...answers: FakeAnswer[]): void;
-  close(): Promise<void>;
 }
 
 const API_PATHS = [
@@ -91,94 +89,75 @@ export async function startFakeProvider(
         .join('.'),
     };
   };
-  const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://x');
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const raw = Buffer.concat(chunks).toString();
-      const reply = (status: number, body: unknown) =>
-        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-      if (url.pathname === '/authorize') {
-        const redirect = new URL(url.searchParams.get('redirect_uri') ?? '');
-        redirect.searchParams.set('state', url.searchParams.get('state') ?? '');
-        if (p.deny) {
-          p.deny = false;
-          redirect.searchParams.set('error', 'access_denied');
-          redirect.searchParams.set('error_description', 'The user said no');
-        } else {
-          const code = randomBytes(8).toString('hex');
-          codes.set(code, {
-            challenge: url.searchParams.get('code_challenge') ?? '',
-            redirect: url.searchParams.get('redirect_uri') ?? '',
-          });
-          redirect.searchParams.set('code', code);
-        }
-        return void res.writeHead(302, { location: redirect.href }).end();
+  const url = await startHttpFake(t, (r) => {
+    if (r.path === '/authorize') {
+      if (p.deny) {
+        p.deny = false;
+        return redirectBack(r, { error: 'access_denied', error_description: 'The user said no' });
       }
-      const form = new URLSearchParams(raw);
-      if (url.pathname === '/token') {
-        if (form.get('client_id') !== 'client-1' || form.get('client_secret') !== 'secret-1')
-          return reply(401, { error: 'invalid_client' });
-        if (form.get('grant_type') === 'authorization_code') {
-          const c = codes.get(form.get('code') ?? '');
-          codes.delete(form.get('code') ?? '');
-          const verifier = form.get('code_verifier') ?? '';
-          if (!c || c.redirect !== form.get('redirect_uri')) return reply(400, { error: 'invalid_grant' });
-          if (createHash('sha256').update(verifier).digest('base64url') !== c.challenge)
-            return reply(400, { error: 'invalid_grant', error_description: 'PKCE verification failed' });
+      const code = randomBytes(8).toString('hex');
+      codes.set(code, {
+        challenge: r.query.get('code_challenge') ?? '',
+        redirect: r.query.get('redirect_uri') ?? '',
+      });
+      return redirectBack(r, { code });
+    }
+    const reply = (status: number, body: unknown): FakeAnswer => ({ status, body });
+    // The form whatever the content type says: a JSON token request finds no client_id in it.
+    const form = new URLSearchParams(r.raw);
+    if (r.path === '/token') {
+      if (form.get('client_id') !== 'client-1' || form.get('client_secret') !== 'secret-1')
+        return reply(401, { error: 'invalid_client' });
+      if (form.get('grant_type') === 'authorization_code') {
+        const c = redeemCode(codes, {
+          code: form.get('code'),
+          redirect_uri: form.get('redirect_uri'),
+          code_verifier: form.get('code_verifier'),
+        });
+        if (c === 'invalid_code') return reply(400, { error: 'invalid_grant' });
+        if (c === 'invalid_verifier')
+          return reply(400, { error: 'invalid_grant', error_description: 'PKCE verification failed' });
+        return reply(200, issue());
+      }
+      if (form.get('grant_type') === 'refresh_token') {
+        p.refreshRequests++;
+        const rt = form.get('refresh_token') ?? '';
+        const answer = () => {
+          if (p.refuse) {
+            refreshTokens.delete(rt);
+            return reply(400, { error: 'invalid_grant', error_description: 'The grant was revoked' });
+          }
+          // Rotation: a refresh token works once.
+          if (!refreshTokens.delete(rt)) return reply(400, { error: 'invalid_grant' });
+          p.refreshes++;
           return reply(200, issue());
-        }
-        if (form.get('grant_type') === 'refresh_token') {
-          p.refreshRequests++;
-          const rt = form.get('refresh_token') ?? '';
-          const answer = () => {
-            if (p.refuse) {
-              refreshTokens.delete(rt);
-              return reply(400, { error: 'invalid_grant', error_description: 'The grant was revoked' });
-            }
-            // Rotation: a refresh token works once.
-            if (!refreshTokens.delete(rt)) return reply(400, { error: 'invalid_grant' });
-            p.refreshes++;
-            reply(200, issue());
-          };
-          return void (p.refreshDelayMs ? setTimeout(answer, p.refreshDelayMs) : answer());
-        }
-        return reply(400, { error: 'unsupported_grant_type' });
+        };
+        return p.refreshDelayMs
+          ? new Promise<FakeAnswer>((done) => setTimeout(() => done(answer()), p.refreshDelayMs))
+          : answer();
       }
-      if (url.pathname === '/revoke') {
-        p.revoked.push(form.get('token') ?? '');
-        live.delete(form.get('token') ?? '');
-        return void res.writeHead(200).end();
-      }
-      if (API_PATHS.some((re) => re.test(url.pathname))) {
-        const auth = req.headers.authorization ?? '';
-        const token = /^Bearer (.+)$/.exec(auth)?.[1] ?? '';
-        const ok = accepts(token);
-        const next = ok ? p.scripted.shift() : undefined;
-        p.calls.push({ path: url.pathname, token, status: next?.status ?? (ok ? 200 : 401) });
-        if (!ok) return reply(401, { ok: false, error: 'invalid_auth' });
-        if (next)
-          return void res
-            .writeHead(next.status, { 'content-type': 'application/json', ...next.headers })
-            .end(next.body === undefined ? undefined : JSON.stringify(next.body));
-        p.messages.push({ path: url.pathname, auth, body: JSON.parse(raw) });
-        if (url.pathname.endsWith('/sendMail')) return void res.writeHead(202).end();
-        if (url.pathname.endsWith('/messages/send'))
-          return reply(200, { id: randomBytes(8).toString('hex'), threadId: 't-1', labelIds: ['SENT'] });
-        return reply(url.pathname.includes('/teams/') ? 201 : 200, { ok: true });
-      }
-      reply(404, { error: 'not_found' });
-    });
+      return reply(400, { error: 'unsupported_grant_type' });
+    }
+    if (r.path === '/revoke') {
+      p.revoked.push(form.get('token') ?? '');
+      live.delete(form.get('token') ?? '');
+      return { status: 200 };
+    }
+    if (API_PATHS.some((re) => re.test(r.path))) {
+      const auth = r.headers.authorization ?? '';
+      const ok = accepts(r.token);
+      const next = ok ? p.scripted.shift() : undefined;
+      p.calls.push({ path: r.path, token: r.token, status: next?.status ?? (ok ? 200 : 401) });
+      if (!ok) return reply(401, { ok: false, error: 'invalid_auth' });
+      if (next) return next;
+      p.messages.push({ path: r.path, auth, body: JSON.parse(r.raw) });
+      if (r.path.endsWith('/sendMail')) return { status: 202 };
+      if (r.path.endsWith('/messages/send'))
+        return reply(200, { id: randomBytes(8).toString('hex'), threadId: 't-1', labelIds: ['SENT'] });
+      return reply(r.path.includes('/teams/') ? 201 : 200, { ok: true });
+    }
+    return reply(404, { error: 'not_found' });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const close = () =>
-    new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    });
-  t.teardown(close);
   return {
     url,
     env: (name, signingSecret) => {
@@ -228,78 +207,7 @@ export async function startFakeProvider(
     answerNext: (...answers) => {
       p.scripted.push(...answers);
     },
-    close,
   };
-}
-
-/** One request as a fake provider saw it. */
-export interface FakeRequest {
-  method: string;
-  path: string;
-  query: URLSearchParams;
-  headers: http.IncomingHttpHeaders;
-  raw: string;
-  /** The body parsed as JSON, or as a form when it is one; {} otherwise. */
-  body: Record<string, any>;
-  /** The bearer token of the Authorization header ('' without one). */
-  token: string;
-}
-
-export interface FakeAnswer {
-  status: number;
-  body?: unknown;
-  headers?: Record<string, string>;
-}
-
-/**
- * A loopback HTTP server for a provider fake: each request parsed, handed to `handle`, answered
- * as JSON; closed at the test's teardown.
- */
-export async function startHttpFake(
-  t: { teardown(f: () => unknown): void },
-  handle: (r: FakeRequest) => FakeAnswer | Promise<FakeAnswer>,
-): Promise<string> {
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', async () => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      const raw = Buffer.concat(chunks).toString();
-      let body: Record<string, any> = {};
-      if ((req.headers['content-type'] ?? '').includes('json')) {
-        try {
-          body = JSON.parse(raw);
-        } catch {}
-      } else if (raw) body = Object.fromEntries(new URLSearchParams(raw));
-      const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
-      try {
-        const a = await handle({
-          method: req.method ?? 'GET',
-          path: url.pathname,
-          query: url.searchParams,
-          headers: req.headers,
-          raw,
-          body,
-          token,
-        });
-        const type = a.body === undefined ? {} : { 'content-type': 'application/json; charset=utf-8' };
-        res
-          .writeHead(a.status, { ...type, ...a.headers })
-          .end(a.body === undefined ? undefined : JSON.stringify(a.body));
-      } catch (err) {
-        res.writeHead(500).end(String(err));
-      }
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  );
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 /** Follows a connect's authorize URL as a browser would, to the callback page; its status and text. */

@@ -8,10 +8,10 @@ import { connect } from 'nats';
 import postgres from 'postgres';
 import { integrationTokenKey, ROOT, stackEnv, stackProfile, stackUrls } from '../../infra/stack.js';
 import { ClickHouseEndpoints } from '../../lib/clickhouse-endpoints.js';
-import { freePort } from '../../infra/proc.js';
+import { alive } from '../../infra/proc.js';
 import { propertiesJson } from '../../lib/event-properties.js';
 import { applyStreams } from '../../infra/streams.js';
-import { createWorkspace, seedWorkspace } from '../../infra/workspace.js';
+import { createWorkspace, type NewWorkspace, seedWorkspace } from '../../infra/workspace.js';
 import { connectPg } from '../../lib/pg.js';
 
 /**
@@ -28,15 +28,8 @@ export interface Teardowns {
   teardown(fn: () => unknown): void;
 }
 
-export interface Workspace {
-  tenant_id: string;
-  ingest_url: string;
-  api_url: string;
-  ingestion_key: string;
-  api_key: string;
-  admin_email: string;
-  admin_password: string;
-}
+/** A test's workspace: what `npm run bootstrap` prints (infra/workspace.ts). */
+export type Workspace = NewWorkspace;
 
 /**
  * `node <args>` as a file and arguments to spawn, without the hooks tap puts into NODE_OPTIONS of
@@ -121,7 +114,50 @@ export async function stackUp(): Promise<number | null> {
   return code;
 }
 
-export { freePort };
+/** SIGKILLs the stack's nats-server and waits until it is gone; stackUp() starts it again. */
+export async function killNats(): Promise<void> {
+  const pid = Number(fs.readFileSync(path.join(profile.dataDir, 'nats.pid'), 'utf8'));
+  process.kill(pid, 'SIGKILL');
+  await waitFor('nats-server gone', () => !alive(pid), 10_000, 20);
+}
+
+/** Where test files reserve the ports they hand to servers: one file per port, holding the owner's pid. */
+const PORTS_DIR = path.join(os.tmpdir(), 'csp-test-ports');
+/** Below Linux's ephemeral range (32768–60999), clear of the profiles' fixed ports (3xxx, 14222 and up) and common servers. */
+const PORT_RANGE = [10_000, 14_000] as const;
+
+/**
+ * A port nothing listens on, reserved for this test process. A port the kernel picks for `listen(0)`
+ * comes from the ephemeral range, where the source ports of outgoing connections come from too, and
+ * it is free again once the probe closes: another file running beside this one could be handed the
+ * same port before this file's server binds it (two uWS servers share a port through SO_REUSEPORT,
+ * so each would answer the other's requests). Ports here are drawn below that range and reserved
+ * with an exclusive file naming this process; a reservation of a process that is gone is taken over.
+ */
+export async function freePort(): Promise<number> {
+  fs.mkdirSync(PORTS_DIR, { recursive: true });
+  for (let i = 0; i < 200; i++) {
+    const port = PORT_RANGE[0] + Math.floor(Math.random() * (PORT_RANGE[1] - PORT_RANGE[0]));
+    const file = path.join(PORTS_DIR, String(port));
+    try {
+      fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
+    } catch {
+      const owner = Number(fs.readFileSync(file, 'utf8'));
+      if (owner === process.pid || alive(owner)) continue;
+      fs.writeFileSync(file, String(process.pid));
+    }
+    if (await bindable(port)) return port;
+  }
+  throw new Error('no free port found in 200 tries');
+}
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
 
 export async function waitFor<T>(
   what: string,

@@ -45,6 +45,14 @@ const globex = (await admin.post('/v1/customers', { name: 'Globex', email_domain
 await admin.post(`/v1/customers/${globex.id}/contacts`, { name: 'Dana', email: 'dana@acme.example' });
 
 const daysAgo = (d: number) => new Date(Date.now() - d * 86_400_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+/** A ticket Bob (Acme, user 101) opened just now. */
+const bobsNewTicket = (id: number): ZendeskTicket => ({
+  id,
+  requester_id: 101,
+  status: 'new',
+  created_at: daysAgo(0),
+  updated_at: daysAgo(0),
+});
 zd.users.set(101, 'bob@acme.example');
 zd.users.set(102, 'dana@acme.example');
 zd.users.set(103, 'stranger@nowhere.example');
@@ -106,13 +114,7 @@ t.test('zendesk: connect on the subdomain, webhook created, past tickets backfil
 });
 
 t.test('zendesk webhook: signed ticket events, matched, stored once', async (t) => {
-  const ticket: ZendeskTicket = {
-    id: 4,
-    requester_id: 101,
-    status: 'new',
-    created_at: daysAgo(0),
-    updated_at: daysAgo(0),
-  };
+  const ticket = bobsNewTicket(4);
   const created = zendeskTicketEvent('ticket.created', ticket);
   const first = await zd.deliver(created);
   t.equal(first.status, 200, JSON.stringify(first.body));
@@ -132,13 +134,7 @@ t.test('zendesk webhook: signed ticket events, matched, stored once', async (t) 
 });
 
 t.test('zendesk webhook: bad signatures and replays are refused, nothing stored', async (t) => {
-  const ticket: ZendeskTicket = {
-    id: 5,
-    requester_id: 101,
-    status: 'new',
-    created_at: daysAgo(0),
-    updated_at: daysAgo(0),
-  };
+  const ticket = bobsNewTicket(5);
   const event = zendeskTicketEvent('ticket.created', ticket);
   isProblem(t, await zd.deliver(event, { secret: 'not-the-secret' }), 401, 'invalid_signature');
   const old = new Date(Date.now() - 6 * 60_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -202,13 +198,7 @@ t.test('disconnect: the Zendesk webhook is deleted, the token revoked, deliverie
   t.ok(zd.webhooks[0].deleted, 'the webhook is gone from the account');
   t.equal(zd.revoked.length, 1, 'DELETE /api/v2/oauth/tokens/current.json');
   const late = await call(api.url, 'POST', `/v1/integrations/zendesk/webhooks/${connection_id}`, {
-    body: zendeskTicketEvent('ticket.created', {
-      id: 9,
-      requester_id: 101,
-      status: 'new',
-      created_at: daysAgo(0),
-      updated_at: daysAgo(0),
-    }),
+    body: zendeskTicketEvent('ticket.created', bobsNewTicket(9)),
   });
   isProblem(t, late, 404, 'not_found');
   t.equal((await admin.del('/v1/integrations/intercom')).status, 204);
@@ -238,13 +228,7 @@ t.test('zendesk: a token Zendesk disowns puts the integration in error; the deli
     return r?.done;
   });
   zd.revokeAll();
-  const ticket: ZendeskTicket = {
-    id: 8,
-    requester_id: 101,
-    status: 'new',
-    created_at: daysAgo(0),
-    updated_at: daysAgo(0),
-  };
+  const ticket = bobsNewTicket(8);
   const r = await zd.deliver(zendeskTicketEvent('ticket.created', ticket));
   isProblem(t, r, 503, 'service_unavailable');
   t.match(await entry('zendesk', c), { status: 'error', error: /HTTP 401.*connect zendesk again/ });

@@ -1,11 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import t from 'tap';
-import { alive } from '../../infra/proc.js';
 import { IngestClient } from '../../sdk/src/client.js';
 import type { IngestClientError } from '../../sdk/src/errors.js';
-import { bootstrap, ch, closeDb, db, freePort, profile, seed, startTier, waitFor, stackUp } from '../helpers/stack.js';
+import { bootstrap, ch, closeDb, db, freePort, killNats, seed, startTier, waitFor, stackUp } from '../helpers/stack.js';
 
 /**
  * The client's promise under faults: a million events tracked while the ingest tier is restarted
@@ -18,8 +15,6 @@ const EVENTS = Number(process.env.SDK_FAULT_EVENTS ?? 1_000_000);
 /** Events the service refuses one by one (unknown customer) and the client refuses before sending. */
 const SERVER_REJECT_EVERY = 50_000;
 const LOCAL_REJECT_EVERY = 100_000;
-
-const natsPid = () => Number(fs.readFileSync(path.join(profile.dataDir, 'nats.pid'), 'utf8'));
 
 t.teardown(closeDb);
 
@@ -71,9 +66,7 @@ t.test(
       ingest = await startTier(t, 'ingest', env);
       faults.push(`ingest restarted at ${resolved()}`);
       await at(0.4);
-      const pid = natsPid();
-      process.kill(pid, 'SIGKILL');
-      await waitFor('nats-server gone', () => !alive(pid), 10_000, 20);
+      await killNats();
       // Down long enough for publishes to go unacknowledged and requests to be refused.
       await new Promise((r) => setTimeout(r, 1000));
       t.equal(await stackUp(), 0, 'nats-server started again');

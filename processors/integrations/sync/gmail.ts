@@ -1,6 +1,7 @@
 import { externalParticipants, headerAddresses } from './addresses.js';
+import { mapLimit } from '../../../lib/map-limit.js';
 import { SyncError } from './http.js';
-import { type Connector, mapLimit, ownAddress, type SyncRun, store } from './run.js';
+import { type Connector, ownAddress, type SyncRun, store } from './run.js';
 import { seenIds, type SyncedActivity } from './store.js';
 
 /**

@@ -1,4 +1,5 @@
 import { type AccessTokens, type Connection, retryAfterMs } from '../access-tokens.js';
+import { type ProviderAnswer, readAnswer } from '../provider-answer.js';
 
 /**
  * Why a sync stopped, by code (the scheduler branches on it):
@@ -70,7 +71,7 @@ export class ProviderClient {
     const max = this.o.maxThrottled ?? 5;
     for (let attempt = 0; ; attempt++) {
       if (this.o.stopping()) throw new SyncError('SYNC_STOPPED', 'shutting down');
-      let r: ApiAnswer & { retryAfter: string | null; authenticate: string | null };
+      let r: ProviderAnswer;
       try {
         r = await this.tokens.call(this.conn, (token) => this.send(url, token, headers));
       } catch (err) {
@@ -92,7 +93,7 @@ export class ProviderClient {
       if (r.status === 401)
         throw new SyncError('SYNC_UNAVAILABLE', 'the provider refused the access token (HTTP 401) after a refresh');
       if (r.status === 403) {
-        const scope = /scope="([^"]+)"/.exec(r.authenticate ?? '')?.[1] ?? this.o.scope;
+        const scope = /scope="([^"]+)"/.exec(r.wwwAuthenticate ?? '')?.[1] ?? this.o.scope;
         throw new SyncError(
           'SYNC_SCOPE_MISSING',
           `the provider refused access (HTTP 403${reason ? ` ${reason}` : ''}): the connection lacks the scope ` +
@@ -104,22 +105,12 @@ export class ProviderClient {
     }
   }
 
-  private async send(url: string, token: string, headers: Record<string, string>) {
+  private async send(url: string, token: string, headers: Record<string, string>): Promise<ProviderAnswer> {
     const res = await fetch(url, {
       headers: { accept: 'application/json', ...headers, authorization: `Bearer ${token}` },
       signal: AbortSignal.timeout(this.o.timeoutMs ?? 30_000),
     });
-    const text = await res.text();
-    let body: unknown = text;
-    try {
-      body = JSON.parse(text);
-    } catch {}
-    return {
-      status: res.status,
-      body,
-      retryAfter: res.headers.get('retry-after'),
-      authenticate: res.headers.get('www-authenticate'),
-    };
+    return readAnswer(res);
   }
 }
 

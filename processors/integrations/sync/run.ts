@@ -45,17 +45,3 @@ export async function store(run: SyncRun, activities: SyncedActivity[]): Promise
   run.counts.events += r.events;
   run.counts.unmatched += r.unmatched;
 }
-
-/** `fn` over `items`, at most `n` at a time, results in order. */
-export async function mapLimit<T, R>(items: T[], n: number, fn: (x: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
-  return out;
-}

@@ -1,5 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { type FakeAnswer, type FakeRequest, startHttpFake } from '../fake-provider.js';
+import { randomBytes } from 'node:crypto';
+import { type FakeAnswer, type FakeRequest, ScopedOAuth } from './http.js';
 
 /**
  * Google as its references describe it, on loopback: OAuth 2.0 for web server apps
@@ -146,10 +146,8 @@ export async function startFakeGoogle(
   t: { teardown(f: () => unknown): void },
   account = 'me@vendor.test',
 ): Promise<FakeGoogle> {
-  const codes = new Map<string, { challenge: string; redirect: string; scope: string; offline: boolean }>();
-  const refreshTokens = new Map<string, string>();
-  const live = new Map<string, { scope: string; until: number }>();
-  const faults: Array<{ prefix: string; answer: FakeAnswer; times: number }> = [];
+  const f = new ScopedOAuth<FakeGoogle['calls'][number]>();
+  const { refreshTokens } = f;
   const messages = new Map<string, Message>();
   const history: Array<{
     id: number;
@@ -160,12 +158,6 @@ export async function startFakeGoogle(
   const events = new Map<string, CalEvent>();
   let calSeq = 0;
   const syncTokens = new Map<string, number>();
-  const f = {
-    calls: [] as FakeGoogle['calls'],
-    refreshes: 0,
-    withhold: new Set<string>(),
-    pageSize: 1000,
-  };
   const rand = (n = 12) => randomBytes(n).toString('hex');
   const idToken = () =>
     [
@@ -175,30 +167,10 @@ export async function startFakeGoogle(
       ).toString('base64url'),
       rand(16),
     ].join('.');
-  const issue = (scope: string) => {
-    const access = `ya29.${rand()}`;
-    live.set(access, { scope, until: Date.now() + 3599_000 });
-    return access;
-  };
+  const issue = (scope: string) => f.issue(`ya29.${rand()}`, scope);
 
   function oauth(r: FakeRequest): FakeAnswer | undefined {
-    if (r.path === '/o/oauth2/v2/auth') {
-      const back = new URL(r.query.get('redirect_uri') ?? '');
-      back.searchParams.set('state', r.query.get('state') ?? '');
-      const code = `4/0${rand()}`;
-      const scope = (r.query.get('scope') ?? '')
-        .split(' ')
-        .filter((s) => s && !f.withhold.has(s))
-        .join(' ');
-      codes.set(code, {
-        challenge: r.query.get('code_challenge') ?? '',
-        redirect: r.query.get('redirect_uri') ?? '',
-        scope,
-        offline: r.query.get('access_type') === 'offline',
-      });
-      back.searchParams.set('code', code);
-      return { status: 302, headers: { location: back.href } };
-    }
+    if (r.path === '/o/oauth2/v2/auth') return f.approve(r, `4/0${rand()}`);
     if (r.path === '/token') {
       const bad = (description: string) => ({
         status: 400,
@@ -207,11 +179,9 @@ export async function startFakeGoogle(
       if (r.body.client_id !== 'google-client.apps.googleusercontent.com' || r.body.client_secret !== 'google-secret')
         return { status: 401, body: { error: 'invalid_client', error_description: 'Unauthorized' } };
       if (r.body.grant_type === 'authorization_code') {
-        const c = codes.get(r.body.code);
-        codes.delete(r.body.code);
-        if (!c || c.redirect !== r.body.redirect_uri) return bad('Bad Request');
-        if (createHash('sha256').update(String(r.body.code_verifier)).digest('base64url') !== c.challenge)
-          return bad('Invalid code verifier.');
+        const c = f.redeem(r.body);
+        if (c === 'invalid_code') return bad('Bad Request');
+        if (c === 'invalid_verifier') return bad('Invalid code verifier.');
         const refresh = `1//0${rand()}`;
         if (c.offline) refreshTokens.set(refresh, c.scope);
         return {
@@ -236,8 +206,7 @@ export async function startFakeGoogle(
       return { status: 400, body: { error: 'unsupported_grant_type' } };
     }
     if (r.path === '/revoke') {
-      live.delete(r.body.token);
-      refreshTokens.delete(r.body.token);
+      f.revoke(r.body.token);
       return { status: 200, body: {} };
     }
     return undefined;
@@ -245,8 +214,8 @@ export async function startFakeGoogle(
 
   /** The token check of every API call: 401 when not live, 403 without the scope. */
   function authorize(r: FakeRequest, scope: string, service: string): FakeAnswer | undefined {
-    const tok = live.get(r.token);
-    if (!tok || tok.until < Date.now())
+    const refusal = f.refusal(r.token, scope);
+    if (refusal === 'invalid_token')
       return {
         status: 401,
         headers: { 'www-authenticate': 'Bearer realm="https://accounts.google.com/", error="invalid_token"' },
@@ -258,7 +227,7 @@ export async function startFakeGoogle(
           'authError',
         ),
       };
-    if (!tok.scope.split(' ').includes(scope))
+    if (refusal === 'insufficient_scope')
       return {
         status: 403,
         headers: {
@@ -457,25 +426,22 @@ export async function startFakeGoogle(
     return { status: 200, body: partial(body, r.query.get('fields')) };
   }
 
-  const url = await startHttpFake(t, (r) => {
-    const o = oauth(r);
-    if (o) return o;
-    const fault = faults.find((x) => r.path.startsWith(x.prefix) && x.times > 0);
-    let answer: FakeAnswer;
-    if (fault) {
-      fault.times--;
-      answer = fault.answer;
-    } else if (r.path.startsWith('/gmail/v1/users/me')) answer = gmail(r);
-    else if (r.path.startsWith('/calendar/v3/')) answer = calendar(r);
-    else answer = { status: 404, body: googleError(404, 'NOT_FOUND', 'Not Found', 'notFound') };
-    f.calls.push({ path: r.path, query: r.query.toString(), status: answer.status, at: Date.now() });
-    return answer;
-  });
+  const url = await f.serve(
+    t,
+    oauth,
+    (r) =>
+      r.path.startsWith('/gmail/v1/users/me')
+        ? gmail(r)
+        : r.path.startsWith('/calendar/v3/')
+          ? calendar(r)
+          : { status: 404, body: googleError(404, 'NOT_FOUND', 'Not Found', 'notFound') },
+    (r, answer) => ({ path: r.path, query: r.query.toString(), status: answer.status, at: Date.now() }),
+  );
 
-  return {
+  return Object.assign(f, {
     url,
     account,
-    env: (name) => {
+    env: (name: 'gmail' | 'google_calendar') => {
       const n = `INTEGRATION_${name.toUpperCase()}_`;
       return {
         [`${n}CLIENT_ID`]: 'google-client.apps.googleusercontent.com',
@@ -486,25 +452,8 @@ export async function startFakeGoogle(
         [`${n}API_URL`]: name === 'gmail' ? url : `${url}/calendar/v3`,
       };
     },
-    get withhold() {
-      return f.withhold;
-    },
-    get calls() {
-      return f.calls;
-    },
-    get refreshes() {
-      return f.refreshes;
-    },
-    get pageSize() {
-      return f.pageSize;
-    },
-    set pageSize(n: number) {
-      f.pageSize = n;
-    },
-    fail: (prefix, answer, times = 1) => void faults.push({ prefix, answer, times }),
-    invalidateAccessTokens: () => live.clear(),
     gmail: {
-      add(m) {
+      add(m: GmailMessageInput) {
         const id = rand(8);
         historyId += 1 + Math.floor(Math.random() * 5);
         const labelIds = m.labels ?? ['INBOX', 'UNREAD', 'CATEGORY_PERSONAL'];
@@ -535,13 +484,13 @@ export async function startFakeGoogle(
       historyId: () => historyId,
     },
     calendar: {
-      put(e) {
+      put(e: CalendarEventInput) {
         const id = e.id ?? `${rand(6)}evt`;
         calSeq++;
         events.set(id, { id, status: 'confirmed', seq: calSeq, input: e, updated: new Date().toISOString() });
         return id;
       },
-      cancel(id) {
+      cancel(id: string) {
         const e = events.get(id);
         if (!e) return;
         calSeq++;
@@ -549,5 +498,5 @@ export async function startFakeGoogle(
       },
       expireSyncTokens: () => syncTokens.clear(),
     },
-  };
+  });
 }

@@ -1,5 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { startHttpFake } from '../fake-provider.js';
+import { redirectBack, startHttpFake } from './http.js';
 
 /**
  * Intercom as its developer docs describe it: `https://app.intercom.com/oauth` redirects back with
@@ -33,12 +33,9 @@ export async function startFakeIntercom(t: { teardown(f: () => unknown): void })
   });
   const url = await startHttpFake(t, (r) => {
     if (r.path === '/oauth') {
-      const back = new URL(r.query.get('redirect_uri') ?? '');
-      back.searchParams.set('state', r.query.get('state') ?? '');
       const code = randomBytes(8).toString('hex');
       codes.add(code);
-      back.searchParams.set('code', code);
-      return { status: 302, headers: { location: back.href } };
+      return redirectBack(r, { code });
     }
     if (r.path === '/auth/eagle/token' && r.method === 'POST') {
       if (r.body.client_id !== 'ic-client' || r.body.client_secret !== INTERCOM_SECRET)

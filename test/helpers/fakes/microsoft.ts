@@ -1,5 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { type FakeAnswer, type FakeRequest, startHttpFake } from '../fake-provider.js';
+import { randomBytes } from 'node:crypto';
+import { type FakeAnswer, type FakeRequest, ScopedOAuth } from './http.js';
 
 /**
  * Microsoft as its references describe it, on loopback: the identity platform v2.0
@@ -101,23 +101,14 @@ export async function startFakeMicrosoft(
   t: { teardown(f: () => unknown): void },
   account = 'me@vendor.test',
 ): Promise<FakeMicrosoft> {
-  const codes = new Map<string, { challenge: string; redirect: string; scope: string }>();
-  const refreshTokens = new Map<string, string>();
-  const live = new Map<string, { scope: string; until: number }>();
-  const faults: Array<{ prefix: string; answer: FakeAnswer; times: number }> = [];
+  const f = new ScopedOAuth<FakeMicrosoft['calls'][number]>();
+  const { refreshTokens } = f;
   const items = new Map<string, Item>();
   const states = new Map<string, State>();
   let seq = 0;
-  const f = {
-    calls: [] as FakeMicrosoft['calls'],
-    refreshes: 0,
-    withhold: new Set<string>(),
-    pageSize: 1000,
-  };
   const rand = (n = 12) => randomBytes(n).toString('hex');
   const issue = (scope: string) => {
-    const access = `eyJ0eXAiOiJKV1Qi.${rand()}`;
-    live.set(access, { scope, until: Date.now() + 3599_000 });
+    const access = f.issue(`eyJ0eXAiOiJKV1Qi.${rand()}`, scope);
     const refresh = `0.AX${rand()}`;
     refreshTokens.set(refresh, scope);
     return {
@@ -134,21 +125,7 @@ export async function startFakeMicrosoft(
   };
 
   function oauth(r: FakeRequest): FakeAnswer | undefined {
-    if (/^\/[^/]+\/oauth2\/v2\.0\/authorize$/.test(r.path)) {
-      const back = new URL(r.query.get('redirect_uri') ?? '');
-      back.searchParams.set('state', r.query.get('state') ?? '');
-      const code = `M.C5${rand()}`;
-      codes.set(code, {
-        challenge: r.query.get('code_challenge') ?? '',
-        redirect: r.query.get('redirect_uri') ?? '',
-        scope: (r.query.get('scope') ?? '')
-          .split(' ')
-          .filter((s) => s && !f.withhold.has(s))
-          .join(' '),
-      });
-      back.searchParams.set('code', code);
-      return { status: 302, headers: { location: back.href } };
-    }
+    if (/^\/[^/]+\/oauth2\/v2\.0\/authorize$/.test(r.path)) return f.approve(r, `M.C5${rand()}`);
     if (/^\/[^/]+\/oauth2\/v2\.0\/token$/.test(r.path)) {
       const bad = (description: string) => ({
         status: 400,
@@ -160,12 +137,9 @@ export async function startFakeMicrosoft(
           body: { error: 'invalid_client', error_description: 'AADSTS7000215: Invalid client secret.' },
         };
       if (r.body.grant_type === 'authorization_code') {
-        const c = codes.get(r.body.code);
-        codes.delete(r.body.code);
-        if (!c || c.redirect !== r.body.redirect_uri)
-          return bad('AADSTS70000: The provided authorization code is invalid.');
-        if (createHash('sha256').update(String(r.body.code_verifier)).digest('base64url') !== c.challenge)
-          return bad('AADSTS501481: The Code_Verifier does not match the code_challenge.');
+        const c = f.redeem(r.body);
+        if (c === 'invalid_code') return bad('AADSTS70000: The provided authorization code is invalid.');
+        if (c === 'invalid_verifier') return bad('AADSTS501481: The Code_Verifier does not match the code_challenge.');
         return { status: 200, body: issue(c.scope) };
       }
       if (r.body.grant_type === 'refresh_token') {
@@ -181,8 +155,8 @@ export async function startFakeMicrosoft(
   }
 
   function authorize(r: FakeRequest, scope?: string): FakeAnswer | undefined {
-    const tok = live.get(r.token);
-    if (!tok || tok.until < Date.now())
+    const refusal = f.refusal(r.token, scope);
+    if (refusal === 'invalid_token')
       return {
         status: 401,
         headers: {
@@ -190,7 +164,7 @@ export async function startFakeMicrosoft(
         },
         body: graphError('InvalidAuthenticationToken', 'Access token has expired or is not yet valid.'),
       };
-    if (scope && !tok.scope.split(' ').includes(scope))
+    if (refusal === 'insufficient_scope')
       return {
         status: 403,
         body: graphError('ErrorAccessDenied', 'Access is denied. Check credentials and try again.'),
@@ -309,31 +283,27 @@ export async function startFakeMicrosoft(
     return (i.end ?? 0) > s.window[0] && (i.start ?? 0) < s.window[1];
   }
 
-  const url = await startHttpFake(t, (r) => {
-    const o = oauth(r);
-    if (o) return o;
-    const fault = faults.find((x) => r.path.startsWith(x.prefix) && x.times > 0);
-    let answer: FakeAnswer;
-    if (fault) {
-      fault.times--;
-      answer = fault.answer;
-    } else if (r.path.startsWith('/v1.0/')) answer = graph(r);
-    else answer = { status: 404, body: graphError('ResourceNotFound', 'Resource not found.') };
-    f.calls.push({
+  const url = await f.serve(
+    t,
+    oauth,
+    (r) =>
+      r.path.startsWith('/v1.0/')
+        ? graph(r)
+        : { status: 404, body: graphError('ResourceNotFound', 'Resource not found.') },
+    (r, answer) => ({
       path: r.path,
       query: r.query.toString(),
       status: answer.status,
       prefer: String(r.headers.prefer ?? ''),
       at: Date.now(),
-    });
-    return answer;
-  });
+    }),
+  );
 
   const address = (a: string) => ({ emailAddress: { name: a.split('@')[0], address: a } });
-  return {
+  return Object.assign(f, {
     url,
     account,
-    env: (name) => {
+    env: (name: 'outlook' | 'outlook_calendar') => {
       const n = `INTEGRATION_${name.toUpperCase()}_`;
       return {
         [`${n}CLIENT_ID`]: 'ms-client',
@@ -344,26 +314,9 @@ export async function startFakeMicrosoft(
         [`${n}API_URL`]: `${url}/v1.0`,
       };
     },
-    get withhold() {
-      return f.withhold;
-    },
-    get calls() {
-      return f.calls;
-    },
-    get refreshes() {
-      return f.refreshes;
-    },
-    get pageSize() {
-      return f.pageSize;
-    },
-    set pageSize(n: number) {
-      f.pageSize = n;
-    },
-    fail: (prefix, answer, times = 1) => void faults.push({ prefix, answer, times }),
-    invalidateAccessTokens: () => live.clear(),
     expireDeltaTokens: () => states.clear(),
     mail: {
-      add(m) {
+      add(m: MailInput) {
         const id = `AAMkAGI2${rand(10)}`;
         items.set(id, {
           id,
@@ -389,13 +342,13 @@ export async function startFakeMicrosoft(
         });
         return id;
       },
-      remove(id) {
+      remove(id: string) {
         const i = items.get(id);
         if (i) items.set(id, { ...i, removed: true, seq: ++seq });
       },
     },
     calendar: {
-      put(e) {
+      put(e: GraphEventInput) {
         const id = e.id ?? `AAMkADEv${rand(10)}`;
         items.set(id, {
           id,
@@ -425,14 +378,14 @@ export async function startFakeMicrosoft(
         });
         return id;
       },
-      cancel(id) {
+      cancel(id: string) {
         const i = items.get(id);
         if (i) items.set(id, { ...i, seq: ++seq, body: { ...i.body, isCancelled: true } });
       },
-      remove(id) {
+      remove(id: string) {
         const i = items.get(id);
         if (i) items.set(id, { ...i, removed: true, seq: ++seq });
       },
     },
-  };
+  });
 }

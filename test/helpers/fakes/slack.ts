@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { type FakeAnswer, startHttpFake } from '../fake-provider.js';
+import { type FakeAnswer, redirectBack, startHttpFake } from './http.js';
 
 /**
  * Slack as its API reference describes it (api.slack.com/methods): `/oauth/v2/authorize`
@@ -46,12 +46,9 @@ export async function startFakeSlack(t: { teardown(f: () => unknown): void }): P
   const no = (error: string): FakeAnswer => ({ status: 200, body: { ok: false, error } });
   const url = await startHttpFake(t, (r) => {
     if (r.path === '/oauth/v2/authorize') {
-      const back = new URL(r.query.get('redirect_uri') ?? '');
-      back.searchParams.set('state', r.query.get('state') ?? '');
       const code = `${randomBytes(6).toString('hex')}.${Date.now()}`;
       codes.add(code);
-      back.searchParams.set('code', code);
-      return { status: 302, headers: { location: back.href } };
+      return redirectBack(r, { code });
     }
     if (r.path === '/api/oauth.v2.access') {
       if (r.body.client_id !== 'slack-client') return no('invalid_client_id');

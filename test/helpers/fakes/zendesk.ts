@@ -1,5 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { type FakeAnswer, startHttpFake } from '../fake-provider.js';
+import { type FakeAnswer, redirectBack, startHttpFake } from './http.js';
 
 /**
  * Zendesk as its references describe it (developer.zendesk.com), one account per subdomain under
@@ -71,12 +71,9 @@ export async function startFakeZendesk(
     if (sub !== subdomain) return notFound;
     const path = `/${rest.join('/')}`;
     if (path === '/oauth/authorizations/new') {
-      const back = new URL(r.query.get('redirect_uri') ?? '');
-      back.searchParams.set('state', r.query.get('state') ?? '');
       const code = randomBytes(8).toString('hex');
       codes.add(code);
-      back.searchParams.set('code', code);
-      return { status: 302, headers: { location: back.href } };
+      return redirectBack(r, { code });
     }
     if (path === '/oauth/tokens' && r.method === 'POST') {
       if (!String(r.headers['content-type']).includes('application/json'))
