@@ -13,8 +13,8 @@ import {
   seededFrom,
   varied,
 } from './arbitraries.js';
-import { type OpenApiDoc, type RouteSeed, routeSurface, surfacesOf } from './route-surface.js';
-import { apiTier, fuzz, QUICK_RUNS_SEEDED, settings, stillReady, tenantLedger } from './support.js';
+import { fuzzRoutes, type OpenApiDoc, type RouteSeed } from './route-surface.js';
+import { apiTier, QUICK_RUNS_SEEDED, settings, tenantLedger } from './support.js';
 import { bearer, CUSTOMER_ROWS, fixtures, idsOf, METRIC, WIDGET } from './workspace.js';
 
 // The core API's health, metrics library, proposals, usage widgets and objectives, from seeds.
@@ -141,8 +141,4 @@ const ledger = tenantLedger(own.ws.tenant_id, [
 ]);
 const ctx = { doc, port: api.port, auth: bearer(own.ws), tiers: [api], ledger, foreignIds: idsOf(other) };
 
-for (const name of surfacesOf('library'))
-  t.test(`${name}: every answer documented, nothing stored when refused, no other workspace reached`, async (t) => {
-    await fuzz(t, routeSurface('library', name, seeds, ctx), o);
-    await stillReady(t, [api]);
-  });
+fuzzRoutes(t, 'library', seeds, ctx, o);

@@ -2,8 +2,8 @@ import fc from 'fast-check';
 import t from 'tap';
 import { closeDb } from '../helpers/stack.js';
 import { limitText, oddUuid, queryValue, seeded, seededFrom } from './arbitraries.js';
-import { type OpenApiDoc, type RouteSeed, routeSurface, surfacesOf } from './route-surface.js';
-import { apiTier, fuzz, QUICK_RUNS_SEEDED, settings, stillReady, tenantLedger } from './support.js';
+import { fuzzRoutes, type OpenApiDoc, type RouteSeed } from './route-surface.js';
+import { apiTier, QUICK_RUNS_SEEDED, settings, tenantLedger } from './support.js';
 import { bearer, CUSTOMER_ROWS, fixtures, idsOf } from './workspace.js';
 
 // The core API's customer reads, deletion and restore, jobs, and the workspace's administration
@@ -66,8 +66,4 @@ const ledger = tenantLedger(own.ws.tenant_id, [
 ]);
 const ctx = { doc, port: api.port, auth: bearer(own.ws), tiers: [api], ledger, foreignIds: idsOf(other) };
 
-for (const name of surfacesOf('records'))
-  t.test(`${name}: every answer documented, nothing stored when refused, no other workspace reached`, async (t) => {
-    await fuzz(t, routeSurface('records', name, seeds, ctx), o);
-    await stillReady(t, [api]);
-  });
+fuzzRoutes(t, 'records', seeds, ctx, o);

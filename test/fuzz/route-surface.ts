@@ -5,7 +5,8 @@ import type { Tier } from '../helpers/stack.js';
 import { build, envelope, jsonDoc, oddUuid, oddValue, otherMethod, params, SHRINK, type J } from './arbitraries.js';
 import { header, type Answered, type Req } from './http.js';
 import { CORE_STATUSES, type Contract, type Ledger, type Rules } from './properties.js';
-import type { Surface } from './support.js';
+import type { Test } from 'tap';
+import { fuzz, type Settings, stillReady, type Surface } from './support.js';
 import { TARGETS } from './targets.js';
 
 /**
@@ -218,3 +219,21 @@ function documented(doc: OpenApiDoc, route: string, extra?: Check): Check {
 
 /** Every surface `file` has in targets.ts, in its order. */
 export const surfacesOf = (file: string): string[] => TARGETS.filter((x) => x.file === file).map((x) => x.surface);
+
+/**
+ * One test per surface of a fuzz file (targets.ts): every answer documented, nothing stored when
+ * refused, no other workspace reached, and the tiers still ready afterwards.
+ */
+export function fuzzRoutes(
+  t: Test,
+  file: string,
+  seeds: Record<string, RouteSeed>,
+  ctx: RouteContext,
+  o: Settings,
+): void {
+  for (const name of surfacesOf(file))
+    t.test(`${name}: every answer documented, nothing stored when refused, no other workspace reached`, async (t) => {
+      await fuzz(t, routeSurface(file, name, seeds, ctx), o);
+      await stillReady(t, ctx.tiers);
+    });
+}

@@ -2,8 +2,8 @@ import fc from 'fast-check';
 import t from 'tap';
 import { closeDb } from '../helpers/stack.js';
 import { dateAround, limitText, oddDate, oddUuid, queryValue, seeded, seededFrom, varied } from './arbitraries.js';
-import { type OpenApiDoc, type RouteSeed, routeSurface, surfacesOf } from './route-surface.js';
-import { apiTier, fuzz, QUICK_RUNS_SEEDED, settings, stillReady, tenantLedger } from './support.js';
+import { fuzzRoutes, type OpenApiDoc, type RouteSeed } from './route-surface.js';
+import { apiTier, QUICK_RUNS_SEEDED, settings, tenantLedger } from './support.js';
 import { bearer, CUSTOMER_ROWS, fixtures, idsOf, PLAYBOOK, SEGMENT } from './workspace.js';
 
 // The core API's segments, playbooks, tasks, portfolio analytics and alerts, from seeds.
@@ -137,8 +137,4 @@ const seeds: Record<string, RouteSeed> = {
 const ledger = tenantLedger(own.ws.tenant_id, ['segments', 'playbooks', 'tasks', CUSTOMER_ROWS]);
 const ctx = { doc, port: api.port, auth: bearer(own.ws), tiers: [api], ledger, foreignIds: idsOf(other) };
 
-for (const name of surfacesOf('workflow'))
-  t.test(`${name}: every answer documented, nothing stored when refused, no other workspace reached`, async (t) => {
-    await fuzz(t, routeSurface('workflow', name, seeds, ctx), o);
-    await stillReady(t, [api]);
-  });
+fuzzRoutes(t, 'workflow', seeds, ctx, o);
