@@ -1,64 +1,174 @@
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { ROOT } from '../infra/stack.js';
 import { SERIAL } from './suites.js';
 
 /**
- * node dist/test/run.js [pattern…] [tap options…]
- * Runs the stack tests of one profile against its running stack: the files that only need their
- * own workspaces side by side (tap --jobs), then the serial group (test/suites.ts) one at a time.
+ * node dist/test/run.js [--unit] [pattern…]
+ * Runs test files from dist/, each in a node process of its own, and prints their TAP output as
+ * tap's runner does (a file's output as one subtest, then `ok N - file # time=…`):
+ * - with `--unit`, the fast layer, which needs no server: test/unit/ and the architecture test,
+ *   TEST_JOBS (default 4) at a time;
+ * - otherwise the stack tests of one profile against its running stack: the files that only need
+ *   their own workspaces side by side, TEST_JOBS (default 3: on two cores more starve each other's
+ *   tier start-ups) at a time, then the serial group (test/suites.ts) one at a time.
+ *   TEST_STACK_PROFILE=cluster runs test/cluster/ instead.
  * A pattern keeps the files whose path contains it (`events/dedup`, `test/health/`,
- * `dist/test/ingest/body.test.js` alike); with none, every file of the suite. Arguments starting
- * with `-` go to tap. TEST_STACK_PROFILE=cluster runs test/cluster/ instead; TEST_JOBS sets how many
- * files run at once (default 3: on two cores more starve each other's tier start-ups).
+ * `dist/test/ingest/body.test.js` alike); with none, every file of the suite.
+ *
+ * Each file runs as `node --enable-source-maps <file>`: the file's own `tap` import prints TAP and
+ * sets the exit code. tap's runner would add two import hooks to every test process (its process
+ * info and its module mocks, neither used here), which about doubled the CPU of a test process's
+ * start-up (1.9 against 0.8 CPU-seconds for a small file); over 150 files that is minutes of a
+ * two-core machine. A file that outlives its timeout (TAP_TIMEOUT, which the file's tap enforces
+ * itself) by a minute is killed and fails.
  */
 
+const unit = process.argv.includes('--unit');
 const profile = process.env.TEST_STACK_PROFILE ?? 'test';
-const jobs = Number(process.env.TEST_JOBS ?? 3);
-const args = process.argv.slice(2);
-const tapArgs = args.filter((a) => a.startsWith('-'));
-const patterns = args.filter((a) => !a.startsWith('-')).map((p) => p.replace(/^dist\//, '').replace(/\.(js|ts)$/, ''));
+const jobs = Number(process.env.TEST_JOBS ?? (unit ? 4 : 3));
+const timeoutS = Number(process.env.TAP_TIMEOUT ?? (profile === 'cluster' ? 1800 : 600));
+const patterns = process.argv
+  .slice(2)
+  .filter((a) => !a.startsWith('-'))
+  .map((p) => p.replace(/^dist\//, '').replace(/\.(js|ts)$/, ''));
 
-/** Folders of test/ that are not this suite: the fast layer and the suites run on their own. */
+/** Folders of test/ that are not the stack suite: the fast layer and the suites run on their own. */
 const OTHER = profile === 'cluster' ? [] : ['test/unit', 'test/cluster', 'test/newcomer'];
-const base = profile === 'cluster' ? 'test/cluster' : 'test';
 
-function testFiles(dir: string): string[] {
+function testFiles(dir: string, skip: string[]): string[] {
   const out: string[] = [];
   for (const e of fs.readdirSync(path.join(ROOT, 'dist', dir), { withFileTypes: true })) {
     const rel = `${dir}/${e.name}`;
-    if (e.isDirectory() && !OTHER.includes(rel)) out.push(...testFiles(rel));
+    if (e.isDirectory() && !skip.includes(rel)) out.push(...testFiles(rel, skip));
     else if (e.isFile() && e.name.endsWith('.test.js') && rel !== 'test/architecture.test.js') out.push(rel);
   }
   return out.sort();
 }
 
-const selected = testFiles(base).filter(
-  (f) => patterns.length === 0 || patterns.some((p) => f.replace(/\.js$/, '').includes(p)),
-);
+const suite = unit
+  ? [...testFiles('test/unit', []), 'test/architecture.test.js']
+  : testFiles(profile === 'cluster' ? 'test/cluster' : 'test', OTHER);
+const selected = suite.filter((f) => patterns.length === 0 || patterns.some((p) => f.replace(/\.js$/, '').includes(p)));
 if (selected.length === 0) {
-  console.error(`no test file of ${base}/ matches ${patterns.join(', ')}`);
+  console.error(`no test file of the ${unit ? 'fast layer' : `${profile} suite`} matches ${patterns.join(', ')}`);
   process.exit(1);
 }
-const isSerial = (f: string) => SERIAL[f.replace(/\.js$/, '.ts')] !== undefined;
+const isSerial = (f: string) => !unit && SERIAL[f.replace(/\.js$/, '.ts')] !== undefined;
 const concurrent = selected.filter((f) => !isSerial(f));
 const serial = selected.filter(isSerial);
 
-const tap = path.join(ROOT, 'node_modules', '.bin', os.platform() === 'win32' ? 'tap.cmd' : 'tap');
-function runTap(files: string[], j: number): number {
-  if (files.length === 0) return 0;
-  const timeout = profile === 'cluster' ? ['--timeout', '1800'] : [];
-  const r = spawnSync(tap, ['--jobs', String(j), ...timeout, ...tapArgs, ...files.map((f) => `dist/${f}`)], {
-    cwd: ROOT,
-    stdio: 'inherit',
-    env: { ...process.env, TEST_STACK_PROFILE: profile },
-  });
-  return r.status ?? 1;
+interface Result {
+  file: string;
+  ok: boolean;
+  ms: number;
+  output: string;
 }
 
-console.log(`# ${concurrent.length} files ${jobs} at a time, then ${serial.length} serial (test/suites.ts)`);
-const first = runTap(concurrent, jobs);
-const second = runTap(serial, 1);
-process.exit(first || second);
+/** Runs one file; its output is kept and printed whole when it ends, so files never interleave. */
+function runFile(file: string): Promise<Result> {
+  const started = performance.now();
+  const child = spawn(process.execPath, ['--enable-source-maps', path.join('dist', file)], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, TEST_STACK_PROFILE: profile, TAP_TIMEOUT: String(timeoutS) },
+  });
+  const chunks: string[] = [];
+  child.stdout.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
+  let killed = false;
+  const timer = setTimeout(
+    () => {
+      killed = true;
+      child.kill('SIGKILL');
+    },
+    (timeoutS + 60) * 1000,
+  );
+  return new Promise((resolve) =>
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const ms = performance.now() - started;
+      if (killed) chunks.push(`\n# killed: still running ${timeoutS + 60} s after it started\n`);
+      else if (signal) chunks.push(`\n# ended by ${signal}\n`);
+      resolve({ file: `dist/${file}`, ok: code === 0 && !killed, ms, output: chunks.join('') });
+    }),
+  );
+}
+
+/** Each failed assertion of the run with the diagnostic block under it: printed again at the end. */
+const failures: string[] = [];
+
+/** The `not ok` lines of a file's output (but a todo's or a skip's), each with at most 30 lines of its YAML block. */
+function notOks(group: string, output: string): string[] {
+  const found: string[][] = [];
+  let open: { indent: string; lines: string[] } | undefined;
+  for (const line of output.split('\n')) {
+    const m = /^(\s*)not ok \d+ - /.exec(line);
+    if (m) {
+      open = / # (TODO|SKIP)\b/.test(line) ? undefined : { indent: m[1], lines: [`[${group}]     ${line}`] };
+      if (open) found.push(open.lines);
+    } else if (open && line.startsWith(`${open.indent}  `)) {
+      if (open.lines.length < 30) open.lines.push(`    ${line}`);
+      if (/^\s*\.\.\.$/.test(line)) open = undefined;
+    } else open = undefined;
+  }
+  return found.map((lines) => lines.join('\n'));
+}
+
+/** The assertion counts of every file, from the `# { total: …, pass: … }` line its tap prints last. */
+const counts: Record<string, number> = {};
+function addCounts(output: string): void {
+  const line = output.match(/^# \{ total: .*\}$/gm)?.at(-1);
+  for (const [, key, n] of line?.matchAll(/(\w+): (\d+)/g) ?? []) counts[key] = (counts[key] ?? 0) + Number(n);
+}
+
+let counter = 0;
+function report(group: string, r: Result): void {
+  counter += 1;
+  addCounts(r.output);
+  const indented = r.output.replace(/\n$/, '').replace(/^(?=.)/gm, '    ');
+  const line = `${r.ok ? 'ok' : 'not ok'} ${counter} - ${r.file} # time=${r.ms.toFixed(3)}ms`;
+  process.stdout.write(`# Subtest: ${r.file}\n${indented}\n${line}\n\n`);
+  if (!r.ok) {
+    const found = notOks(group, r.output);
+    const tail = r.output.trimEnd().split('\n').slice(-15).join('\n');
+    failures.push(
+      ...(found.length > 0
+        ? found
+        : [`[${group}] ${line}: no failed assertion, it crashed or timed out; it ended:\n${tail}`]),
+    );
+  }
+}
+
+/** Runs `files` `j` at a time; resolves to whether all passed. */
+async function runGroup(group: string, files: string[], j: number): Promise<boolean> {
+  let next = 0;
+  let allOk = true;
+  const worker = async () => {
+    while (next < files.length) {
+      const r = await runFile(files[next++]);
+      report(group, r);
+      allOk &&= r.ok;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(j, files.length) }, worker));
+  return allOk;
+}
+
+const what = unit ? 'the fast layer' : `the ${profile} stack suite`;
+console.log(
+  `TAP version 14\n# ${what}: ${concurrent.length} files ${jobs} at a time` +
+    (serial.length > 0 ? `, then ${serial.length} serial (test/suites.ts)` : ''),
+);
+const started = Date.now();
+const firstOk = await runGroup('concurrent', concurrent, jobs);
+const secondOk = await runGroup('serial', serial, 1);
+const seconds = Math.round((Date.now() - started) / 1000);
+console.log(`1..${counter}\n# assertions ${JSON.stringify(counts)}`);
+if (!firstOk || !secondOk) {
+  // CI keeps the end of the output: the failures again, whichever group they were in.
+  console.log(`\n# FAILED: ${what}, ${seconds} s; what failed:\n${failures.join('\n')}`);
+  process.exit(1);
+}
+console.log(`# ${what}: all ${selected.length} files passed in ${seconds} s`);

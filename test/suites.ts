@@ -21,8 +21,6 @@
  * break the rule unnoticed; what no marker can see (rule 4's publish-then-start) is the reviewer's.
  */
 export const SERIAL: Readonly<Record<string, string>> = {
-  'test/e2e/nats-crash.test.ts': "SIGKILLs the stack's nats-server and starts it again (1)",
-  'test/sdk/faults.test.ts': "SIGKILLs the stack's nats-server and starts it again (1)",
   'test/processors/clickhouse-outage.test.ts': "SIGKILLs the stack's clickhouse-server (1)",
   'test/processors/two-writers.test.ts': "SIGKILLs the stack's clickhouse-server (1)",
   'test/events/dedup-plans.test.ts': 'autovacuum off and ANALYZE on shared tables (2)',

@@ -11,6 +11,7 @@ import { ClickHouseEndpoints } from '../../lib/clickhouse-endpoints.js';
 import { alive } from '../../infra/proc.js';
 import { propertiesJson } from '../../lib/event-properties.js';
 import { applyStreams } from '../../infra/streams.js';
+import { NATS_GOMAXPROCS } from '../../infra/services.js';
 import { createWorkspace, type NewWorkspace, seedWorkspace } from '../../infra/workspace.js';
 import { connectPg } from '../../lib/pg.js';
 
@@ -114,13 +115,6 @@ export async function stackUp(): Promise<number | null> {
   return code;
 }
 
-/** SIGKILLs the stack's nats-server and waits until it is gone; stackUp() starts it again. */
-export async function killNats(): Promise<void> {
-  const pid = Number(fs.readFileSync(path.join(profile.dataDir, 'nats.pid'), 'utf8'));
-  process.kill(pid, 'SIGKILL');
-  await waitFor('nats-server gone', () => !alive(pid), 10_000, 20);
-}
-
 /** Where test files reserve the ports they hand to servers: one file per port, holding the owner's pid. */
 const PORTS_DIR = path.join(os.tmpdir(), 'csp-test-ports');
 /** Below Linux's ephemeral range (32768–60999), clear of the profiles' fixed ports (3xxx, 14222 and up) and common servers. */
@@ -221,6 +215,26 @@ const quiet: Record<string, Record<string, string>> = {
   },
 };
 
+/**
+ * The polls of the jobs left quiet above: a tier whose test does not name the job's workspaces would
+ * still look for their work several times a second (a PostgreSQL query each time, in every tier of
+ * every file running). A test that names the workspaces gets the job's default poll, or its own.
+ */
+const quietPolls: Record<string, Record<string, string>> = {
+  WEBHOOK_TENANTS: { WEBHOOK_POLL_MS: '60000' },
+  INTEGRATION_TENANTS: { NOTIFY_POLL_MS: '60000', INTEGRATION_SYNC_POLL_MS: '60000' },
+  ERASURE_TENANTS: { ERASURE_POLL_MS: '60000' },
+};
+
+/** `quiet[tier]` with the polls of the jobs the test leaves quiet made rare. */
+function quietEnv(tier: string, env: Record<string, string>): Record<string, string> {
+  const out = { ...quiet[tier] };
+  for (const [tenants, polls] of Object.entries(quietPolls)) {
+    if (tier === 'processors' && env[tenants] === undefined) Object.assign(out, polls);
+  }
+  return out;
+}
+
 export async function startTier(
   t: Teardowns,
   tier: 'ingest' | 'processors' | 'core-api',
@@ -239,7 +253,7 @@ export async function startTier(
       WEBHOOK_ALLOW_PRIVATE: 'true',
       INTEGRATION_TOKEN_KEY: integrationTokenKey(profile),
       [portEnv]: String(port),
-      ...quiet[tier],
+      ...quietEnv(tier, env),
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -251,22 +265,26 @@ export async function startTier(
     out = (out + d.toString()).slice(-20_000);
   });
   const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+  const closed = new Promise((r) => proc.once('close', r));
+  const ended = () => proc.exitCode !== null || proc.signalCode !== null;
   const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+    if (ended()) return proc.exitCode;
     proc.kill(signal);
     return exited;
   };
   t.teardown(() => stop('SIGKILL'));
   const url = `http://127.0.0.1:${port}`;
   await waitFor(
-    `${tier} /healthz on ${port}`,
-    async () => {
-      if (proc.exitCode !== null) throw new Error(`${tier} exited with ${proc.exitCode}:\n${out}`);
-      return (await fetch(`${url}/readyz`)).ok;
-    },
+    `${tier} /readyz on ${port}`,
+    async () => ended() || (await fetch(`${url}/readyz`)).ok,
     // Files run side by side: a start-up can wait its turn for the CPU.
     60_000,
   );
+  if (ended()) {
+    // A tier that exits while starting fails the start at once, with all it printed.
+    await closed;
+    throw new Error(`${tier} exited with ${proc.exitCode ?? proc.signalCode} while starting:\n${out}`);
+  }
   return { url, port, proc, output: () => out, stop };
 }
 
@@ -330,49 +348,70 @@ export async function post(
   return { status: res.status, headers: res.headers, body: parsed, text };
 }
 
+/** A nats-server of a test's own: where it listens, and the faults a test can inject into it. */
+export interface OwnNats {
+  url: string;
+  port: number;
+  /** SIGKILLs the server and waits until it is gone. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port with the same store (after `kill`). */
+  restart(): Promise<void>;
+}
+
 /**
  * A nats-server of the test's own on a free port: without JetStream, a fault to inject (no stream
  * answers a publish) or a private bus (no other test's processors answer a request); with
- * `jetstream`, a store of its own (e.g. a stream with a tiny byte cap).
+ * `jetstream`, a store of its own (e.g. a stream with a tiny byte cap). Killing and restarting it
+ * touches no other file's servers.
  */
-export async function privateNats(
-  t: Teardowns,
-  o: { jetstream?: boolean } = {},
-): Promise<{ url: string; port: number }> {
+export async function privateNats(t: Teardowns, o: { jetstream?: boolean } = {}): Promise<OwnNats> {
   const port = await freePort();
-  let out = '';
-  const args = ['-a', '127.0.0.1', '-p', String(port)];
-  if (o.jetstream) {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nats-js-'));
-    t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-    args.push('-js', '-sd', dir);
-  }
-  const proc = spawn('/usr/sbin/nats-server', args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  proc.stdout!.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  proc.stderr!.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  t.teardown(() => {
-    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-  });
-  await waitFor(
-    `nats-server on ${port}`,
-    () =>
-      new Promise<boolean>((resolve, reject) => {
-        if (proc.exitCode !== null) return reject(new Error(`nats-server exited: ${out}`));
-        const s = net.connect(port, '127.0.0.1', () => {
-          s.destroy();
-          resolve(true);
-        });
-        s.on('error', () => resolve(false));
-      }),
-    10_000,
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nats-js-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  // The stack's message size (infra/nats.conf) and its one Go scheduler thread (NATS_GOMAXPROCS).
+  const conf = path.join(dir, 'nats.conf');
+  fs.writeFileSync(
+    conf,
+    `listen: 127.0.0.1:${port}\nmax_payload: 8MB\n` +
+      (o.jetstream ? `jetstream { store_dir: "${path.join(dir, 'store')}" }\n` : ''),
   );
-  return { url: `nats://127.0.0.1:${port}`, port };
+  let proc: ChildProcess;
+  const start = async () => {
+    let out = '';
+    const p = spawn('/usr/sbin/nats-server', ['-c', conf], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, GOMAXPROCS: NATS_GOMAXPROCS },
+    });
+    proc = p;
+    p.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    p.stderr!.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    await waitFor(
+      `nats-server on ${port}`,
+      () =>
+        new Promise<boolean>((resolve, reject) => {
+          if (p.exitCode !== null) return reject(new Error(`nats-server exited: ${out}`));
+          const s = net.connect(port, '127.0.0.1', () => {
+            s.destroy();
+            resolve(true);
+          });
+          s.on('error', () => resolve(false));
+        }),
+      10_000,
+    );
+  };
+  const kill = async () => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    const gone = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGKILL');
+    await gone;
+  };
+  t.teardown(kill);
+  await start();
+  return { url: `nats://127.0.0.1:${port}`, port, kill, restart: start };
 }
 
 /**
@@ -380,13 +419,13 @@ export async function privateNats(
  * given `env` publish and consume there: what their writers hold, lose to a SIGKILL or wait for
  * is the test's alone, so the file can run beside others. ClickHouse and PostgreSQL stay shared.
  */
-export async function privateJetStream(t: Teardowns): Promise<{ url: string; env: { NATS_URL: string } }> {
-  const { url } = await privateNats(t, { jetstream: true });
-  const nc = await connect({ servers: url });
+export async function privateJetStream(t: Teardowns): Promise<OwnNats & { env: { NATS_URL: string } }> {
+  const nats = await privateNats(t, { jetstream: true });
+  const nc = await connect({ servers: nats.url });
   try {
     await applyStreams(await nc.jetstreamManager(), { maxBytes: 1024 ** 3, replicas: 1 });
   } finally {
     await nc.close();
   }
-  return { url, env: { NATS_URL: url } };
+  return { ...nats, env: { NATS_URL: nats.url } };
 }
