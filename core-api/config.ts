@@ -1,4 +1,4 @@
-import Type, { type Static } from 'typebox';
+import Type, { type Static } from '#typebox';
 import { IntegrationConfig } from '../lib/integrations/config.js';
 import { MAX_CACHE_TTL_MS } from '../schemas/core/analytics.js';
 

@@ -1,4 +1,4 @@
-import type { TSchema } from 'typebox';
+import type { TSchema } from '#typebox';
 import { CoreApiConfig } from '../core-api/config.js';
 import { IngestConfig } from '../ingest/config.js';
 import { ProcessorsConfig } from '../processors/config.js';

@@ -1,5 +1,5 @@
 import os from 'node:os';
-import Type, { type Static } from 'typebox';
+import Type, { type Static } from '#typebox';
 import { INGEST_LIMITS } from '../schemas/ingest-limits.js';
 
 /**

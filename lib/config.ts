@@ -1,5 +1,5 @@
 import { Ajv } from 'ajv';
-import type { TSchema, Static } from 'typebox';
+import type { TSchema, Static } from '#typebox';
 
 /**
  * Reads a process's configuration from the environment against one schema: defaults filled in,

@@ -1,6 +1,6 @@
 import { Ajv, type Options, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import type { TSchema, Static } from 'typebox';
+import type { TSchema, Static } from '#typebox';
 import { STORE_FORMATS } from './formats.js';
 
 // ajv-formats is CommonJS; under NodeNext its default export arrives one level down.

@@ -1,4 +1,4 @@
-import Type from 'typebox';
+import Type from '#typebox';
 import { MAX_PROPERTIES_BYTES, SNAKE_CASE } from './ingest.js';
 
 /** Ingestion surface B (`/v1/events`, bearer credentials). */

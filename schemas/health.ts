@@ -1,4 +1,4 @@
-import Type, { type Static } from 'typebox';
+import Type, { type Static } from '#typebox';
 
 /**
  * The health model and score shapes shared by the scorer (processors/health/) and the core API

@@ -1,4 +1,4 @@
-import Type from 'typebox';
+import Type from '#typebox';
 
 /** snake_case: lowercase letters and digits in words joined by single underscores, starting with a letter. */
 export const SNAKE_CASE = '^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$';

@@ -1,4 +1,4 @@
-import { type TSchema, Type } from 'typebox';
+import { type TSchema, Type } from '#typebox';
 
 /** What the builder needs of a route: the same schemas the server validates with. */
 export interface OpenApiRoute {

@@ -40,6 +40,8 @@ function sourceFiles(dir: string): string[] {
 const lineAt = (text: string, index: number) => text.slice(0, index).split('\n').length;
 
 function packageOf(spec: string): string {
+  // `#typebox` is the package itself, bundled into one module by the build (package.json "imports").
+  if (spec.startsWith('#')) return packageOf(spec.slice(1));
   if (spec.startsWith('node:') || BUILTINS.has(spec.split('/')[0])) return 'node:';
   const parts = spec.split('/');
   return spec.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];

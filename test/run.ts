@@ -66,14 +66,36 @@ interface Result {
   output: string;
 }
 
+/** The process groups of the files running now. */
+const running = new Set<number>();
+function killGroup(group: number): void {
+  try {
+    process.kill(-group, 'SIGKILL');
+  } catch {
+    // nothing left in it
+  }
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    for (const group of running) killGroup(group);
+    process.exit(130);
+  });
+}
+
 /** Runs one file; its output is kept and printed whole when it ends, so files never interleave. */
 function runFile(file: string): Promise<Result> {
   const started = performance.now();
+  // A process group of its own: whatever the file started and left behind (a tier it never stopped
+  // because it crashed or was killed) is killed with it when it ends. The stack's servers, which
+  // files restart through infra/cli.js, start in sessions of their own and stay.
   const child = spawn(process.execPath, ['--enable-source-maps', path.join('dist', file)], {
     cwd: ROOT,
+    detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, TEST_STACK_PROFILE: profile, TAP_TIMEOUT: String(timeoutS) },
   });
+  const group = child.pid!;
+  running.add(group);
   const chunks: string[] = [];
   child.stdout.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
   child.stderr.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
@@ -81,13 +103,16 @@ function runFile(file: string): Promise<Result> {
   const timer = setTimeout(
     () => {
       killed = true;
-      child.kill('SIGKILL');
+      killGroup(group);
     },
     (timeoutS + 60) * 1000,
   );
+  // On exit, what it left behind goes too (it might hold the output pipes open).
+  child.on('exit', () => killGroup(group));
   return new Promise((resolve) =>
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      running.delete(group);
       const ms = performance.now() - started;
       if (killed) chunks.push(`\n# killed: still running ${timeoutS + 60} s after it started\n`);
       else if (signal) chunks.push(`\n# ended by ${signal}\n`);

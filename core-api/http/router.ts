@@ -1,4 +1,4 @@
-import type { TSchema } from 'typebox';
+import type { TSchema } from '#typebox';
 import type { Role, Scope } from '../../schemas/core/scopes.js';
 import type { ApiError } from '../../lib/problem.js';
 import type { Ctx, Reply } from './context.js';

@@ -3,7 +3,7 @@ import { compileMetric } from '../../lib/metrics/compile.js';
 import { date, str, uuid } from '../../lib/metrics/literal.js';
 import type { Sql } from '../../lib/pg.js';
 import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
-import Type from 'typebox';
+import Type from '#typebox';
 import { MetricCreate, TestQueryBody, TestQueryResult, type MetricDefinition } from '../../schemas/core/metrics.js';
 import { compileBody } from '../../schemas/core/validate.js';
 import type { ClickHouseReader } from '../clickhouse.js';

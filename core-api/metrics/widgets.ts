@@ -9,7 +9,7 @@ import {
   WidgetValueQuery,
   type WIDGET_PERIODS,
 } from '../../schemas/core/metrics.js';
-import Type from 'typebox';
+import Type from '#typebox';
 import type { ClickHouseReader } from '../clickhouse.js';
 import { json, noContent, type Ctx, type Reply } from '../http/context.js';
 import { isUuid } from '../../lib/ids.js';

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Type } from 'typebox';
+import { Type } from '#typebox';
 import { loadConfig } from '../../lib/config.js';
 import { connectPg } from '../../lib/pg.js';
 import { ProcessorsConfig } from '../../processors/config.js';

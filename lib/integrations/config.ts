@@ -1,4 +1,4 @@
-import Type, { type TSchema } from 'typebox';
+import Type, { type TSchema } from '#typebox';
 import { CONNECTOR_NAMES, type ConnectorName } from './connectors.js';
 import { PROVIDER_DEFAULTS, type Providers, providerConfig } from './providers.js';
 

@@ -1,4 +1,4 @@
-import Type, { type Static } from 'typebox';
+import Type, { type Static } from '#typebox';
 import { Cursor, Nullable, Timestamp, Uuid } from './common.js';
 
 /** Alerts (docs/analytics.md "Alerts"): unusual API key usage and sharp usage drops. */

@@ -1,4 +1,4 @@
-import Type, { type TSchema } from 'typebox';
+import Type, { type TSchema } from '#typebox';
 import { DateOnly, Nullable, StringEnum, Timestamp, Uuid } from './common.js';
 
 /**

@@ -1,4 +1,4 @@
-import Type, { type TSchema } from 'typebox';
+import Type, { type TSchema } from '#typebox';
 
 /** A string enum that validates as one `enum` keyword (clear errors) and types as the union. */
 export function StringEnum<T extends string>(values: readonly T[], opts: Record<string, unknown> = {}) {

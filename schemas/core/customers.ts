@@ -1,6 +1,6 @@
 import { SegmentRef } from './segments.js';
 import { Task } from './tasks.js';
-import Type from 'typebox';
+import Type from '#typebox';
 import { CurrentHealth } from './health.js';
 import { DateOnly, IdParams, Limit, Cursor, Nullable, Page, StringEnum, Timestamp, Uuid } from './common.js';
 

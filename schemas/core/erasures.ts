@@ -1,4 +1,4 @@
-import Type from 'typebox';
+import Type from '#typebox';
 import { Cursor, Limit, Nullable, Timestamp, Uuid } from './common.js';
 
 /** Erasure records (docs/erasure.md): the proof that a removed customer's data went from every store. */

@@ -1,4 +1,4 @@
-import Type from 'typebox';
+import Type from '#typebox';
 import {
   DEFAULT_HEALTH_MODEL,
   DRIVER_DIRECTIONS,

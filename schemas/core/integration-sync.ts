@@ -1,4 +1,4 @@
-import Type from 'typebox';
+import Type from '#typebox';
 import { Nullable, Timestamp } from './common.js';
 
 /** The sync status fields of GET /v1/integrations and the answer of POST /v1/integrations/{name}/sync. */

@@ -1,4 +1,4 @@
-import Type, { type Static } from 'typebox';
+import Type, { type Static } from '#typebox';
 import { Nullable, Timestamp, Uuid } from './common.js';
 import { SyncStatusFields } from './integration-sync.js';
 

@@ -1,4 +1,4 @@
-import Type, { type Static, type TObject, type TSchema } from 'typebox';
+import Type, { type Static, type TObject, type TSchema } from '#typebox';
 import { Cursor, Nullable, StringEnum, Timestamp, Uuid } from './common.js';
 
 /**

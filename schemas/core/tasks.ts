@@ -1,4 +1,4 @@
-import Type, { type Static } from 'typebox';
+import Type, { type Static } from '#typebox';
 import { Cursor, DateOnly, Limit, Nullable, Timestamp, Uuid } from './common.js';
 
 /** Tasks (SPEC.md "Task"; moves and outcomes decided in docs/playbooks.md "Tasks"). */

@@ -1,4 +1,4 @@
-import Type from 'typebox';
+import Type from '#typebox';
 import { Nullable, StringEnum, Timestamp, Uuid, Page } from './common.js';
 import { ROLES, SCOPES } from './scopes.js';
 

@@ -1,5 +1,5 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import type { Static, TSchema } from 'typebox';
+import type { Static, TSchema } from '#typebox';
 import { addFormats, lazyCompile } from '../ajv.js';
 
 const make = (coerce: boolean): Ajv =>

@@ -1,4 +1,4 @@
-import Type, { type Static } from 'typebox';
+import Type, { type Static } from '#typebox';
 import { Cursor, Nullable, Timestamp, Uuid } from './common.js';
 
 /** Outbound webhooks (docs/webhooks.md): subscriptions, event kinds and delivery attempts. */

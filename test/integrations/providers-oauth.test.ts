@@ -1,5 +1,5 @@
 import t from 'tap';
-import Type from 'typebox';
+import Type from '#typebox';
 import { integrationTokenKey } from '../../infra/stack.js';
 import { loadConfig } from '../../lib/config.js';
 import { DataCipher } from '../../lib/credentials/data-cipher.js';
