@@ -3,7 +3,7 @@ import { builtinModules } from 'node:module';
 import path from 'node:path';
 import t from 'tap';
 import { ROOT } from '../infra/stack.js';
-import { SERIAL, serialMarkers } from './suites.js';
+import { LONGEST_FIRST, SERIAL, serialMarkers } from './suites.js';
 
 /**
  * The shape of the code, checked on the source tree (no server): the three tiers never import one
@@ -235,10 +235,14 @@ t.test('a stack test that touches what other files share is in the serial group 
     violations++;
     t.fail(`${file} ${markers.join(', ')}: add it to SERIAL in test/suites.ts, or keep it to its own servers`);
   }
-  for (const file of Object.keys(SERIAL)) {
+  for (const file of [...Object.keys(SERIAL), ...LONGEST_FIRST]) {
     if (texts.has(file)) continue;
     violations++;
     t.fail(`test/suites.ts lists ${file}, which does not exist`);
+  }
+  for (const file of LONGEST_FIRST.filter((f) => SERIAL[f] !== undefined)) {
+    violations++;
+    t.fail(`test/suites.ts puts ${file} both in LONGEST_FIRST and in SERIAL`);
   }
   if (violations === 0) t.pass(`${Object.keys(SERIAL).length} serial files, every other stack test concurrent`);
   const probe = "const pid = fs.readFileSync(path.join(profile.dataDir, 'nats.pid'), 'utf8');";

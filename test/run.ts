@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ROOT } from '../infra/stack.js';
-import { SERIAL } from './suites.js';
+import { LONGEST_FIRST, SERIAL } from './suites.js';
 
 /**
  * node dist/test/run.js [--unit] [pattern…]
@@ -12,7 +12,8 @@ import { SERIAL } from './suites.js';
  *   TEST_JOBS (default 4) at a time;
  * - otherwise the stack tests of one profile against its running stack: the files that only need
  *   their own workspaces side by side, TEST_JOBS (default 3: on two cores more starve each other's
- *   tier start-ups) at a time, then the serial group (test/suites.ts) one at a time.
+ *   tier start-ups) at a time, the longest first (LONGEST_FIRST), then the serial group
+ *   (test/suites.ts) one at a time.
  *   TEST_STACK_PROFILE=cluster runs test/cluster/ instead.
  * A pattern keeps the files whose path contains it (`events/dedup`, `test/health/`,
  * `dist/test/ingest/body.test.js` alike); with none, every file of the suite.
@@ -56,7 +57,11 @@ if (selected.length === 0) {
   process.exit(1);
 }
 const isSerial = (f: string) => !unit && SERIAL[f.replace(/\.js$/, '.ts')] !== undefined;
-const concurrent = selected.filter((f) => !isSerial(f));
+const rank = (f: string) => {
+  const i = LONGEST_FIRST.indexOf(f.replace(/\.js$/, '.ts'));
+  return i < 0 ? LONGEST_FIRST.length : i;
+};
+const concurrent = selected.filter((f) => !isSerial(f)).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
 const serial = selected.filter(isSerial);
 
 interface Result {

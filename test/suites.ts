@@ -65,3 +65,21 @@ const ownBus = (source: string, re: RegExp) => re.test(source) && !/\bprivateJet
 export function serialMarkers(source: string): string[] {
   return SERIAL_MARKERS.filter(([m]) => (typeof m === 'function' ? m(source) : m.test(source))).map(([, why]) => why);
 }
+
+/**
+ * The longest files of the concurrent group (wall time beside two others, 28 Nov 2026), started
+ * first: a long file started last would run on alone at the end while the cores idle. The rest
+ * follow in path order.
+ */
+export const LONGEST_FIRST: readonly string[] = [
+  'test/sdk/faults.test.ts',
+  'test/erasure/erasure.test.ts',
+  'test/health/changes.test.ts',
+  'test/processors/row-format.test.ts',
+  'test/processors/backlog.test.ts',
+  'test/webhooks/delivery.test.ts',
+  'test/health/recalculate.test.ts',
+  'test/playbooks/runner-kill.test.ts',
+  'test/playbooks/runner-event-late.test.ts',
+  'test/e2e/nats-crash.test.ts',
+];
