@@ -71,6 +71,12 @@ interface Result {
   output: string;
 }
 
+/**
+ * The teardowns of the tiers the run shares (test/core-api/_helpers.ts `sharedApi`): started before
+ * the first file, stopped after the last; their addresses reach the files in the environment.
+ */
+const sharedTeardowns: Array<() => unknown> = [];
+
 /** The process groups of the files running now. */
 const running = new Set<number>();
 function killGroup(group: number): void {
@@ -81,8 +87,9 @@ function killGroup(group: number): void {
   }
 }
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
+  process.on(signal, async () => {
     for (const group of running) killGroup(group);
+    for (const fn of sharedTeardowns) await fn();
     process.exit(130);
   });
 }
@@ -187,6 +194,12 @@ async function runGroup(group: string, files: string[], j: number): Promise<bool
 }
 
 const what = unit ? 'the fast layer' : `the ${profile} stack suite`;
+if (!unit) {
+  const { startApi } = await import('./core-api/_helpers.js');
+  const api = await startApi({ teardown: (fn) => sharedTeardowns.push(fn) });
+  process.env.TEST_SHARED_API = api.url;
+}
+
 console.log(
   `TAP version 14\n# ${what}: ${concurrent.length} files ${jobs} at a time` +
     (serial.length > 0 ? `, then ${serial.length} serial (test/suites.ts)` : ''),
@@ -194,6 +207,7 @@ console.log(
 const started = Date.now();
 const firstOk = await runGroup('concurrent', concurrent, jobs);
 const secondOk = await runGroup('serial', serial, 1);
+for (const fn of sharedTeardowns) await fn();
 const seconds = Math.round((Date.now() - started) / 1000);
 console.log(`1..${counter}\n# assertions ${JSON.stringify(counts)}`);
 if (!firstOk || !secondOk) {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
+import { client, isProblem, randomUuid, sharedApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db, waitFor } from '../helpers/stack.js';
 import { startReceiver } from '../helpers/webhook-receiver.js';
 import { apiKey, type StoredEvent, storeEvents } from '../metrics/support.js';
@@ -10,7 +10,7 @@ import { processorsTier } from '../playbooks/support.js';
 // playbooks seeing open_alerts, resolution when usage recovers; an API key usage spike raised
 // once above the floor and not below it; the admin-only list and its moves; another workspace.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const rx = await startReceiver(t);
 const ws = await bootstrap();
 const admin = client(api.url, ws.api_key);

@@ -1,12 +1,12 @@
 import t from 'tap';
-import { client, startApi } from '../core-api/_helpers.js';
+import { client, sharedApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db, waitFor } from '../helpers/stack.js';
 import { history } from './support.js';
 
 // The customer status history behind the cohorts: every write path of the API records a status
 // change (create, PATCH, bulk import, soft delete, restore), and nothing else does.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ws = await bootstrap();
 const c = client(api.url, ws.api_key);
 

@@ -8,6 +8,19 @@ export interface Res {
   text: string;
 }
 
+/**
+ * The core-api of a run, started once by dist/test/run.js with startApi's settings (its URL in
+ * TEST_SHARED_API), for the files that only send it requests: a core-api start costs about a CPU-second,
+ * and some thirty files need nothing else. A file run on its own (`npx tap <file>`) starts its own.
+ * What only a process of the file's own can give (its output, a stop, settings of its own, two
+ * processes) is startApi's.
+ */
+export async function sharedApi(t: Teardowns): Promise<Pick<Tier, 'url' | 'port'>> {
+  const url = process.env.TEST_SHARED_API;
+  if (url) return { url, port: Number(new URL(url).port) };
+  return startApi(t);
+}
+
 /** A core-api process on a free port with limits high enough not to interfere, unless overridden. */
 export async function startApi(t: Teardowns, env: Record<string, string> = {}): Promise<Tier> {
   const port = env.API_PORT ?? String(await (await import('../helpers/stack.js')).freePort());

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { bootstrap, closeDb, freePort } from '../helpers/stack.js';
-import { client, exchange, pkce, startApi, type App } from './_helpers.js';
+import { type App, client, exchange, pkce, sharedApi } from './_helpers.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 if (!fs.existsSync(CHROMIUM))
@@ -18,7 +18,7 @@ if (!fs.existsSync(CHROMIUM))
 t.teardown(closeDb);
 
 t.test('a real browser signs in, consents, and the app exchanges the code', async (t) => {
-  const api = await startApi(t);
+  const api = await sharedApi(t);
   const ws = await bootstrap();
   // The third-party app: receives the redirect and exchanges the code server-side.
   const cbPort = await freePort();

@@ -1,9 +1,9 @@
 import t from 'tap';
 import { bootstrap, closeDb, db, waitFor } from '../helpers/stack.js';
-import { client, isProblem, randomUuid, startApi } from './_helpers.js';
+import { client, isProblem, randomUuid, sharedApi } from './_helpers.js';
 
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ws = await bootstrap();
 const c = client(api.url, ws.api_key);
 

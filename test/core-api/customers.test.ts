@@ -1,10 +1,10 @@
 import t from 'tap';
 import { connect } from 'nats';
 import { bootstrap, closeDb, db, urls, waitFor } from '../helpers/stack.js';
-import { call, client, isProblem, randomUuid, startApi } from './_helpers.js';
+import { call, client, isProblem, randomUuid, sharedApi } from './_helpers.js';
 
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ws = await bootstrap();
 const other = await bootstrap();
 const c = client(api.url, ws.api_key);

@@ -11,11 +11,12 @@ import {
   postForm,
   refresh,
   registerApp,
+  sharedApi,
   startApi,
 } from './_helpers.js';
 
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ws = await bootstrap();
 const admin = client(api.url, ws.api_key);
 const adminUser = { email: ws.admin_email, password: ws.admin_password };

@@ -1,13 +1,13 @@
 import t from 'tap';
 import { ch, closeDb, db, startTier, waitFor } from '../helpers/stack.js';
-import { client, startApi } from '../core-api/_helpers.js';
+import { client, sharedApi } from '../core-api/_helpers.js';
 import { BACKFILL, call, DAY, EVENTS, ev, ingest, isProblem, postEvents, workspace, xid } from './support.js';
 
 // Backfill lands in ClickHouse through its own consumer and completes its job; GET /v1/events
 // reads ClickHouse with filters and a keyset cursor.
 t.teardown(closeDb);
 const { ws, ids } = await workspace(2);
-const [tier, api] = await Promise.all([ingest(t, { EVENTS_BACKFILLS_PER_MIN: '3' }), startApi(t)]);
+const [tier, api] = await Promise.all([ingest(t, { EVENTS_BACKFILLS_PER_MIN: '3' }), sharedApi(t)]);
 await startTier(t, 'processors');
 const jobs = client(api.url, ws.api_key);
 

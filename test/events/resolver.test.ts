@@ -1,6 +1,6 @@
 import t from 'tap';
 import { closeDb, waitFor } from '../helpers/stack.js';
-import { client, startApi } from '../core-api/_helpers.js';
+import { client, sharedApi } from '../core-api/_helpers.js';
 import { send } from '../ingest/support.js';
 import { ev, ingest, postEvents, workspace } from './support.js';
 
@@ -8,7 +8,7 @@ import { ev, ingest, postEvents, workspace } from './support.js';
 // re-keyed, soft-deleted, restored and hard-deleted customers.
 t.teardown(closeDb);
 const { ws } = await workspace(0);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const procs = await Promise.all([ingest(t), ingest(t)]);
 const core = client(api.url, ws.api_key);
 

@@ -1,11 +1,11 @@
 import t, { type Test } from 'tap';
 import { bootstrap, closeDb, db } from '../helpers/stack.js';
-import { client, isProblem, startApi, type Res } from '../core-api/_helpers.js';
+import { client, isProblem, type Res, sharedApi } from '../core-api/_helpers.js';
 
 // Input the store cannot hold is refused at validation with a 400 naming the field, never a 500,
 // and nothing of the request is stored.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ws = await bootstrap();
 const c = client(api.url, ws.api_key);
 const raw = (method: string, path: string, body: string, headers: Record<string, string> = {}) =>

@@ -2,7 +2,7 @@ import { createHmac, randomUUID, sign as edSign } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import t, { type Test } from 'tap';
 import { closeDb, db } from '../helpers/stack.js';
-import { call, isProblem, registerApp, startApi, type Res } from '../core-api/_helpers.js';
+import { call, isProblem, registerApp, type Res, sharedApi } from '../core-api/_helpers.js';
 import { EVENTS, ev, ingest, workspace } from '../events/support.js';
 import { send } from '../fuzz/http.js';
 
@@ -10,7 +10,7 @@ import { send } from '../fuzz/http.js';
 // errors; access tokens are verified the same way everywhere: EdDSA, exp, iss and aud required.
 t.teardown(closeDb);
 const { ws, ids } = await workspace(1);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const tier = await ingest(t, { JWT_ISSUER: api.url });
 const app = await registerApp(api.url, ws.api_key, ['customers:read', 'events:write', 'events:read']);
 

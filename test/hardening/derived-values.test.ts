@@ -1,5 +1,5 @@
 import t from 'tap';
-import { client, isProblem, startApi } from '../core-api/_helpers.js';
+import { client, isProblem, sharedApi } from '../core-api/_helpers.js';
 import { processorsTier } from '../health/support.js';
 import { bootstrap, closeDb, seed } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
@@ -12,7 +12,7 @@ import { known, storeEvents } from '../metrics/support.js';
 // a metric values range reaching outside ClickHouse's DateTime (1970 to 2106).
 // Each answers as documented (a value, or a 400 naming the field), never a 500.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 await processorsTier(t, []);
 const ws = await bootstrap();
 await seed(ws.tenant_id, 2);

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import t, { type Test } from 'tap';
 import { closeDb } from '../helpers/stack.js';
-import { startApi } from '../core-api/_helpers.js';
+import { sharedApi } from '../core-api/_helpers.js';
 import { customerIds, ingest, natsClient, StreamTap, workspace } from '../ingest/support.js';
 
 // HTTP/1.1 framing on the uWS tiers, over raw sockets: what a client reads after each answer must
@@ -9,7 +9,7 @@ import { customerIds, ingest, natsClient, StreamTap, workspace } from '../ingest
 // refused and its connection closed; where uWS answers nothing itself, the test records it.
 t.teardown(closeDb);
 const ws = await workspace(1);
-const [tier, api] = await Promise.all([ingest(t), startApi(t)]);
+const [tier, api] = await Promise.all([ingest(t), sharedApi(t)]);
 const nc = await natsClient(t);
 const usage = await StreamTap.open(t, nc, `ev.usage.${ws.tenant_id}`);
 const [c1] = [...(await customerIds(ws.tenant_id)).values()];

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import t from 'tap';
 import { closeDb } from '../helpers/stack.js';
-import { startApi } from '../core-api/_helpers.js';
+import { sharedApi } from '../core-api/_helpers.js';
 import { ingest, workspace } from '../ingest/support.js';
 import { header, send, type Req } from '../fuzz/http.js';
 
@@ -11,7 +11,7 @@ import { header, send, type Req } from '../fuzz/http.js';
 // several times, as a reset came only now and then.
 t.teardown(closeDb);
 const ws = await workspace(1);
-const [tier, api] = await Promise.all([ingest(t), startApi(t)]);
+const [tier, api] = await Promise.all([ingest(t), sharedApi(t)]);
 const MiB = 1024 * 1024;
 const TIMES = 8;
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { client, startApi } from '../core-api/_helpers.js';
+import { client, sharedApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db, seed, waitFor } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
 import { processorsTier, stored } from './support.js';
@@ -41,7 +41,7 @@ t.test('a scheduled run that finds the same score moves calculated_at everywhere
   await seed(ws.tenant_id, 3);
   const ids = await customerIds(ws.tenant_id);
   const [c1, c2, c3] = ['cust-000001', 'cust-000002', 'cust-000003'].map((e) => ids.get(e)!);
-  const api = await startApi(t);
+  const api = await sharedApi(t);
   const c = client(api.url, ws.api_key);
   await processorsTier(t, [ws.tenant_id], { HEALTH_RECALC_INTERVAL_MS: String(INTERVAL) });
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { client, startApi } from '../core-api/_helpers.js';
+import { client, sharedApi } from '../core-api/_helpers.js';
 import { bootstrap, ch, closeDb, seed, waitFor } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
 import { processorsTier } from './support.js';
@@ -19,7 +19,7 @@ t.test('right after POST …/recalculate, the history holds the score it answere
   const ws = await bootstrap();
   await seed(ws.tenant_id, 1);
   const id = (await customerIds(ws.tenant_id)).get('cust-000001')!;
-  const api = await startApi(t);
+  const api = await sharedApi(t);
   const c = client(api.url, ws.api_key);
   await processorsTier(t, []);
 

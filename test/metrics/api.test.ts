@@ -1,13 +1,13 @@
 import t from 'tap';
 import { bootstrap, closeDb, db, urls, type Workspace } from '../helpers/stack.js';
-import { client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
+import { client, isProblem, randomUuid, sharedApi } from '../core-api/_helpers.js';
 
 // The metrics library's endpoints over HTTP: scopes and roles, every definition rule, PATCH and
 // DELETE, the event catalog, usage widgets and proposals. Catalog names are written where the
 // processors write them (event_catalog) and events straight into csp.events; the values of
 // metrics over events sent through ingestion are in values.test.ts.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ws = await bootstrap();
 const other = await bootstrap();
 const admin = client(api.url, ws.api_key);

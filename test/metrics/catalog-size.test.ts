@@ -1,6 +1,6 @@
 import t from 'tap';
 import { bootstrap, closeDb, db } from '../helpers/stack.js';
-import { client, isProblem, startApi } from '../core-api/_helpers.js';
+import { client, isProblem, sharedApi } from '../core-api/_helpers.js';
 import { storeEvents, type StoredEvent } from './support.js';
 
 // A workspace the size of a real one: 1,000 event names with 50 property keys each, through every
@@ -8,7 +8,7 @@ import { storeEvents, type StoredEvent } from './support.js';
 // that carry the workspace's names must be answered at any size (ClickHouse refuses a query in a
 // URL past about 16 KB: the reads travel in a request body).
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const w = await bootstrap();
 const admin = client(api.url, w.api_key);
 

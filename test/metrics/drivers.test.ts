@@ -1,6 +1,5 @@
 import t from 'tap';
-import { client, isProblem } from '../core-api/_helpers.js';
-import { startApi } from '../core-api/_helpers.js';
+import { client, isProblem, sharedApi } from '../core-api/_helpers.js';
 import { processorsTier } from '../health/support.js';
 import { bootstrap, closeDb, seed } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
@@ -10,7 +9,7 @@ import { known, storeEvents } from './support.js';
 // metric:<slug> scored from the latest materialized value by its curve, its weight in the score,
 // "no value yet" inactive, and the driver as a consumer of its metric.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 await processorsTier(t, []);
 const ws = await bootstrap();
 const other = await bootstrap();

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { connect } from 'nats';
 import { subjects } from '../../lib/nats.js';
-import { client, isProblem, startApi, type Res } from '../core-api/_helpers.js';
+import { client, isProblem, type Res, sharedApi, startApi } from '../core-api/_helpers.js';
 import { processorsTier } from '../health/support.js';
 import { bootstrap, closeDb, db, nextSecond, privateNats, seed, waitFor } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
@@ -12,7 +12,7 @@ import { apiKey, known, storeEvents } from './support.js';
 // (only metrics in use, only the customers they need), other workspaces, roles and scopes, and
 // 503 when no materializer answers.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 await processorsTier(t, []);
 const ws = await bootstrap();
 const other = await bootstrap();

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { windowPeriod } from '../../lib/metrics/window.js';
 import { ch, closeDb, waitFor } from '../helpers/stack.js';
-import { client, isProblem, startApi } from '../core-api/_helpers.js';
+import { client, isProblem, sharedApi } from '../core-api/_helpers.js';
 import { customerIds, send, USAGE, workspace } from '../ingest/support.js';
 import { ingestTier, processorsTier } from '../health/support.js';
 
@@ -9,7 +9,7 @@ import { ingestTier, processorsTier } from '../health/support.js';
 // the processors: every calculation, every filter op, both window kinds, both grains, compared
 // with values computed by hand from the events below.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ingest = await ingestTier(t);
 await processorsTier(t, []);
 const ws = await workspace(3);

@@ -1,7 +1,7 @@
 import { connect } from 'nats';
 import t from 'tap';
 import { subjects } from '../../lib/nats.js';
-import { client, isProblem, type Res, startApi } from '../core-api/_helpers.js';
+import { client, isProblem, type Res, sharedApi, startApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db, privateNats } from '../helpers/stack.js';
 import { newId, processorsTier, storeValues } from './support.js';
 
@@ -9,7 +9,7 @@ import { newId, processorsTier, storeValues } from './support.js';
 // the cap on the lists a record carries; a disabled playbook runs only dry; no runner answering
 // is 503 runner_unavailable; with a runner, the answer is the stored run record.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ws = await bootstrap();
 const admin = client(api.url, ws.api_key);
 

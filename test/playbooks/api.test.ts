@@ -1,5 +1,5 @@
 import t from 'tap';
-import { client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
+import { client, isProblem, randomUuid, sharedApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db, type Workspace } from '../helpers/stack.js';
 import { apiKey } from '../metrics/support.js';
 
@@ -8,7 +8,7 @@ import { apiKey } from '../metrics/support.js';
 // and metrics it refers to, which the metrics library counts as consumers); scopes; another
 // workspace's playbooks answer 404. Runs and POST …/run: api-runs.test.ts.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ws = await bootstrap();
 const other = await bootstrap();
 const admin = client(api.url, ws.api_key);

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { client, startApi } from '../core-api/_helpers.js';
+import { client, sharedApi } from '../core-api/_helpers.js';
 import { postEvents } from '../events/support.js';
 import { ingestTier } from '../health/support.js';
 import { bootstrap, closeDb, db, seed, waitFor, type Workspace } from '../helpers/stack.js';
@@ -12,7 +12,7 @@ import { processorsTier, runs, tasksOf } from './support.js';
 // customers. Each case has its own workspace: the name is first seen in it before the save.
 t.teardown(closeDb);
 
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ingest = await ingestTier(t);
 
 type Surface = (ws: Workspace, name: string, externalIds: string[], ids: Map<string, string>) => Promise<void>;

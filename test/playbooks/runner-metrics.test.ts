@@ -1,5 +1,5 @@
 import t from 'tap';
-import { client, startApi } from '../core-api/_helpers.js';
+import { client, sharedApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, seed, waitFor } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
 import { known, storeEvents } from '../metrics/support.js';
@@ -11,7 +11,7 @@ import { insertPlaybook, processorsTier, runs, tasksOf } from './support.js';
 t.teardown(closeDb);
 
 t.test('a materialization is followed by an evaluation of the playbooks that read it', async (t) => {
-  const api = await startApi(t);
+  const api = await sharedApi(t);
   const ws = await bootstrap();
   await seed(ws.tenant_id, 3);
   const ids = await customerIds(ws.tenant_id);

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
+import { client, isProblem, randomUuid, sharedApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db } from '../helpers/stack.js';
 import { apiKey } from '../metrics/support.js';
 
@@ -8,7 +8,7 @@ import { apiKey } from '../metrics/support.js';
 // detail's `segments` see it (rules evaluated now, health included); a segment a playbook names
 // cannot be deleted or renamed; scopes; another workspace's segments answer 404.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ws = await bootstrap();
 const other = await bootstrap();
 const admin = client(api.url, ws.api_key);

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
+import { client, isProblem, randomUuid, sharedApi } from '../core-api/_helpers.js';
 import {
   bootstrap,
   ch,
@@ -17,7 +17,7 @@ import { processorsTier } from '../playbooks/support.js';
 // another workspace's tasks (404), the customer detail's open tasks, and the generated events
 // task_created / task_completed arriving in the event store.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ws = await bootstrap();
 const other = await bootstrap();
 const admin = client(api.url, ws.api_key);

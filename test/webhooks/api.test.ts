@@ -1,5 +1,5 @@
 import t from 'tap';
-import { client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
+import { client, isProblem, randomUuid, sharedApi, startApi } from '../core-api/_helpers.js';
 import { integrationTokenKey } from '../../infra/stack.js';
 import { DataCipher } from '../../lib/credentials/data-cipher.js';
 import { bootstrap, closeDb, db, profile } from '../helpers/stack.js';
@@ -10,7 +10,7 @@ import { apiKey } from '../metrics/support.js';
 // policy of a production configuration (a core API without WEBHOOK_ALLOW_HTTP/PRIVATE); scopes and
 // roles; another workspace's subscriptions answer 404. Deliveries: delivery.test.ts.
 t.teardown(closeDb);
-const api = await startApi(t);
+const api = await sharedApi(t);
 const ws = await bootstrap();
 const other = await bootstrap();
 const admin = client(api.url, ws.api_key);
