@@ -272,7 +272,18 @@ export async function startTier(
     proc.kill(signal);
     return exited;
   };
-  t.teardown(() => stop('SIGKILL'));
+  t.teardown(async () => {
+    // A processors tier answers other files' requests too (a playbook run, a health recalculation:
+    // NATS queue groups on the shared bus): killed outright, it would drop the one it was working on
+    // and that file's core-api would wait out its timeout. SIGTERM drains them first.
+    if (tier === 'processors' && !ended()) {
+      proc.kill('SIGTERM');
+      const late = setTimeout(() => proc.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(late);
+    }
+    await stop('SIGKILL');
+  });
   const url = `http://127.0.0.1:${port}`;
   await waitFor(
     `${tier} /readyz on ${port}`,
