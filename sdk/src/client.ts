@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { gzip as gzipCb } from 'node:zlib';
 import { ClientClosedError, HttpStatusError, IngestClientError, NetworkError } from './errors.js';
-import { Batch, BatchQueue, BODY_OVERHEAD } from './queue.js';
+import { Batch, BatchQueue, BODY_OVERHEAD, HEAD_ROOM } from './queue.js';
 import { type BackoffOptions, parseRetryAfter, retryableStatus, retryDelay } from './retry.js';
 import { SURFACES } from './schemas.generated.js';
 import { type Answer, Transport } from './transport.js';
@@ -244,6 +244,14 @@ export class IngestClient<E extends object = IngestEvent> extends EventEmitter<I
     if (this.queue.queued + this.inFlight >= this.maxQueueEvents) return this.drop(event, 'queue_full');
     const problem = this.check(event);
     if (problem !== undefined) return this.reject(event, problem);
+    if (this.queue.write(event) < 0 && !this.add(event)) return false;
+    if (this.timer === undefined && this.queue.openedAt !== undefined) this.arm(this.flushIntervalMs);
+    if (this.queue.waiting > 0) this.pump();
+    return true;
+  }
+
+  /** An event writeJson leaves to JSON.stringify: serialized, checked for what JSON.stringify escapes, queued. */
+  private add(event: E): boolean {
     let json: string;
     try {
       json = JSON.stringify(event);
@@ -267,8 +275,7 @@ export class IngestClient<E extends object = IngestEvent> extends EventEmitter<I
         code: 'event_too_large',
         message: `the event takes ${bytes} bytes as JSON; a request body may take ${this.maxBatchBytes}`,
       });
-    if (this.queue.push(event, json, bytes) && this.timer === undefined) this.arm(this.flushIntervalMs);
-    if (this.queue.waiting > 0) this.pump();
+    this.queue.push(event, json, bytes);
     return true;
   }
 
@@ -434,7 +441,8 @@ export class IngestClient<E extends object = IngestEvent> extends EventEmitter<I
       let retryable = true;
       let reason: string;
       try {
-        const answer = await this.transport.post(this.path, headers, body, this.timeoutMs);
+        // A batch's own body has HEAD_ROOM free bytes before it; a compressed copy has none.
+        const answer = await this.transport.post(this.path, headers, body, this.timeoutMs, gzip ? 0 : HEAD_ROOM);
         if (answer.status >= 200 && answer.status < 300) {
           this.took(b, answer, body.length, attempt, Date.now() - started);
           // The next batches write into its buffer, once no socket write can still read it.
