@@ -247,6 +247,7 @@ export class RowBinaryWriter {
     this.at += 2;
   }
 
+  /** Throws a RangeError for a time outside DateTime's range (fitsDateTime). */
   dateTime(unixSeconds: number): void {
     this.room(4);
     this.buf.writeUInt32LE(unixSeconds, this.at);
@@ -439,3 +440,9 @@ export function decodeRows(payload: Uint8Array, columns: Array<[string, ChType]>
   }
   return rows;
 }
+
+/** The last instant a ClickHouse DateTime holds (unsigned seconds since 1970): 2106-02-07T06:28:15Z. */
+export const DATETIME_MAX_MS = 0xffff_ffff * 1000;
+
+/** Whether csp.events' DateTime columns can hold the instant `ms` (1970-01-01 to 2106-02-07). */
+export const fitsDateTime = (ms: number): boolean => ms >= 0 && ms <= DATETIME_MAX_MS;

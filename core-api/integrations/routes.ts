@@ -4,6 +4,7 @@ import { authorizationUrl, exchangeCode, ProviderError, revokeToken } from '../.
 import { forConnection, needsSubdomain, type Providers, SUBDOMAIN } from '../../lib/integrations/providers.js';
 import type { DataCipher } from '../../lib/credentials/data-cipher.js';
 import type { Sql } from '../../lib/pg.js';
+import { fitsDateTime } from '../../lib/row-binary.js';
 import { ApiError, type FieldError, notFound } from '../../lib/problem.js';
 import {
   ActivityAnswer,
@@ -259,6 +260,12 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
     const allowed = ACTIVITY_TYPES[CONNECTORS[name].category];
     const errors: FieldError[] = [];
     b.activities.forEach((a, i) => {
+      if (!fitsDateTime(Date.parse(a.occurred_at)))
+        errors.push({
+          field: `activities[${i}].occurred_at`,
+          code: 'invalid_value',
+          message: 'occurred_at must lie between 1970-01-01T00:00:00Z and 2106-02-07T06:28:15Z (what events can hold)',
+        });
       if (!allowed.includes(a.type))
         errors.push({
           field: `activities[${i}].type`,
@@ -269,7 +276,11 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
         });
     });
     if (errors.length)
-      throw new ApiError('validation_failed', 'Some activities have a type this provider cannot push.', errors);
+      throw new ApiError(
+        'validation_failed',
+        'Some activities have a type this provider cannot push, or a time events cannot hold.',
+        errors,
+      );
     const [conn] = await sql<Array<{ tenant_id: string }>>`
       SELECT tenant_id::text FROM integrations
       WHERE name = ${name} AND connection_id = ${c.params.connection_id} AND status = 'connected'`;
@@ -360,7 +371,9 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
         'INTEGRATION_<NAME>_SIGNING_SECRET>` (missing or wrong → 401 `invalid_signature`). Each new activity ' +
         '(deduplicated by its id) becomes one event per distinct customer its participants resolve to (a ' +
         "contact's e-mail first, then the customer's email_domain), stored in the event stream with surface " +
-        '`integration`; unmatched activity is counted on the integration and dropped. A connection that is not ' +
+        '`integration`; unmatched activity is counted on the integration and dropped. A type the provider ' +
+        'cannot push, or an `occurred_at` outside what events hold (1970-01-01T00:00:00Z to ' +
+        '2106-02-07T06:28:15Z) → 400 `validation_failed` naming each activity. A connection that is not ' +
         'connected → 404.',
       params: EventsParams,
       body: ActivityPush,

@@ -1,6 +1,7 @@
 import type { TransactionSql } from 'postgres';
 import type { ActivityPush } from '../../schemas/core/integrations.js';
 import type { Sql } from '../pg.js';
+import { fitsDateTime } from '../row-binary.js';
 
 /** One provider activity, reduced to what becomes an event. */
 export interface ActivityEvent {
@@ -29,7 +30,8 @@ export interface ActivityEventsOptions {
  * endpoint of the custom path, the Zendesk and Intercom webhooks, the Zendesk backfill, the e-mail
  * and calendar sync):
  * 1. the activity ids are recorded (integration_activities); only the ones not seen before go on,
- *    so a provider that delivers again (a retry) stores nothing twice;
+ *    so a provider that delivers again (a retry) stores nothing twice; an activity whose time the
+ *    event store cannot hold (before 1970, after 2106-02-07) is passed over;
  * 2. each participant resolves to a customer of the workspace: the customer of a contact with that
  *    e-mail address (case-insensitive) first, else the customers whose email_domain is the
  *    address's domain; trashed customers never;
@@ -47,6 +49,9 @@ export async function storeActivityEvents(
   activities: ActivityEvent[],
   o: ActivityEventsOptions,
 ): Promise<{ fresh: number; events: number; unmatched: number }> {
+  // A time the event store cannot hold (a provider's placeholder date, a clock gone wrong) would be an
+  // event the relay can never publish: such an activity is passed over, and found again next time.
+  activities = activities.filter((a) => fitsDateTime(Date.parse(a.occurredAt)));
   if (!activities.length) return { fresh: 0, events: 0, unmatched: 0 };
   const fresh = await tx<Array<{ activity_id: string }>>`
     INSERT INTO integration_activities (tenant_id, name, activity_id)

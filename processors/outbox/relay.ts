@@ -33,6 +33,17 @@ export interface RelaySource<R extends { id: string }> {
   published?(tx: TransactionSql, rows: R[]): Promise<(() => void) | undefined>;
 }
 
+/**
+ * What a source's publish() throws for a row that no retry can publish (it cannot be encoded as a
+ * message): the relay sets the row aside instead of retrying it, and with it the rows behind it, forever.
+ */
+export class Unpublishable extends Error {
+  constructor(cause: unknown) {
+    super(String(cause), { cause });
+    this.name = 'Unpublishable';
+  }
+}
+
 const DAY_MS = 24 * 3600_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -42,6 +53,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * - each poll locks up to `batch` unpublished rows with FOR UPDATE SKIP LOCKED, so instances
  *   share the outbox without waiting on each other, publishes each row as one message, and marks
  *   published only the rows whose PubAck came;
+ * - a row that cannot be published at all (Unpublishable) is set aside: marked published with the
+ *   reason in `unpublishable`, and logged; one bad row held every poll in the retry backoff before;
  * - the row id is the message's Nats-Msg-Id: a row published twice (a crash between PubAck and
  *   commit) is one message to the stream within its duplicate window, and consumers deduplicate
  *   by it after that;
@@ -92,18 +105,31 @@ export class OutboxRelay<R extends { id: string }> {
       const now = Date.now();
       const results = await Promise.allSettled(rows.map((r) => this.source.publish(r, now)));
       const done: string[] = [];
+      const setAside: Array<{ id: string; reason: string }> = [];
       let lastErr: unknown;
       results.forEach((res, i) => {
         if (res.status === 'fulfilled') done.push(rows[i].id);
+        else if (res.reason instanceof Unpublishable) setAside.push({ id: rows[i].id, reason: res.reason.message });
         else lastErr = res.reason;
       });
+      if (setAside.length) {
+        await tx`
+          UPDATE ${tx(this.source.table)} AS o SET published_at = now(), unpublishable = u.reason
+          FROM unnest(${setAside.map((r) => r.id)}::uuid[], ${setAside.map((r) => r.reason)}::text[]) AS u (id, reason)
+          WHERE o.id = u.id`;
+        for (const r of setAside)
+          this.log.error(
+            { id: r.id, reason: r.reason, table: this.source.table },
+            'outbox row cannot be published; set aside',
+          );
+      }
       if (done.length) {
         await tx`UPDATE ${tx(this.source.table)} SET published_at = now() WHERE id = ANY(${done}::uuid[])`;
         const published = rows.filter((_, i) => results[i].status === 'fulfilled');
         committed = await this.source.published?.(tx, published);
       }
       this.metrics.relayed(done.length);
-      const failed = rows.length - done.length;
+      const failed = rows.length - done.length - setAside.length;
       // Left unpublished for the next poll; the commit below still records the rows that made it.
       if (failed)
         this.log.warn(
@@ -178,9 +204,15 @@ export class SystemEvents implements RelaySource<OutboxRow> {
     h.set('Cs-Rows', '1');
     h.set('Cs-Names', r.event_name);
     h.set(FORMAT_HEADER, ROW_FORMAT);
-    const w = new RowBinaryWriter(512);
-    w.row(EVENT_ROW_COLUMNS, systemEventRow(r, now));
-    const payload = w.take();
+    let payload: Buffer;
+    try {
+      const w = new RowBinaryWriter(512);
+      w.row(EVENT_ROW_COLUMNS, systemEventRow(r, now));
+      payload = w.take();
+    } catch (err) {
+      // Not a row of csp.events (e.g. an occurred_at past what DateTime holds): no retry changes that.
+      throw new Unpublishable(err);
+    }
     await this.js.publish(subjects.system(r.tenant_id), payload, {
       msgID: r.id,
       headers: h,

@@ -168,6 +168,15 @@ t.test('pushed activity: signature, contact then domain, deduplicated, stored as
   isProblem(t, bad, 400, 'validation_failed');
   t.match(bad.body.errors, [{ field: 'activities[0].type' }]);
   isProblem(t, await push({ activities: [] }), 400, 'validation_failed');
+  // A time events cannot hold (ClickHouse's DateTime: 1970 to 2106) is refused here, not stored for a
+  // relay that could never publish it.
+  for (const when of ['6408-09-18T00:00:00Z', '1969-12-31T23:59:59Z', '2106-02-07T06:28:16Z']) {
+    const far = await push({
+      activities: [{ id: `m-far-${when}`, type: 'email_sent', occurred_at: when, participants: ['bob@acme.example'] }],
+    });
+    isProblem(t, far, 400, 'validation_failed');
+    t.match(far.body.errors, [{ field: 'activities[0].occurred_at', code: 'invalid_value' }], when);
+  }
 
   const rows = await waitFor(
     'the activity events in csp.events',

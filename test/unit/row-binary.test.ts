@@ -2,6 +2,7 @@ import t from 'tap';
 import {
   columnsOf,
   decodeRows,
+  fitsDateTime,
   formatOf,
   readUuid,
   ROW_BINARY_V1,
@@ -142,4 +143,15 @@ t.test('a v1 payload has no prop_kinds and keeps the raw properties; v2 adds the
   const [back] = decodeRows(w.take(), v1);
   t.same(back, { ...old, customer_id: old.customer_id.toLowerCase() });
   t.notOk('prop_kinds' in back);
+});
+
+t.test('fitsDateTime: the instants a DateTime column holds, and dateTime() refusing the others', async (t) => {
+  t.ok(fitsDateTime(0), '1970-01-01T00:00:00Z');
+  t.ok(fitsDateTime(Date.parse('2106-02-07T06:28:15Z')), 'its last second');
+  t.notOk(fitsDateTime(Date.parse('2106-02-07T06:28:16Z')), 'the second after');
+  t.notOk(fitsDateTime(Date.parse('1969-12-31T23:59:59Z')), 'before 1970');
+  t.notOk(fitsDateTime(Date.parse('6408-09-18T00:00:00Z')), 'year 6408');
+  t.notOk(fitsDateTime(Number.NaN), 'no time at all');
+  const w = new RowBinaryWriter(16);
+  t.throws(() => w.dateTime(Date.parse('6408-09-18T00:00:00Z') / 1000), RangeError);
 });
