@@ -95,7 +95,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 /** Runs one file; its output is kept and printed whole when it ends, so files never interleave. */
-function runFile(file: string): Promise<Result> {
+function runFile(file: string, alone: boolean): Promise<Result> {
   const started = performance.now();
   // A process group of its own: whatever the file started and left behind (a tier it never stopped
   // because it crashed or was killed) is killed with it when it ends. The stack's servers, which
@@ -104,7 +104,13 @@ function runFile(file: string): Promise<Result> {
     cwd: ROOT,
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, TEST_STACK_PROFILE: profile, TAP_TIMEOUT: String(timeoutS) },
+    env: {
+      ...process.env,
+      TEST_STACK_PROFILE: profile,
+      TAP_TIMEOUT: String(timeoutS),
+      // No other file runs beside it (the serial group).
+      ...(alone ? { TEST_ALONE: '1' } : {}),
+    },
   });
   const group = child.pid!;
   running.add(group);
@@ -184,7 +190,7 @@ async function runGroup(group: string, files: string[], j: number): Promise<bool
   let allOk = true;
   const worker = async () => {
     while (next < files.length) {
-      const r = await runFile(files[next++]);
+      const r = await runFile(files[next++], j === 1);
       report(group, r);
       allOk &&= r.ok;
     }

@@ -275,8 +275,10 @@ export async function startTier(
   t.teardown(async () => {
     // A processors tier answers other files' requests too (a playbook run, a health recalculation:
     // NATS queue groups on the shared bus): killed outright, it would drop the one it was working on
-    // and that file's core-api would wait out its timeout. SIGTERM drains them first.
-    if (tier === 'processors' && !ended()) {
+    // and that file's core-api would wait out its timeout. SIGTERM drains them first. Not needed on a
+    // bus of the file's own, nor when the file runs alone (the serial group: TEST_ALONE).
+    const othersAsk = env.NATS_URL === undefined && process.env.TEST_ALONE !== '1';
+    if (tier === 'processors' && othersAsk && !ended()) {
       proc.kill('SIGTERM');
       const late = setTimeout(() => proc.kill('SIGKILL'), 10_000);
       await exited;
