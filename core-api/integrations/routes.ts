@@ -69,12 +69,17 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
   };
 
   async function list(c: Ctx): Promise<Reply> {
-    const rows = await sql<Row[]>`
-      SELECT name, status, connection_id::text, connected_at, account, error, activities::text,
-        unmatched_activities::text, updated_at, last_error, last_error_at
-      FROM integrations WHERE tenant_id = ${c.principal.tenantId}`;
+    // One snapshot: a sync that fails on a missing scope records its error and puts the integration
+    // in `error` in one transaction, and two reads on either side of it would answer a `connected`
+    // integration with that error.
+    const [rows, syncStatus] = (await sql.begin('isolation level repeatable read read only', async (tx) => [
+      await tx<Row[]>`
+        SELECT name, status, connection_id::text, connected_at, account, error, activities::text,
+          unmatched_activities::text, updated_at, last_error, last_error_at
+        FROM integrations WHERE tenant_id = ${c.principal.tenantId}`,
+      await loadSyncStatus(tx, c.principal.tenantId),
+    ])) as [Row[], Awaited<ReturnType<typeof loadSyncStatus>>];
     const byName = new Map(rows.map((r) => [r.name, r]));
-    const syncStatus = await loadSyncStatus(sql, c.principal.tenantId);
     return json(200, {
       data: CONNECTOR_NAMES.map((name) => {
         const r = byName.get(name);

@@ -1,4 +1,5 @@
 import { ACTIVITY_TYPES, CONNECTORS, type ConnectorName } from '../../lib/integrations/connectors.js';
+import type { TransactionSql } from 'postgres';
 import type { Sql } from '../../lib/pg.js';
 import { ApiError } from '../../lib/problem.js';
 import { SyncAnswer } from '../../schemas/core/integration-sync.js';
@@ -29,7 +30,7 @@ export interface SyncStatus {
   counts: Map<string, Map<string, number>>;
 }
 
-export async function loadSyncStatus(sql: Sql, tenantId: string): Promise<SyncStatus> {
+export async function loadSyncStatus(sql: Sql | TransactionSql, tenantId: string): Promise<SyncStatus> {
   const [syncs, counts] = await Promise.all([
     sql<Array<SyncStatusRow & { name: string }>>`
       SELECT name, last_synced_at, last_error, last_error_at FROM integration_syncs WHERE tenant_id = ${tenantId}`,

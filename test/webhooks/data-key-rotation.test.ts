@@ -63,10 +63,10 @@ async function notificationSent(t: Test) {
   t.equal(fake.calls.at(-1)?.token, fake.issued.at(-1)!.access, 'the token the provider issued');
 }
 
-/** The stored secrets of the workspace, as the columns hold them. */
+/** The stored secrets of the workspace, as the columns hold them, the subscriptions in the order they were made. */
 const stored = async () => {
   const subs = await db()<Array<{ secret: string }>>`
-    SELECT secret FROM webhook_subscriptions WHERE tenant_id = ${w.tenant_id}`;
+    SELECT secret FROM webhook_subscriptions WHERE tenant_id = ${w.tenant_id} ORDER BY created_at`;
   const [i] = await db()<Array<{ access_token: string; refresh_token: string }>>`
     SELECT access_token, refresh_token FROM integrations WHERE tenant_id = ${w.tenant_id} AND name = 'slack'`;
   return [...subs.map((s) => s.secret), i.access_token, i.refresh_token];
