@@ -113,14 +113,9 @@ export class ResponseParser {
           at = end;
           break;
         }
-        case State.Length: {
-          const n = Math.min(this.left, buf.length - at);
-          this.take(buf, at, n);
-          at += n;
-          this.left -= n;
-          if (this.left === 0) this.state = State.Done;
+        case State.Length:
+          at = this.counted(buf, at, State.Done);
           break;
-        }
         case State.ChunkSize: {
           const eol = buf.indexOf(LF, at);
           if (eol < 0) return this.keep(buf, at, 'chunk size line');
@@ -131,14 +126,9 @@ export class ResponseParser {
             throw new HttpParseError('HPE_BODY_OVERFLOW', 'the answer body is too large');
           break;
         }
-        case State.ChunkData: {
-          const n = Math.min(this.left, buf.length - at);
-          this.take(buf, at, n);
-          at += n;
-          this.left -= n;
-          if (this.left === 0) this.state = State.ChunkEnd;
+        case State.ChunkData:
+          at = this.counted(buf, at, State.ChunkEnd);
           break;
-        }
         case State.ChunkEnd: {
           const eol = buf.indexOf(LF, at);
           if (eol < 0) return this.keep(buf, at, 'chunk end');
@@ -268,6 +258,15 @@ export class ResponseParser {
     }
     this.nl = nl;
     return -1;
+  }
+
+  /** Takes what `buf` holds of the `left` body bytes still due from `at`; `next` once they all came. */
+  private counted(buf: Buffer, at: number, next: State): number {
+    const n = Math.min(this.left, buf.length - at);
+    this.take(buf, at, n);
+    this.left -= n;
+    if (this.left === 0) this.state = next;
+    return at + n;
   }
 
   private take(buf: Buffer, at: number, n: number): void {
