@@ -4,9 +4,9 @@ import { InfraError } from './proc.js';
 import { downAll, ensurePackages, stopStarted, upAll } from './services.js';
 
 /**
- * npm run infra:up   [-- --profile dev|test|cluster]   install (as root) and start NATS, ClickHouse (and
+ * npm run infra:up   [-- --profile dev|test|serial|cluster]   install (as root) and start NATS, ClickHouse (and
  *                                                      ZooKeeper for a cluster), PostgreSQL; apply definitions
- * npm run infra:down [-- --profile dev|test|cluster]   stop exactly the processes infra:up started
+ * npm run infra:down [-- --profile dev|test|serial|cluster]   stop exactly the processes infra:up started
  */
 const say = (line: string) => process.stderr.write(`infra: ${line}\n`);
 
@@ -30,7 +30,7 @@ async function main(argv: string[]): Promise<void> {
     await downAll(profile, say);
     say(`${profile.name} stack down`);
   } else {
-    throw new InfraError('usage: infra/cli.js up|down [--profile dev|test|cluster]');
+    throw new InfraError('usage: infra/cli.js up|down [--profile dev|test|serial|cluster]');
   }
 }
 

@@ -22,15 +22,16 @@ export interface ClickhouseNode {
 }
 
 /**
- * The local stack's addresses. Three profiles run side by side without touching each other, each
+ * The local stack's addresses. Four profiles run side by side without touching each other, each
  * with its own ports and data folder under .data/: `dev` (npm start) and `test` (npm test) run one
- * server of each kind; `cluster` runs three nats-servers (one JetStream cluster, streams with 3
+ * server of each kind, and so does `serial`, the test stack's twin on which npm test runs the files
+ * that stop, kill or reconfigure servers (test/suites.ts) while the others use `test`; `cluster` runs three nats-servers (one JetStream cluster, streams with 3
  * replicas) and four clickhouse-servers (2 shards x 2 replicas) coordinated by one ZooKeeper.
  * A one-node profile is the cluster profile with one node: the same stream definitions and the
  * same DDL (infra/apply.ts derives the cluster's from schema.sql).
  */
 export interface StackProfile {
-  name: 'dev' | 'test' | 'cluster';
+  name: 'dev' | 'test' | 'serial' | 'cluster';
   dataDir: string;
   nats: NatsNode[];
   clickhouse: ClickhouseNode[];
@@ -99,6 +100,20 @@ const PROFILES: Record<StackProfile['name'], Ports> = {
     edgeHttpPort: 23080,
     zookeeperPort: 22181,
   },
+  // No port of it equals another profile's, derived ones included (nats routes at 28222, the
+  // ClickHouse interserver port at 26009, processors at 26300).
+  serial: {
+    natsPort: 26222,
+    natsMonitorPort: 27222,
+    chHttpPort: 26123,
+    chTcpPort: 26000,
+    pgPort: 26432,
+    ingestPort: 26100,
+    apiPort: 26200,
+    edgePort: 26443,
+    edgeHttpPort: 26080,
+    zookeeperPort: 26181,
+  },
   cluster: {
     natsPort: 30222,
     natsMonitorPort: 31222,
@@ -113,16 +128,17 @@ const PROFILES: Record<StackProfile['name'], Ports> = {
   },
 };
 
-const NATS_NODES = { dev: 1, test: 1, cluster: 3 };
+const NATS_NODES = { dev: 1, test: 1, serial: 1, cluster: 3 };
 /** Shards x replicas of each profile's ClickHouse. */
-const CH_LAYOUT = { dev: [1, 1], test: [1, 1], cluster: [2, 2] };
+const CH_LAYOUT = { dev: [1, 1], test: [1, 1], serial: [1, 1], cluster: [2, 2] };
 /** The name of the ClickHouse cluster in remote_servers (and of the NATS cluster). */
 export const CLUSTER_NAME = 'csp';
 
 /** `name` is the --profile option or STACK_PROFILE of the calling command; `dev` when neither is given. */
-export function stackProfile(name = 'dev'): StackProfile {
-  if (name !== 'dev' && name !== 'test' && name !== 'cluster')
-    throw new Error(`unknown stack profile "${name}" (dev, test or cluster)`);
+export function stackProfile(given = 'dev'): StackProfile {
+  if (!Object.hasOwn(PROFILES, given))
+    throw new Error(`unknown stack profile "${given}" (${Object.keys(PROFILES).join(', ')})`);
+  const name = given as StackProfile['name'];
   const p = PROFILES[name];
   const nats = Array.from({ length: NATS_NODES[name] }, (_, i) => ({
     name: NATS_NODES[name] === 1 ? 'nats' : `nats${i + 1}`,

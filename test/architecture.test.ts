@@ -3,7 +3,7 @@ import { builtinModules } from 'node:module';
 import path from 'node:path';
 import t from 'tap';
 import { ROOT } from '../infra/stack.js';
-import { LONGEST_FIRST, SERIAL, serialMarkers } from './suites.js';
+import { ALONE, LONGEST_FIRST, SERIAL, serialMarkers } from './suites.js';
 
 /**
  * The shape of the code, checked on the source tree (no server): the three tiers never import one
@@ -223,13 +223,13 @@ t.test('the tiers send ClickHouse queries in a request body, never in a URL', as
 });
 
 /** Suites that run one file at a time anyway (test:newcomer) or need no server (the fast layer). */
-const ALONE = (file: string) =>
+const UNGROUPED = (file: string) =>
   file.startsWith('test/unit/') || file.startsWith('test/newcomer/') || file === 'test/architecture.test.ts';
 
 t.test('a stack test that touches what other files share is in the serial group (test/suites.ts)', async (t) => {
   let violations = 0;
   for (const [file, text] of texts) {
-    if (!file.endsWith('.test.ts') || ALONE(file) || SERIAL[file] !== undefined) continue;
+    if (!file.endsWith('.test.ts') || UNGROUPED(file) || SERIAL[file] !== undefined) continue;
     const markers = serialMarkers(text);
     if (markers.length === 0) continue;
     violations++;
@@ -243,6 +243,10 @@ t.test('a stack test that touches what other files share is in the serial group 
   for (const file of LONGEST_FIRST.filter((f) => SERIAL[f] !== undefined)) {
     violations++;
     t.fail(`test/suites.ts puts ${file} both in LONGEST_FIRST and in SERIAL`);
+  }
+  for (const file of [...ALONE].filter((f) => SERIAL[f] === undefined)) {
+    violations++;
+    t.fail(`test/suites.ts puts ${file} in ALONE, which is for files of SERIAL`);
   }
   if (violations === 0) t.pass(`${Object.keys(SERIAL).length} serial files, every other stack test concurrent`);
   const probe = "const pid = fs.readFileSync(path.join(profile.dataDir, 'nats.pid'), 'utf8');";

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ROOT } from '../infra/stack.js';
-import { LONGEST_FIRST, SERIAL } from './suites.js';
+import { ALONE, LONGEST_FIRST, SERIAL } from './suites.js';
 
 /**
  * node dist/test/run.js [--unit] [pattern…]
@@ -12,9 +12,11 @@ import { LONGEST_FIRST, SERIAL } from './suites.js';
  *   TEST_JOBS (default 4) at a time;
  * - otherwise the stack tests of one profile against its running stack: the files that only need
  *   their own workspaces side by side, TEST_JOBS (default 3: on two cores more starve each other's
- *   tier start-ups) at a time, the longest first (LONGEST_FIRST), then the serial group
- *   (test/suites.ts) one at a time.
- *   TEST_STACK_PROFILE=cluster runs test/cluster/ instead.
+ *   tier start-ups) at a time, the longest first (LONGEST_FIRST); beside them the serial group
+ *   (test/suites.ts) one at a time on the `serial` stack, the test stack's twin, which the run
+ *   brings up; last, the files of the serial group that need the whole machine (ALONE), one at a
+ *   time on the test stack with nothing beside them.
+ *   TEST_STACK_PROFILE=cluster runs test/cluster/ instead, its serial files after the others.
  * A pattern keeps the files whose path contains it (`events/dedup`, `test/health/`,
  * `dist/test/ingest/body.test.js` alike); with none, every file of the suite.
  *
@@ -62,7 +64,11 @@ const rank = (f: string) => {
   return i < 0 ? LONGEST_FIRST.length : i;
 };
 const concurrent = selected.filter((f) => !isSerial(f)).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
-const serial = selected.filter(isSerial);
+/** The stack the serial group runs on beside the concurrent group; none: after it, on the same stack. */
+const twin = !unit && profile === 'test' ? 'serial' : undefined;
+const isAlone = (f: string) => twin === undefined || ALONE.has(f.replace(/\.js$/, '.ts'));
+const serial = selected.filter((f) => isSerial(f) && !isAlone(f));
+const alone = selected.filter((f) => isSerial(f) && isAlone(f));
 
 interface Result {
   file: string;
@@ -95,7 +101,16 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 /** Runs one file; its output is kept and printed whole when it ends, so files never interleave. */
-function runFile(file: string, alone: boolean): Promise<Result> {
+function runFile(file: string, stack: string, alone: boolean): Promise<Result> {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    TEST_STACK_PROFILE: stack,
+    TAP_TIMEOUT: String(timeoutS),
+    // No other file runs beside it on its stack (the serial group).
+    ...(alone ? { TEST_ALONE: '1' } : {}),
+  };
+  // The shared core-api serves the run's own stack only.
+  if (stack !== profile) delete env.TEST_SHARED_API;
   const started = performance.now();
   // A process group of its own: whatever the file started and left behind (a tier it never stopped
   // because it crashed or was killed) is killed with it when it ends. The stack's servers, which
@@ -104,13 +119,7 @@ function runFile(file: string, alone: boolean): Promise<Result> {
     cwd: ROOT,
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      ...process.env,
-      TEST_STACK_PROFILE: profile,
-      TAP_TIMEOUT: String(timeoutS),
-      // No other file runs beside it (the serial group).
-      ...(alone ? { TEST_ALONE: '1' } : {}),
-    },
+    env,
   });
   const group = child.pid!;
   running.add(group);
@@ -184,13 +193,13 @@ function report(group: string, r: Result): void {
   }
 }
 
-/** Runs `files` `j` at a time; resolves to whether all passed. */
-async function runGroup(group: string, files: string[], j: number): Promise<boolean> {
+/** Runs `files` `j` at a time against `stack`; resolves to whether all passed. */
+async function runGroup(group: string, files: string[], j: number, stack = profile): Promise<boolean> {
   let next = 0;
   let allOk = true;
   const worker = async () => {
     while (next < files.length) {
-      const r = await runFile(files[next++], j === 1);
+      const r = await runFile(files[next++], stack, j === 1);
       report(group, r);
       allOk &&= r.ok;
     }
@@ -206,17 +215,43 @@ if (!unit) {
   process.env.TEST_SHARED_API = api.url;
 }
 
+/**
+ * `infra/cli.js up` for the twin stack, which starts what is not running yet; resolves to whether
+ * it is up. Its output goes into the failures when it is not.
+ */
+function twinUp(stack: string): Promise<boolean> {
+  const child = spawn(process.execPath, [path.join('dist', 'infra', 'cli.js'), 'up', '--profile', stack], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const chunks: string[] = [];
+  child.stdout.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
+  return new Promise((resolve) =>
+    child.on('close', (code) => {
+      if (code !== 0) failures.push(`[serial] the ${stack} stack did not come up:\n${chunks.join('')}`);
+      resolve(code === 0);
+    }),
+  );
+}
+
 console.log(
   `TAP version 14\n# ${what}: ${concurrent.length} files ${jobs} at a time` +
-    (serial.length > 0 ? `, then ${serial.length} serial (test/suites.ts)` : ''),
+    (serial.length > 0 && twin ? `, beside them ${serial.length} serial on the ${twin} stack` : '') +
+    (serial.length > 0 && !twin ? `, then ${serial.length} serial` : '') +
+    (alone.length > 0 ? `, then ${alone.length} alone` : '') +
+    (serial.length + alone.length > 0 ? ' (test/suites.ts)' : ''),
 );
 const started = Date.now();
-const firstOk = await runGroup('concurrent', concurrent, jobs);
-const secondOk = await runGroup('serial', serial, 1);
+const groupsOk = await Promise.all([
+  runGroup('concurrent', concurrent, jobs),
+  twin && serial.length > 0 ? twinUp(twin).then((up) => up && runGroup('serial', serial, 1, twin)) : true,
+]);
+const lastOk = await runGroup('alone', alone, 1);
 for (const fn of sharedTeardowns) await fn();
 const seconds = Math.round((Date.now() - started) / 1000);
 console.log(`1..${counter}\n# assertions ${JSON.stringify(counts)}`);
-if (!firstOk || !secondOk) {
+if (!groupsOk.every(Boolean) || !lastOk) {
   // CI keeps the end of the output: the failures again, whichever group they were in.
   console.log(`\n# FAILED: ${what}, ${seconds} s; what failed:\n${failures.join('\n')}`);
   process.exit(1);

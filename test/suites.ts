@@ -42,6 +42,18 @@ export const SERIAL: Readonly<Record<string, string>> = {
   'test/chaos/chaos.test.ts': "kills and restarts the stack's servers (1)",
 };
 
+/**
+ * The serial files that need the whole machine, not only servers of their own: they run last, one
+ * at a time, on the test stack with nothing beside them. The rest of the serial group runs one at a
+ * time on the `serial` stack, the test stack's twin (infra/stack.ts), while the concurrent group
+ * runs on `test`: what rules 1-5 guard against then touches nobody (the cluster suite has no twin:
+ * its serial files run after the others).
+ */
+export const ALONE: ReadonlySet<string> = new Set([
+  'test/e2e/ingest-restart.test.ts', // rule 6
+  'test/health/api.test.ts',
+]);
+
 /** What in a test file's source makes it serial, with the rule it falls under. */
 export const SERIAL_MARKERS: ReadonlyArray<readonly [RegExp | ((source: string) => boolean), string]> = [
   [/['"`][\w-]+\.pid['"`]/, "reads a server's pid file (1)"],

@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
@@ -6,12 +5,9 @@ import { alive } from '../../infra/proc.js';
 import { consumers } from '../../lib/nats.js';
 import { runLoad } from '../helpers/load.js';
 import { jetstream, metric, writersIdle } from '../helpers/observe.js';
-import { bootstrap, ch, dist, profile, seed, startTier, waitFor, plainNode } from '../helpers/stack.js';
+import { bootstrap, ch, profile, seed, stackUp, startTier, waitFor } from '../helpers/stack.js';
 
 const chPid = () => Number(fs.readFileSync(path.join(profile.dataDir, 'clickhouse.pid'), 'utf8'));
-const stackUp = () =>
-  spawnSync(...plainNode([dist('infra/cli.js'), 'up', '--profile', 'test']), { stdio: 'inherit' }).status;
-
 t.test(
   'while ClickHouse is down, ingestion goes on; when it is back the backlog drains with nothing lost or doubled',
   async (t) => {
@@ -57,7 +53,7 @@ t.test(
     const ready = await fetch(`${proc.url}/readyz`);
     t.equal(ready.status, 200, 'the processor stays up through the outage');
 
-    t.equal(stackUp(), 0, 'ClickHouse restarted');
+    t.equal(await stackUp(), 0, 'ClickHouse restarted');
     const total = before.accepted + during.accepted;
     await waitFor('backlog drained', async () => (await count()) >= total, 90_000, 250);
     await writersIdle(jsm, consumers.usageWriter, 'events');

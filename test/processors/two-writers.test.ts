@@ -1,14 +1,10 @@
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { consumers } from '../../lib/nats.js';
 import { runLoad } from '../helpers/load.js';
 import { consumerInfo, jetstream, lastDelivery, writersIdle } from '../helpers/observe.js';
-import { bootstrap, ch, dist, profile, seed, startTier, waitFor, plainNode } from '../helpers/stack.js';
-
-const stackUp = () =>
-  spawnSync(...plainNode([dist('infra/cli.js'), 'up', '--profile', 'test']), { stdio: 'inherit' }).status;
+import { bootstrap, ch, profile, seed, stackUp, startTier, waitFor } from '../helpers/stack.js';
 
 // Small batches and one insert slot: messages wait their turn far longer than the ack wait (10 s).
 const WRITER = { WRITER_INSERT_STREAMS: '1', WRITER_BATCH_ROWS: '500', WRITER_BATCH_MS: '20' };
@@ -63,7 +59,7 @@ t.test(
     t.ok(after.num_ack_pending > 0, `${after.num_ack_pending} messages still held by the writers`);
     // Redelivered copies are allowed (the writers reconcile them); what they become is checked below.
     t.comment(`redelivered and held during the outage: ${after.num_redelivered - redeliveredBefore}`);
-    t.equal(stackUp(), 0, 'ClickHouse back');
+    t.equal(await stackUp(), 0, 'ClickHouse back');
 
     const count = async () =>
       Number((await ch<{ c: string }>(`SELECT count() AS c FROM events WHERE tenant_id = '${ws.tenant_id}'`))[0].c);
