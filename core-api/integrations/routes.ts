@@ -22,11 +22,12 @@ import { errorPage, noticePage } from '../oauth/page.js';
 import { ConnectQuery } from '../../schemas/core/integration-webhooks.js';
 import { storeActivities } from './activities.js';
 import { loadSyncStatus, syncNowRoute, syncStatusFields } from './sync-status.js';
+import { type IntercomWorkspace, intercomWorkspace } from './intercom-workspace.js';
 import { createZendeskWebhook, deleteZendeskWebhook, ticketingWebhookRoutes } from './webhooks.js';
 
 export interface IntegrationDeps extends Deps {
   providers: Providers;
-  /** Undefined without INTEGRATION_TOKEN_KEY: nothing can be connected. */
+  /** Undefined without a data key (DATA_ENCRYPTION_KEY or INTEGRATION_TOKEN_KEY): nothing can be connected. */
   dataCipher?: DataCipher;
 }
 
@@ -185,17 +186,21 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
     // Zendesk: the connection's webhook is created now, in the account, with the new token.
     const connectionId = randomUUID();
     let hook: { id: string; secret: string } | undefined;
-    if (name === 'zendesk') {
-      try {
+    // Intercom: the workspace the token reaches, by which the app's one webhook URL routes deliveries.
+    let workspace: IntercomWorkspace | undefined;
+    try {
+      if (name === 'zendesk') {
         const endpoint = `${d.baseUrl}/v1/integrations/zendesk/webhooks/${connectionId}`;
         hook = await createZendeskWebhook(forConnection(p, row.subdomain), t.access_token, endpoint);
-      } catch (err) {
-        const reason = err instanceof ProviderError ? err.message : 'the Zendesk webhook could not be created';
-        if (!(err instanceof ProviderError)) c.log.error({ err, name }, 'zendesk webhook creation failed');
-        await failed(row.tenant_id, name, reason);
-        return errorPage(400, title, `The connection was not made: ${reason}.`);
       }
+      if (name === 'intercom') workspace = await intercomWorkspace(p, t.access_token);
+    } catch (err) {
+      const reason = err instanceof ProviderError ? err.message : `the ${name} connection could not be completed`;
+      if (!(err instanceof ProviderError)) c.log.error({ err, name }, 'integration set-up at the provider failed');
+      await failed(row.tenant_id, name, reason);
+      return errorPage(400, title, `The connection was not made: ${reason}.`);
     }
+    const account = t.account ?? workspace?.name ?? null;
     await sql`
       UPDATE integrations SET status = 'connected', connection_id = ${connectionId},
         webhook_id = ${hook?.id ?? null}, webhook_secret = ${hook ? cipher.encrypt(hook.secret) : null},
@@ -203,10 +208,10 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
         access_token = ${cipher.encrypt(t.access_token)},
         refresh_token = ${t.refresh_token ? cipher.encrypt(t.refresh_token) : null},
         token_expires_at = ${t.expires_in ? new Date(Date.now() + t.expires_in * 1000) : null},
-        scope = ${t.scope ?? null}, account = ${t.account ?? null}, error = NULL, connected_at = now(),
-        updated_at = now()
+        scope = ${t.scope ?? null}, account = ${account}, provider_account_id = ${workspace?.id ?? null},
+        error = NULL, connected_at = now(), updated_at = now()
       WHERE tenant_id = ${row.tenant_id} AND name = ${name}`;
-    return noticePage(200, 'Connected', `${name} is connected${t.account ? ` as ${t.account}` : ''}.`);
+    return noticePage(200, 'Connected', `${name} is connected${account ? ` as ${account}` : ''}.`);
   }
 
   async function failed(tenantId: string, name: string, reason: string): Promise<void> {
@@ -238,7 +243,8 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
     await sql`
       UPDATE integrations SET status = 'disconnected', access_token = NULL, refresh_token = NULL,
         token_expires_at = NULL, state_hash = NULL, state_expires_at = NULL, code_verifier = NULL, error = NULL,
-        account = NULL, webhook_id = NULL, webhook_secret = NULL, updated_at = now()
+        account = NULL, webhook_id = NULL, webhook_secret = NULL, provider_account_id = NULL,
+        updated_at = now()
       WHERE tenant_id = ${tenantId} AND name = ${name}`;
     return noContent();
   }
@@ -339,7 +345,8 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
       path: '/v1/integrations/{name}/callback',
       summary: 'OAuth callback of an integration (browser)',
       description:
-        'Where the provider sends the user back: exchanges the code, stores the tokens encrypted (AES-256-GCM), ' +
+        'Where the provider sends the user back: exchanges the code (zendesk: creates the webhook in the account; ' +
+        'intercom: reads the Intercom workspace, GET /me), stores the tokens encrypted (AES-256-GCM), ' +
         'and answers a small HTML page. A bad, expired or replayed state → 400 page; a provider error → the ' +
         'integration is `error` with the reason, 400 page.',
       params: IntegrationParams,

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { storeActivities } from '../../lib/integrations/activities.js';
-import { ProviderError } from '../../lib/integrations/oauth.js';
+import { ProviderError, tokenDisowned } from '../../lib/integrations/oauth.js';
 import { forConnection, type ProviderConfig } from '../../lib/integrations/providers.js';
 import type { Sql } from '../../lib/pg.js';
 import { ApiError, notFound } from '../../lib/problem.js';
@@ -16,7 +16,7 @@ import type { Route } from '../http/router.js';
 import type { IntegrationDeps } from './routes.js';
 
 /**
- * The ticketing providers' own webhooks (docs/integrations.md), one URL per connection:
+ * The ticketing providers' own webhooks (docs/integrations.md):
  * - Zendesk: `X-Zendesk-Webhook-Signature` = base64(HMAC-SHA256(the webhook's signing secret,
  *   `X-Zendesk-Webhook-Signature-Timestamp` + raw body)); the secret is the one of the webhook
  *   created at connect (stored encrypted), else INTEGRATION_ZENDESK_SIGNING_SECRET (a webhook an
@@ -27,12 +27,19 @@ import type { IntegrationDeps } from './routes.js';
  * - Intercom: `X-Hub-Signature` = `sha1=` hex(HMAC-SHA1(the app's client secret, raw body)) and
  *   the notification envelope: conversation.user.created → ticket_opened,
  *   conversation.admin.closed → ticket_closed, the requester being the conversation's author.
+ *   Intercom's webhooks belong to the app, not to an install: one URL (the app-level route)
+ *   receives every workspace's notifications, routed by their `app_id` to the connections made
+ *   to that Intercom workspace (its id read at connect, intercom-workspace.ts); a notification of a
+ *   workspace no one connected is answered 200 and dropped, since error answers would make
+ *   Intercom pause the app's deliveries to everyone. The older per-connection URL still works, and
+ *   takes only its own workspace's notifications.
+ * Zendesk's URLs are per connection (the webhook is created at connect in the account).
  * A delivery whose provider timestamp is more than 5 minutes away from now is refused like a bad
  * signature (401): a captured delivery cannot be replayed later. Activity ids are the provider's
  * (`zendesk:ticket:{id}:opened`…), shared with the Zendesk backfill, so a retried delivery, or a
  * ticket both exported and delivered, is stored once (storeActivities).
  *
- * The signature is over the exact bytes received, which the router hands to preParse only; the
+ * The signature is over the exact bytes received, which the router hands to preParse only; Zendesk's
  * key is per connection (read from PostgreSQL), so preParse keeps the bytes for the handler,
  * keyed by the request's headers object, which the handler receives as the same object.
  */
@@ -45,6 +52,7 @@ interface ConnRow {
   access_token: string | null;
   subdomain: string | null;
   webhook_secret: string | null;
+  provider_account_id: string | null;
 }
 
 type Activity = ActivityPush['activities'][number];
@@ -56,6 +64,7 @@ const INTERCOM_TOPICS: Record<string, 'ticket_opened' | 'ticket_closed'> = {
 };
 
 const bad = (why: string) => new ApiError('invalid_signature', why);
+const NOTHING = { received: 0, duplicates: 0, unmatched: 0, events: 0 };
 
 function sameBytes(a: Buffer, b: Buffer): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
@@ -105,7 +114,7 @@ export function ticketingWebhookRoutes(d: IntegrationDeps): Route[] {
 
   async function connection(name: 'zendesk' | 'intercom', id: string): Promise<ConnRow> {
     const [row] = await sql<ConnRow[]>`
-      SELECT tenant_id::text, access_token, subdomain, webhook_secret FROM integrations
+      SELECT tenant_id::text, access_token, subdomain, webhook_secret, provider_account_id FROM integrations
       WHERE name = ${name} AND connection_id = ${id} AND status = 'connected'`;
     if (!row) throw notFound('Connection');
     return row;
@@ -141,7 +150,7 @@ export function ticketingWebhookRoutes(d: IntegrationDeps): Route[] {
       // the delivery a few times; the backfill of the new connection brings what was missed.
       const reason =
         res.status === 401
-          ? 'Zendesk refused the token (HTTP 401): the access was revoked; an admin must connect zendesk again'
+          ? tokenDisowned('Zendesk', 'zendesk')
           : 'the provider refused for a missing permission: zendesk needs the scope read; an admin must connect ' +
             'it again granting it';
       await sql`
@@ -168,7 +177,7 @@ export function ticketingWebhookRoutes(d: IntegrationDeps): Route[] {
     fresh(Date.parse(ts));
     const e = c.body as ZendeskEvent;
     const a = zendeskActivity(e);
-    if (!a) return json(200, { received: 0, duplicates: 0, unmatched: 0, events: 0 });
+    if (!a) return json(200, NOTHING);
     const requesterId = e.detail?.requester_id;
     const email = requesterId === undefined ? undefined : await zendeskRequester(c, row, String(requesterId));
     const at = a.type === 'ticket_opened' ? (e.detail?.created_at ?? e.time) : (e.time ?? e.detail?.updated_at);
@@ -180,9 +189,9 @@ export function ticketingWebhookRoutes(d: IntegrationDeps): Route[] {
     });
   }
 
-  async function intercom(c: Ctx): Promise<Reply> {
+  /** A notification whose signature and time are good, as the activity it carries (null: none). */
+  function intercomNotification(c: Ctx): { n: IntercomNotification; activity: Activity | null } {
     const raw = bodies.get(c.headers) ?? Buffer.alloc(0);
-    const row = await connection('intercom', c.params.connection_id);
     const secret = d.providers.intercom?.clientSecret;
     const given = Buffer.from(c.headers['x-hub-signature'] ?? '');
     if (!secret || !sameBytes(Buffer.from(intercomSignature(secret, raw)), given))
@@ -192,15 +201,55 @@ export function ticketingWebhookRoutes(d: IntegrationDeps): Route[] {
     const type = INTERCOM_TOPICS[n.topic];
     const item = n.data.item as Record<string, unknown>;
     const id = item.id;
-    if (!type || (typeof id !== 'string' && typeof id !== 'number'))
-      return json(200, { received: 0, duplicates: 0, unmatched: 0, events: 0 });
+    if (!type || (typeof id !== 'string' && typeof id !== 'number')) return { n, activity: null };
     const email = intercomRequester(item);
-    return store(row.tenant_id, 'intercom', {
-      id: `intercom:conversation:${id}:${type === 'ticket_opened' ? 'opened' : 'closed'}`,
-      type,
-      occurred_at: new Date(n.created_at * 1000).toISOString(),
-      participants: isEmail(email) ? [email] : [],
-    });
+    return {
+      n,
+      activity: {
+        id: `intercom:conversation:${id}:${type === 'ticket_opened' ? 'opened' : 'closed'}`,
+        type,
+        occurred_at: new Date(n.created_at * 1000).toISOString(),
+        participants: isEmail(email) ? [email] : [],
+      },
+    };
+  }
+
+  /** The app's one URL: each workspace connected to the notification's Intercom workspace gets it. */
+  async function intercomApp(c: Ctx): Promise<Reply> {
+    const { n, activity } = intercomNotification(c);
+    if (!activity) return json(200, NOTHING);
+    const rows = n.app_id
+      ? await sql<Array<{ tenant_id: string }>>`
+          SELECT tenant_id::text FROM integrations
+          WHERE name = 'intercom' AND provider_account_id = ${n.app_id} AND status = 'connected'`
+      : [];
+    if (rows.length === 0) c.log.info({ app_id: n.app_id }, 'intercom notification of a workspace no one connected');
+    const sum = { ...NOTHING };
+    for (const r of rows) {
+      const one = await storeActivities(sql, r.tenant_id, 'intercom', [activity]);
+      sum.received += one.received;
+      sum.duplicates += one.duplicates;
+      sum.unmatched += one.unmatched;
+      sum.events += one.events;
+    }
+    return json(200, sum);
+  }
+
+  /**
+   * The per-connection URL (the only one before the app-level route). Registered as the app's URL it
+   * would receive every Intercom workspace's notifications: those of another workspace than the one
+   * the connection was made to are dropped (a connection from before the workspace was recorded
+   * takes them all, as it always did).
+   */
+  async function intercomConnection(c: Ctx): Promise<Reply> {
+    const row = await connection('intercom', c.params.connection_id);
+    const { n, activity } = intercomNotification(c);
+    if (!activity) return json(200, NOTHING);
+    if (row.provider_account_id !== null && n.app_id !== row.provider_account_id) {
+      c.log.info({ app_id: n.app_id }, "intercom notification of another workspace than the connection's");
+      return json(200, NOTHING);
+    }
+    return store(row.tenant_id, 'intercom', activity);
   }
 
   async function store(tenantId: string, name: string, a: Activity): Promise<Reply> {
@@ -211,7 +260,6 @@ export function ticketingWebhookRoutes(d: IntegrationDeps): Route[] {
     tag: 'Integrations',
     auth: 'none' as const,
     method: 'POST' as const,
-    params: WebhookParams,
     preParse: keep,
     errors: [401, 404, 413, 415, 503],
     responses: { 200: { description: 'What was stored.', schema: WebhookAnswer } },
@@ -219,6 +267,7 @@ export function ticketingWebhookRoutes(d: IntegrationDeps): Route[] {
   return [
     {
       ...common,
+      params: WebhookParams,
       path: '/v1/integrations/zendesk/webhooks/{connection_id}',
       summary: "Zendesk's webhook (ticket events)",
       description:
@@ -239,18 +288,48 @@ export function ticketingWebhookRoutes(d: IntegrationDeps): Route[] {
     },
     {
       ...common,
-      path: '/v1/integrations/intercom/webhooks/{connection_id}',
-      summary: "Intercom's webhook (conversation topics)",
+      path: '/v1/integrations/intercom/webhooks',
+      summary: "Intercom's webhook (conversation topics), the app's one URL",
       description:
-        'Subscribed in the Intercom Developer Hub to conversation.user.created and conversation.admin.closed. ' +
-        'Authenticated by `X-Hub-Signature: sha1=<hex HMAC-SHA1 of the raw body keyed by the app client ' +
-        'secret>`; a wrong signature, or a notification `created_at` more than 5 minutes away → 401 ' +
-        '`invalid_signature`. conversation.user.created → `ticket_opened`, conversation.admin.closed → ' +
-        "`ticket_closed`, matched by the conversation author's e-mail; other topics (ping…) → 200 with nothing " +
-        'stored. Deduplicated per conversation. Unknown or disconnected connection → 404.',
+        "The endpoint URL to set in the Intercom Developer Hub (the app's Webhooks page), subscribed to " +
+        'conversation.user.created and conversation.admin.closed: Intercom sends the notifications of every ' +
+        'workspace where the app is installed to it. Authenticated by `X-Hub-Signature: sha1=<hex HMAC-SHA1 of ' +
+        'the raw body keyed by the app client secret>`; a wrong signature, or a notification `created_at` more ' +
+        "than 5 minutes away → 401 `invalid_signature`, nothing stored. Routed by the notification's `app_id` " +
+        '(the Intercom workspace, read at connect) to every workspace connected to it; one no one connected → ' +
+        "200 with nothing stored (an error would make Intercom pause the app's deliveries). " +
+        'conversation.user.created → `ticket_opened`, conversation.admin.closed → `ticket_closed`, matched by the ' +
+        "conversation author's e-mail; other topics (ping…) → 200 with nothing stored. Deduplicated per " +
+        'conversation; the counts are summed over the workspaces the notification reached.',
       body: IntercomNotification,
       headers: [{ name: 'X-Hub-Signature', description: 'sha1=<hex HMAC-SHA1 of the raw body>' }],
-      handler: intercom,
+      errors: [401, 413, 415],
+      handler: intercomApp,
+    },
+    {
+      tag: 'Integrations',
+      auth: 'none',
+      method: 'GET',
+      path: '/v1/integrations/intercom/webhooks',
+      summary: "Intercom's check of the webhook URL",
+      description:
+        'Intercom checks the endpoint URL with a HEAD request when it is set in the Developer Hub; GET and HEAD ' +
+        'answer 200 with no content.',
+      handler: async () => ({ status: 200 }),
+      responses: { 200: { description: 'The URL takes Intercom notifications.' } },
+    },
+    {
+      ...common,
+      params: WebhookParams,
+      path: '/v1/integrations/intercom/webhooks/{connection_id}',
+      summary: "Intercom's webhook for one connection (the earlier URL)",
+      description:
+        'As `POST /v1/integrations/intercom/webhooks`, for the one connection: a notification of another ' +
+        "Intercom workspace than the connection's → 200 with nothing stored. Unknown or disconnected " +
+        'connection → 404. Set the app-level URL in the Developer Hub instead: one app serves every workspace.',
+      body: IntercomNotification,
+      headers: [{ name: 'X-Hub-Signature', description: 'sha1=<hex HMAC-SHA1 of the raw body>' }],
+      handler: intercomConnection,
     },
   ] satisfies Route[];
 }

@@ -52,6 +52,13 @@ export class ProviderError extends Error {
   }
 }
 
+/**
+ * The words for a provider that answers 401 to a token no refresh can replace (one without a
+ * refresh token, or refreshed and refused again): the integration goes to `error` with them.
+ */
+export const tokenDisowned = (provider: string, name: string) =>
+  `${provider} refused the token (HTTP 401): the access was revoked; an admin must connect ${name} again`;
+
 const TIMEOUT_MS = 10_000;
 
 interface Answer {

@@ -1,4 +1,5 @@
 import { storeActivities } from '../../lib/integrations/activities.js';
+import { tokenDisowned } from '../../lib/integrations/oauth.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
 import type { ActivityPush } from '../../schemas/core/integrations.js';
@@ -46,8 +47,9 @@ interface Page {
  * the same activity ids as the webhook's, so a ticket both exported and delivered counts once.
  * One instance works on a connection at a time (a lease on the integration's row); the cursor is
  * kept after every page, so a stopped export resumes where it was. A 429 waits Retry-After; a 403
- * for a missing scope puts the integration in `error`; other failures are kept in last_error and
- * tried again a minute later. A reconnection (a new connection_id) starts over.
+ * for a missing scope, or a 401 (a token Zendesk disowns), puts the integration in `error`; other
+ * failures are kept in last_error and tried again a minute later. A reconnection (a new
+ * connection_id) starts over.
  */
 export class ZendeskBackfill extends PollingJob {
   constructor(
@@ -110,8 +112,12 @@ export class ZendeskBackfill extends PollingJob {
   }
 
   private async refused(claim: Claim, res: ProviderAnswer): Promise<void> {
+    const c = { tenantId: claim.tenant_id, name: 'zendesk' };
     const scope = missingScope('zendesk', res.status, res.wwwAuthenticate, res.body);
-    if (scope) return this.tokens!.fail({ tenantId: claim.tenant_id, name: 'zendesk' }, scope);
+    if (scope) return this.tokens!.fail(c, scope);
+    // A 401 after AccessTokens.call's one refresh (Zendesk's tokens usually have none to refresh):
+    // only a new connection helps, as for the webhook's requester look-up.
+    if (res.status === 401) return this.tokens!.fail(c, `ticket backfill: ${tokenDisowned('Zendesk', 'zendesk')}`);
     const waitMs = res.status === 429 ? retryAfterMs(res.retryAfter, 60_000) : 60_000;
     const error = `ticket backfill: Zendesk answered HTTP ${res.status}`;
     await this.sql`

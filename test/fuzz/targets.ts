@@ -169,6 +169,8 @@ export const TARGETS: readonly Target[] = [
     routes: [
       'POST /v1/integrations/zendesk/webhooks/{connection_id}',
       'POST /v1/integrations/intercom/webhooks/{connection_id}',
+      'POST /v1/integrations/intercom/webhooks',
+      'GET /v1/integrations/intercom/webhooks',
     ],
   },
   {

@@ -41,6 +41,26 @@ const stamp = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 const ticket = { id: 7, requester_id: 101, status: 'new' as const, created_at: stamp(), updated_at: stamp() };
 zd.users.set(101, 'jo@acme.example');
 
+const intercomBodies = seededFrom(
+  {
+    type: 'notification_event',
+    id: 'notif_1',
+    topic: 'conversation.user.created',
+    app_id: ic.home.id_code,
+    created_at: Math.floor(Date.now() / 1000),
+    data: { type: 'notification_event_data', item: intercomConversation('42', 'jo@acme.example') },
+  } as never,
+  {
+    type: 'notification_event',
+    topic: 'ping',
+    created_at: Math.floor(Date.now() / 1000),
+    data: { item: { type: 'ping', message: 'hi' } },
+  } as never,
+);
+const intercomSign = (body: Buffer): Array<[string, string]> => [
+  ['X-Hub-Signature', `sha1=${createHmac('sha1', INTERCOM_SECRET).update(body).digest('hex')}`],
+];
+
 const seeds: Record<string, RouteSeed> = {
   'POST /v1/integrations/zendesk/webhooks/{connection_id}': {
     params: { connection_id: { own: [mine.zendesk] } },
@@ -60,25 +80,13 @@ const seeds: Record<string, RouteSeed> = {
   'POST /v1/integrations/intercom/webhooks/{connection_id}': {
     // Any workspace's connection takes deliveries: the provider's signature is the credential, not a bearer.
     params: { connection_id: { own: [mine.intercom, theirs.intercom] } },
-    body: seededFrom(
-      {
-        type: 'notification_event',
-        id: 'notif_1',
-        topic: 'conversation.user.created',
-        app_id: 'ecahpwf5',
-        created_at: Math.floor(Date.now() / 1000),
-        data: { type: 'notification_event_data', item: intercomConversation('42', 'jo@acme.example') },
-      } as never,
-      {
-        type: 'notification_event',
-        topic: 'ping',
-        created_at: Math.floor(Date.now() / 1000),
-        data: { item: { type: 'ping', message: 'hi' } },
-      } as never,
-    ),
-    sign: (body) => [['X-Hub-Signature', `sha1=${createHmac('sha1', INTERCOM_SECRET).update(body).digest('hex')}`]],
+    body: intercomBodies,
+    sign: intercomSign,
     maxBytes: 256 * 1024,
   },
+  // The app's one URL: routed by app_id to both workspaces (both connected the fake's Intercom workspace).
+  'POST /v1/integrations/intercom/webhooks': { body: intercomBodies, sign: intercomSign, maxBytes: 256 * 1024 },
+  'GET /v1/integrations/intercom/webhooks': {},
 };
 
 const ledger = tenantLedger(own.ws.tenant_id, ['integrations', 'integration_activities']);

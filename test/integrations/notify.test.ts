@@ -1,6 +1,8 @@
 import t from 'tap';
 import { call, client, startApi } from '../core-api/_helpers.js';
-import { authorizeInBrowser, startFakeProvider } from '../helpers/fake-provider.js';
+import { authorizeInBrowser } from '../helpers/fake-provider.js';
+import { GMAIL_SEND, startFakeGoogle } from '../helpers/fakes/google.js';
+import { startFakeMicrosoft } from '../helpers/fakes/microsoft.js';
 import { SLACK_TEAM, startFakeSlack } from '../helpers/fakes/slack.js';
 import { bootstrap, closeDb, db, type Workspace, waitFor } from '../helpers/stack.js';
 import { processorsTier } from '../playbooks/support.js';
@@ -9,15 +11,22 @@ import { processorsTier } from '../playbooks/support.js';
 // references: Slack's chat.postMessage with the bot token (HTTP 200 with ok:false is a failure
 // with Slack's code; ratelimited waits Retry-After; channel_not_found and not_in_channel are final
 // and shown on the run record; invalid_auth puts the integration in error), Microsoft Graph's
-// channel messages for Teams and sendMail for Outlook, Gmail's users.messages.send with a
-// base64url RFC 5322 message; 5xx retried with backoff a bounded number of times, never a second
-// delivery once accepted; a 403 for a missing scope puts the integration in error naming it.
+// channel messages for Teams and sendMail for Outlook (a channel that does not exist is final; Graph's
+// 429 waits Retry-After), Gmail's users.messages.send with a base64url RFC 5322 message; 5xx retried
+// with backoff a bounded number of times, never a second delivery once accepted; a send scope the
+// user did not grant (Google's 403 insufficient_scope) puts the integration in error naming it.
 t.teardown(closeDb);
 const slack = await startFakeSlack(t);
-const ms = await startFakeProvider(t, 3600);
-const env = { ...slack.env, ...ms.env('teams'), ...ms.env('outlook'), ...ms.env('gmail') };
+const ms = await startFakeMicrosoft(t);
+const google = await startFakeGoogle(t);
+const env = { ...slack.env, ...ms.env('teams'), ...ms.env('outlook'), ...google.env('gmail') };
 const api = await startApi(t, env);
-const ws = { slack: await bootstrap(), microsoft: await bootstrap(), gmail: await bootstrap() };
+const ws = {
+  slack: await bootstrap(),
+  microsoft: await bootstrap(),
+  gmail: await bootstrap(),
+  gmailNoSend: await bootstrap(),
+};
 await processorsTier(t, [], {
   ...env,
   NOTIFY_POLL_MS: '100',
@@ -143,60 +152,68 @@ t.test('slack: invalid_auth puts the integration in error; nothing more is sent'
 t.test('teams through Graph channel messages; outlook through sendMail', async (t) => {
   await connect(ws.microsoft, 'teams');
   await connect(ws.microsoft, 'outlook');
-  const sent = await settled(await queue(ws.microsoft, 'teams', 'teams', '19:abc-team/19:def@thread.tacv2', 'Hi'));
-  t.match(sent, { status: 'sent', response_status: 201 });
-  const post = ms.messages.find((m) => m.path.startsWith('/api/teams/'));
-  t.equal(
-    post?.path,
-    `/api/teams/${encodeURIComponent('19:abc-team')}/channels/${encodeURIComponent('19:def@thread.tacv2')}/messages`,
-  );
-  t.same(post?.body, { body: { contentType: 'text', content: 'Hi' } });
+  const team = '2ab9c796-2902-45f8-b712-7c5a63cf41c4';
+  ms.channels.add(`${team}/19:def@thread.tacv2`);
+  const sent = await settled(await queue(ws.microsoft, 'teams', 'teams', `${team}/19:def@thread.tacv2`, 'Hi'));
+  t.match(sent, { status: 'sent', attempts: 1, response_status: 201 });
+  t.same(ms.sent.at(-1), {
+    kind: 'channel',
+    team,
+    channel: '19:def@thread.tacv2',
+    body: { body: { contentType: 'text', content: 'Hi' } },
+  });
   const bad = await settled(await queue(ws.microsoft, 'teams', 'teams', 'CS team', 'Hi'));
   t.match(bad, { status: 'failed', attempts: 1, error: /^invalid_target/ });
+  const nowhere = await settled(await queue(ws.microsoft, 'teams', 'teams', `${team}/19:gone@thread.tacv2`, 'Hi'));
+  t.match(nowhere, { status: 'failed', attempts: 1, response_status: 404, error: 'HTTP 404 NotFound' }, 'final');
 
   const mail = await settled(await queue(ws.microsoft, 'outlook', 'email', 'cs@example.com', 'Look at Acme'));
   t.match(mail, { status: 'sent', response_status: 202 });
-  t.same(ms.messages.find((m) => m.path === '/api/me/sendMail')?.body, {
-    message: {
-      subject: 'Look at Acme',
-      body: { contentType: 'Text', content: 'Look at Acme' },
-      toRecipients: [{ emailAddress: { address: 'cs@example.com' } }],
+  t.same(ms.sent.at(-1), {
+    kind: 'mail',
+    body: {
+      message: {
+        subject: 'Look at Acme',
+        body: { contentType: 'Text', content: 'Look at Acme' },
+        toRecipients: [{ emailAddress: { address: 'cs@example.com' } }],
+      },
+      saveToSentItems: true,
     },
-    saveToSentItems: true,
   });
   const header = await settled(await queue(ws.microsoft, 'outlook', 'email', 'a@b.co\r\nBcc: x@y.z', 'Injected'));
   t.match(header, { status: 'failed', error: /^invalid_target/ }, 'no header injection through the target');
+
+  // Graph's throttling answer: waited out as Retry-After says, then sent once.
+  ms.fail('/v1.0/me/sendMail', {
+    status: 429,
+    headers: { 'retry-after': '1' },
+    body: { error: { code: 'TooManyRequests', message: 'Please retry again later.' } },
+  });
+  const queuedAt = Date.now();
+  const throttled = await settled(await queue(ws.microsoft, 'outlook', 'email', 'cs@example.com', 'Throttled'));
+  t.match(throttled, { status: 'sent', attempts: 2, response_status: 202 });
+  t.ok(Date.now() - queuedAt >= 1000, 'not before Retry-After');
+  t.equal(ms.sent.filter((m) => m.body.message?.subject === 'Throttled').length, 1, 'delivered once');
 });
 
 t.test('gmail: users.messages.send with an RFC 5322 message; a 403 for a scope puts it in error', async (t) => {
   await connect(ws.gmail, 'gmail');
   const sent = await settled(await queue(ws.gmail, 'gmail', 'email', 'cs@example.com', 'Renewal día'));
   t.match(sent, { status: 'sent', response_status: 200 });
-  const raw = ms.messages.find((m) => m.path === '/api/gmail/v1/users/me/messages/send')?.body.raw;
-  const mail = Buffer.from(String(raw), 'base64url').toString();
+  const mail = google.sent.at(-1)?.mail ?? '';
   t.match(mail, /^To: cs@example\.com\r\n/);
   t.match(mail, /\r\nSubject: =\?UTF-8\?B\?[A-Za-z0-9+/=]+\?=\r\n/, 'a non-ASCII subject as an encoded word');
   t.equal(Buffer.from(mail.split('\r\n\r\n')[1], 'base64').toString(), 'Renewal día');
 
-  ms.answerNext({
-    status: 403,
-    headers: {
-      'www-authenticate':
-        'Bearer realm="https://accounts.google.com/", error="insufficient_scope", ' +
-        'scope="https://www.googleapis.com/auth/gmail.send"',
-    },
-    body: {
-      error: {
-        code: 403,
-        message: 'Request had insufficient authentication scopes.',
-        status: 'PERMISSION_DENIED',
-        details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'ACCESS_TOKEN_SCOPE_INSUFFICIENT' }],
-      },
-    },
-  });
-  const refused = await settled(await queue(ws.gmail, 'gmail', 'email', 'cs@example.com', 'No scope'));
+  // The user unticked "Send email on your behalf" at Google's consent screen.
+  google.withhold.add(GMAIL_SEND);
+  t.teardown(() => google.withhold.delete(GMAIL_SEND));
+  await connect(ws.gmailNoSend, 'gmail');
+  const before = google.sent.length;
+  const refused = await settled(await queue(ws.gmailNoSend, 'gmail', 'email', 'cs@example.com', 'No scope'));
   t.match(refused, { status: 'failed', attempts: 1, response_status: 403 });
-  t.match(await entry(ws.gmail, 'gmail'), {
+  t.equal(google.sent.length, before, 'nothing sent');
+  t.match(await entry(ws.gmailNoSend, 'gmail'), {
     status: 'error',
     error: /needs the scope https:\/\/www\.googleapis\.com\/auth\/gmail\.send; an admin must connect it again/,
   });

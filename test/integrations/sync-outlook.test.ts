@@ -1,25 +1,27 @@
 import t from 'tap';
 import { client, startApi } from '../core-api/_helpers.js';
 import { startFakeMicrosoft } from '../helpers/fakes/microsoft.js';
-import { bootstrap, closeDb } from '../helpers/stack.js';
+import { bootstrap, closeDb, waitFor } from '../helpers/stack.js';
 import { processorsTier } from '../playbooks/support.js';
-import { ago, connect, DAY_MS, firstSync, produced, stored, storedText, syncNow } from './sync-support.js';
+import { ago, connect, DAY_MS, entry, firstSync, produced, stored, storedText, syncNow } from './sync-support.js';
 
 // Outlook mail sync against a local Microsoft Graph: a delta round per folder (Inbox →
 // email_received, Sent Items → email_sent) over the 30-day lookback with only the addresses and
 // dates selected, pages followed by @odata.nextLink, the @odata.deltaLink kept and used next time;
 // immutable ids; drafts and removed messages produce nothing; an expired delta (410
 // syncStateNotFound) → a new round without duplicates; 401 → one refresh (rotated) and retry; 429 →
-// Retry-After; Mail.Read not granted → the integration in error naming it.
+// Retry-After; Mail.Read not granted → the integration in error naming it; consent revoked (the
+// refresh answers invalid_grant AADSTS70008) → the integration in error asking to connect again.
 t.teardown(closeDb);
 const ms = await startFakeMicrosoft(t);
 const env = ms.env('outlook');
 const api = await startApi(t, env);
 const ws = await bootstrap();
 const noScope = await bootstrap();
+const revoked = await bootstrap();
 await processorsTier(t, [], {
   ...env,
-  INTEGRATION_TENANTS: `${ws.tenant_id},${noScope.tenant_id}`,
+  INTEGRATION_TENANTS: `${ws.tenant_id},${noScope.tenant_id},${revoked.tenant_id}`,
   INTEGRATION_SYNC_INTERVAL_MS: '3600000',
   INTEGRATION_SYNC_POLL_MS: '100',
 });
@@ -174,3 +176,33 @@ t.test('Mail.Read not granted: the integration in error naming it', async (t) =>
   const e = await firstSync(other, 'outlook');
   t.match(e, { status: 'error', error: /scope Mail\.Read/, last_error: { message: /Mail\.Read/ } });
 });
+
+// Last: revoking the consent voids every token the fake issued, the other workspaces' too.
+t.test(
+  'consent revoked: the refresh answers invalid_grant, the integration in error asking to connect again',
+  async (t) => {
+    const other = client(api.url, revoked.api_key);
+    await connect(other, 'outlook');
+    t.match(await firstSync(other, 'outlook'), { status: 'connected', last_error: null });
+    ms.revokeConsent();
+    const mark = ms.calls.length;
+    const refreshes = ms.refreshes;
+    t.equal((await other.post('/v1/integrations/outlook/sync')).status, 202);
+    const e = await waitFor('the integration in error', async () => {
+      const x = await entry(other, 'outlook');
+      return x.status === 'error' ? x : undefined;
+    });
+    t.match(
+      e.error,
+      /^token refresh failed: .*invalid_grant: AADSTS70008: The refresh token has expired or was revoked\..*an admin must connect outlook again$/,
+    );
+    t.equal(ms.refreshes, refreshes, 'no token was issued');
+    t.same(
+      ms.calls.slice(mark).map((c) => c.status),
+      [401],
+      'one call with the revoked token (its 401 led to the refresh); none after the refusal',
+    );
+    const again = await other.post('/v1/integrations/outlook/sync');
+    t.equal(again.status, 409, 'nothing to sync until it is connected again');
+  },
+);

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { call, client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
 import { authorizeInBrowser } from '../helpers/fake-provider.js';
-import { intercomConversation, startFakeIntercom } from '../helpers/fakes/intercom.js';
+import { intercomApp, intercomConversation, startFakeIntercom } from '../helpers/fakes/intercom.js';
 import { startFakeZendesk, type ZendeskTicket, zendeskTicketEvent } from '../helpers/fakes/zendesk.js';
 import {
   bootstrap,
@@ -21,7 +21,8 @@ import { processorsTier } from '../playbooks/support.js';
 // waited out, pages followed by cursor); signed webhook deliveries into ticket_opened and
 // ticket_closed, matched through the requester's e-mail (contact first, then domain), stored
 // once whatever is retried or was backfilled; bad signatures and replays refused with nothing
-// stored; Intercom's notification envelope with its X-Hub-Signature; disconnect removes the webhook.
+// stored; Intercom's notification envelope with its X-Hub-Signature, routed from the app's one URL to
+// the workspaces connected to the Intercom workspace it names; disconnect removes the webhook.
 t.teardown(closeDb);
 const zd = await startFakeZendesk(t, 'acme');
 const ic = await startFakeIntercom(t);
@@ -30,10 +31,11 @@ const api = await startApi(t, env);
 const ws = await bootstrap();
 const other = await bootstrap();
 const third = await bootstrap();
+const fourth = await bootstrap();
 await processorsTier(t, [], {
   ...env,
   INTEGRATION_REFRESH_POLL_MS: '100',
-  INTEGRATION_TENANTS: `${ws.tenant_id},${other.tenant_id},${third.tenant_id}`,
+  INTEGRATION_TENANTS: [ws, other, third, fourth].map((w) => w.tenant_id).join(','),
 });
 const admin = client(api.url, ws.api_key);
 const entry = async (name: string, c = admin) =>
@@ -192,6 +194,130 @@ t.test('intercom: connect (token without refresh or expiry), signed notification
   );
 });
 
+t.test(
+  'intercom: the app has one webhook URL; each notification reaches the workspaces connected to its own',
+  async (t) => {
+    // Two Intercom workspaces; the service's workspaces A and C connect the first, B the second. Each
+    // has a customer on globex.example, so only the routing keeps B's conversations out of A.
+    const one = intercomApp('Globex EU');
+    const two = intercomApp('Globex US');
+    t.teardown(() => {
+      ic.workspace = ic.home;
+    });
+    const [a, b, c] = [await bootstrap(), await bootstrap(), await bootstrap()];
+    const joined: Array<{ ws: typeof a; app: typeof one; customer: string; connection: string }> = [];
+    for (const [w, app] of [
+      [a, one],
+      [b, two],
+      [c, one],
+    ] as const) {
+      const cl = client(api.url, w.api_key);
+      const customer = (await cl.post('/v1/customers', { name: 'Globex', email_domain: 'globex.example' })).body.id;
+      ic.workspace = app;
+      const started = await cl.post('/v1/integrations/intercom/connect');
+      t.equal((await authorizeInBrowser(started.body.authorization_url)).status, 200);
+      const e = await entry('intercom', cl);
+      t.match(e, { status: 'connected', account: app.name }, 'the Intercom workspace is the account shown');
+      joined.push({ ws: w, app, customer, connection: e.connection_id });
+    }
+
+    const url = `${api.url}/v1/integrations/intercom/webhooks`;
+    const head = await fetch(url, { method: 'HEAD' });
+    t.equal(head.status, 200, 'Intercom checks the URL with HEAD when it is set in the Developer Hub');
+    const toOne = await ic.notify(url, 'conversation.user.created', intercomConversation('501', 'jo@globex.example'), {
+      appId: one.id_code,
+    });
+    t.same(toOne.body, { received: 2, duplicates: 0, unmatched: 0, events: 2 }, 'A and C, not B');
+    const toTwo = await ic.notify(url, 'conversation.user.created', intercomConversation('502', 'kim@globex.example'), {
+      appId: two.id_code,
+    });
+    t.same(toTwo.body, { received: 1, duplicates: 0, unmatched: 0, events: 1 }, 'B only');
+    const retried = await ic.notify(
+      url,
+      'conversation.user.created',
+      intercomConversation('502', 'kim@globex.example'),
+      {
+        appId: two.id_code,
+      },
+    );
+    t.same(retried.body, { received: 1, duplicates: 1, unmatched: 0, events: 0 }, 'a retry is stored once');
+    const stranger = await ic.notify(
+      url,
+      'conversation.user.created',
+      intercomConversation('503', 'x@globex.example'),
+      {
+        appId: intercomApp('Nobody').id_code,
+      },
+    );
+    t.same(stranger.body, { received: 0, duplicates: 0, unmatched: 0, events: 0 }, 'no one connected it: 200, dropped');
+    const forged = await ic.notify(url, 'conversation.user.created', intercomConversation('504', 'x@globex.example'), {
+      appId: one.id_code,
+      secret: 'wrong',
+    });
+    isProblem(t, forged, 401, 'invalid_signature');
+    // The earlier per-connection URL still works, for its own Intercom workspace only.
+    const aliasOf = (i: number) => `${url}/${joined[i].connection}`;
+    const own = await ic.notify(
+      aliasOf(1),
+      'conversation.admin.closed',
+      intercomConversation('502', 'kim@globex.example'),
+      {
+        appId: two.id_code,
+      },
+    );
+    t.same(own.body, { received: 1, duplicates: 0, unmatched: 0, events: 1 });
+    const foreign = await ic.notify(
+      aliasOf(0),
+      'conversation.user.created',
+      intercomConversation('505', 'x@globex.example'),
+      {
+        appId: two.id_code,
+      },
+    );
+    t.same(foreign.body, { received: 0, duplicates: 0, unmatched: 0, events: 0 }, "another Intercom workspace's");
+
+    const expected = [
+      ['intercom:conversation:501:opened'],
+      ['intercom:conversation:502:closed', 'intercom:conversation:502:opened'],
+      ['intercom:conversation:501:opened'],
+    ];
+    for (const [i, j] of joined.entries()) {
+      const stored = await db()<Array<{ activity_id: string }>>`
+      SELECT activity_id FROM integration_activities
+      WHERE tenant_id = ${j.ws.tenant_id} AND name = 'intercom' ORDER BY activity_id`;
+      t.same(
+        stored.map((r) => r.activity_id),
+        expected[i],
+        `workspace ${'ABC'[i]} holds its own conversations`,
+      );
+      const events = await ticketEvents(expected[i].length, j.ws.tenant_id);
+      t.same(
+        events.map((e) => [e.p.activity_id, e.customer_id]).sort(),
+        expected[i].map((id) => [id, j.customer]).sort(),
+        `workspace ${'ABC'[i]}'s events, for its own customer`,
+      );
+    }
+  },
+);
+
+t.test('intercom: a token Intercom will not identify leaves the integration in error', async (t) => {
+  const w = await bootstrap();
+  const cl = client(api.url, w.api_key);
+  ic.meFault = {
+    status: 401,
+    body: {
+      type: 'error.list',
+      request_id: 'b0ac2b6e',
+      errors: [{ code: 'unauthorized', message: 'Access Token Invalid' }],
+    },
+  };
+  const started = await cl.post('/v1/integrations/intercom/connect');
+  const page = await authorizeInBrowser(started.body.authorization_url);
+  t.equal(page.status, 400);
+  t.match(page.text, /GET \/me/);
+  t.match(await entry('intercom', cl), { status: 'error', error: /identify the workspace.*HTTP 401 unauthorized/ });
+});
+
 t.test('disconnect: the Zendesk webhook is deleted, the token revoked, deliveries refused', async (t) => {
   const { connection_id } = await entry('zendesk');
   t.equal((await admin.del('/v1/integrations/zendesk')).status, 204);
@@ -232,4 +358,19 @@ t.test('zendesk: a token Zendesk disowns puts the integration in error; the deli
   const r = await zd.deliver(zendeskTicketEvent('ticket.created', ticket));
   isProblem(t, r, 503, 'service_unavailable');
   t.match(await entry('zendesk', c), { status: 'error', error: /HTTP 401.*connect zendesk again/ });
+});
+
+t.test('zendesk: a token Zendesk disowns during the backfill puts the integration in error, not retried', async (t) => {
+  const c = client(api.url, fourth.api_key);
+  const before = zd.exports.length;
+  // What Zendesk answers a revoked token, to the export's first request.
+  zd.queueExport({ status: 401, body: { error: "Couldn't authenticate you" } });
+  const started = await c.post('/v1/integrations/zendesk/connect?subdomain=acme');
+  t.equal((await authorizeInBrowser(started.body.authorization_url)).status, 200);
+  const e = await waitFor('the integration in error', async () => {
+    const x = await entry('zendesk', c);
+    return x.status === 'error' ? x : undefined;
+  });
+  t.match(e.error, /^ticket backfill: Zendesk refused the token \(HTTP 401\).*an admin must connect zendesk again$/);
+  t.equal(zd.exports.length - before, 1, 'asked once: an integration in error is not backfilled');
 });

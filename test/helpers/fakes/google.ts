@@ -8,7 +8,8 @@ import { type FakeAnswer, type FakeRequest, ScopedOAuth } from './http.js';
  * `email` claim, `/revoke`), the Gmail API v1 (developers.google.com/gmail/api/reference/rest:
  * users.getProfile, users.messages.list with `q=after:<epoch s>` and nextPageToken,
  * users.messages.get with format=metadata and metadataHeaders, users.history.list with
- * startHistoryId, historyTypes and nextPageToken, 404 on a startHistoryId too old) and the
+ * startHistoryId, historyTypes and nextPageToken, 404 on a startHistoryId too old,
+ * users.messages.send with a base64url RFC 5322 message in `raw` and the gmail.send scope) and the
  * Calendar API v3 (developers.google.com/calendar/api/v3/reference/events/list: calendars.get,
  * events.list with singleEvents, timeMin (on the end time), pageToken / nextPageToken and
  * syncToken / nextSyncToken on the last page only, cancelled events in incremental answers, 410
@@ -20,6 +21,7 @@ import { type FakeAnswer, type FakeRequest, ScopedOAuth } from './http.js';
  */
 
 export const GMAIL_READ = 'https://www.googleapis.com/auth/gmail.readonly';
+export const GMAIL_SEND = 'https://www.googleapis.com/auth/gmail.send';
 export const CALENDAR_READ = 'https://www.googleapis.com/auth/calendar.readonly';
 
 export interface GmailMessageInput {
@@ -60,6 +62,8 @@ export interface FakeGoogle {
   invalidateAccessTokens(): void;
   /** Items per page at most, whatever maxResults asks (to make pages in tests). */
   pageSize: number;
+  /** The messages users.messages.send accepted, decoded from `raw`. */
+  sent: Array<{ id: string; mail: string }>;
   gmail: {
     /** A message arrives (or is sent): a new historyId with its messageAdded record. */
     add(m: GmailMessageInput): string;
@@ -158,6 +162,7 @@ export async function startFakeGoogle(
   const events = new Map<string, CalEvent>();
   let calSeq = 0;
   const syncTokens = new Map<string, number>();
+  const sent: FakeGoogle['sent'] = [];
   const rand = (n = 12) => randomBytes(n).toString('hex');
   const idToken = () =>
     [
@@ -260,10 +265,36 @@ export async function startFakeGoogle(
     return { slice, next: from + size < items.length ? String(from + size) : undefined };
   };
 
+  /** users.messages.send: `{raw}`, the message base64url-encoded; answers the new message's ids and labels. */
+  function send(r: FakeRequest): FakeAnswer {
+    const denied = authorize(r, GMAIL_SEND, 'gmail.googleapis.com');
+    if (denied) return denied;
+    const mail = typeof r.body.raw === 'string' ? Buffer.from(r.body.raw, 'base64url').toString() : '';
+    if (!mail)
+      return {
+        status: 400,
+        body: googleError(
+          400,
+          'INVALID_ARGUMENT',
+          "'raw' RFC822 payload message string or uploading message via " + '/upload/* URL required',
+          'invalidArgument',
+        ),
+      };
+    if (!/^To: \S/im.test(mail.split('\r\n\r\n')[0]))
+      return {
+        status: 400,
+        body: googleError(400, 'INVALID_ARGUMENT', 'Recipient address required', 'invalidArgument'),
+      };
+    const id = rand(8);
+    sent.push({ id, mail });
+    return { status: 200, body: { id, threadId: id, labelIds: ['SENT'] } };
+  }
+
   function gmail(r: FakeRequest): FakeAnswer {
+    const p = r.path.replace('/gmail/v1/users/me', '');
+    if (p === '/messages/send' && r.method === 'POST') return send(r);
     const denied = authorize(r, GMAIL_READ, 'gmail.googleapis.com');
     if (denied) return denied;
-    const p = r.path.replace('/gmail/v1/users/me', '');
     if (p === '/profile')
       return {
         status: 200,
@@ -441,6 +472,7 @@ export async function startFakeGoogle(
   return Object.assign(f, {
     url,
     account,
+    sent,
     env: (name: 'gmail' | 'google_calendar') => {
       const n = `INTEGRATION_${name.toUpperCase()}_`;
       return {

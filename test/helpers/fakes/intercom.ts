@@ -6,26 +6,49 @@ import { redirectBack, startHttpFake } from './http.js';
  * a code; `POST /auth/eagle/token` (code, client_id, client_secret) answers `{"token_type":
  * "Bearer", "token": …, "access_token": …}` (no refresh token, no expiry), a refused one
  * `{"type": "error.list", "errors": [{code, message}]}`; `POST /auth/uninstall` with the token
- * removes the app. `notify` sends a webhook notification as Intercom does: the
- * `notification_event` envelope signed `X-Hub-Signature: sha1=<hex HMAC-SHA1(client secret, body)>`.
+ * removes the app; `GET /me` answers the admin who authorized with the workspace the token reaches
+ * embedded (`app: {type: "app", id_code, name, …}`). One fake serves several Intercom workspaces:
+ * an authorization is granted in `workspace` as it is then. `notify` sends a webhook notification as
+ * Intercom does: the `notification_event` envelope with its workspace's `app_id`, signed
+ * `X-Hub-Signature: sha1=<hex HMAC-SHA1(client secret, body)>`.
  */
 export interface FakeIntercom {
   url: string;
   env: Record<string, string>;
   tokens: string[];
   uninstalled: string[];
+  /** The fake's own Intercom workspace (a new id at every start: test databases outlive runs). */
+  home: IntercomApp;
+  /** The Intercom workspace the next authorization is granted in; `home` unless a test picks another. */
+  workspace: IntercomApp;
+  /** The next `GET /me` gets this answer instead (then it is cleared). */
+  meFault?: { status: number; body: unknown };
   notify(
     endpoint: string,
     topic: string,
     item: object,
-    o?: { createdAt?: number; secret?: string; id?: string },
+    o?: { createdAt?: number; secret?: string; id?: string; appId?: string },
   ): Promise<{ status: number; headers: Headers; text: string; body: any }>;
 }
+
+/** An Intercom workspace ("app" in Intercom's API): its id_code is what notifications carry as app_id. */
+export interface IntercomApp {
+  id_code: string;
+  name: string;
+}
+
+/** A new Intercom workspace, its id_code shaped like Intercom's (8 lower-case letters and digits). */
+export const intercomApp = (name: string): IntercomApp => ({
+  id_code: randomBytes(5).toString('hex').slice(0, 8),
+  name,
+});
 
 export const INTERCOM_SECRET = 'ic-client-secret';
 
 export async function startFakeIntercom(t: { teardown(f: () => unknown): void }): Promise<FakeIntercom> {
-  const codes = new Set<string>();
+  /** Codes and tokens, each with the workspace it was granted in. */
+  const codes = new Map<string, IntercomApp>();
+  const granted = new Map<string, IntercomApp>();
   const s = { tokens: [] as string[], uninstalled: [] as string[] };
   const errorList = (status: number, code: string, message: string) => ({
     status,
@@ -34,26 +57,62 @@ export async function startFakeIntercom(t: { teardown(f: () => unknown): void })
   const url = await startHttpFake(t, (r) => {
     if (r.path === '/oauth') {
       const code = randomBytes(8).toString('hex');
-      codes.add(code);
+      codes.set(code, fake.workspace);
       return redirectBack(r, { code });
     }
     if (r.path === '/auth/eagle/token' && r.method === 'POST') {
       if (r.body.client_id !== 'ic-client' || r.body.client_secret !== INTERCOM_SECRET)
         return errorList(401, 'unauthorized', 'Client authentication failed');
-      if (!codes.delete(r.body.code)) return errorList(400, 'parameter_invalid', 'The code is invalid');
+      const app = codes.get(r.body.code);
+      if (!app || !codes.delete(r.body.code)) return errorList(400, 'parameter_invalid', 'The code is invalid');
       const token = `dG9rOj${randomBytes(24).toString('base64url')}`;
       s.tokens.push(token);
+      granted.set(token, app);
       return { status: 200, body: { token_type: 'Bearer', token, access_token: token } };
     }
     if (r.path === '/auth/uninstall' && r.method === 'POST') {
       if (!s.tokens.includes(r.token)) return errorList(401, 'unauthorized', 'Access Token Invalid');
       s.uninstalled.push(r.token);
+      granted.delete(r.token);
       return { status: 200, body: {} };
+    }
+    if (r.path === '/me' && r.method === 'GET') {
+      const fault = fake.meFault;
+      fake.meFault = undefined;
+      if (fault) return fault;
+      const app = granted.get(r.token);
+      if (!app) return errorList(401, 'unauthorized', 'Access Token Invalid');
+      return {
+        status: 200,
+        body: {
+          type: 'admin',
+          id: '991267390',
+          email: 'admin@globex.example',
+          name: 'Ada Admin',
+          email_verified: true,
+          app: {
+            type: 'app',
+            ...app,
+            created_at: 1719492696,
+            secure: false,
+            identity_verification: false,
+            timezone: 'Europe/Dublin',
+            region: 'US',
+          },
+          has_inbox_seat: true,
+          away_mode_enabled: false,
+          away_mode_reassign: false,
+          team_ids: [814865],
+        },
+      };
     }
     return errorList(404, 'not_found', 'Resource Not Found');
   });
-  return {
+  const home = intercomApp('Globex Support');
+  const fake: FakeIntercom = {
     url,
+    home,
+    workspace: home,
     env: {
       INTEGRATION_INTERCOM_CLIENT_ID: 'ic-client',
       INTEGRATION_INTERCOM_CLIENT_SECRET: INTERCOM_SECRET,
@@ -67,7 +126,7 @@ export async function startFakeIntercom(t: { teardown(f: () => unknown): void })
     async notify(endpoint, topic, item, o = {}) {
       const raw = JSON.stringify({
         type: 'notification_event',
-        app_id: 'ecahpwf5',
+        app_id: o.appId ?? home.id_code,
         data: { type: 'notification_event_data', item },
         links: {},
         id: o.id ?? `notif_${randomBytes(8).toString('hex')}`,
@@ -91,6 +150,7 @@ export async function startFakeIntercom(t: { teardown(f: () => unknown): void })
       return { status: res.status, headers: res.headers, text, body: text ? JSON.parse(text) : undefined };
     },
   };
+  return fake;
 }
 
 /** A conversation as Intercom's webhook item carries it (API 2.x), started by a user. */

@@ -10,9 +10,13 @@ import { type FakeAnswer, type FakeRequest, ScopedOAuth } from './http.js';
  * delta` with `$select` and `$filter=receivedDateTime ge …`, `Prefer: odata.maxpagesize`,
  * `@odata.nextLink` pages ending in an `@odata.deltaLink`, `@removed` items); the calendarView
  * delta (learn.microsoft.com/graph/api/event-delta: `/me/calendarView/delta?startDateTime&
- * endDateTime`, the window kept in the state token, times in UTC without an offset). An expired
+ * endDateTime`, the window kept in the state token, times in UTC without an offset); channel
+ * messages (learn.microsoft.com/graph/api/chatmessage-post: `POST /teams/{team-id}/channels/
+ * {channel-id}/messages` with ChannelMessage.Send, 201 with the chatMessage, 404 NotFound for a
+ * channel that does not exist) and sendMail (learn.microsoft.com/graph/api/user-sendmail: `POST
+ * /me/sendMail` with Mail.Send, 202 without content, 400 ErrorInvalidRecipients). An expired
  * state answers 410 with `syncStateNotFound`; a token that is not live 401
- * InvalidAuthenticationToken; a token without Mail.Read / Calendars.Read 403 ErrorAccessDenied.
+ * InvalidAuthenticationToken; a token without the call's permission 403 ErrorAccessDenied.
  * Messages and events carry a subject, a body preview and a body, so a test can check that none
  * of them is kept.
  */
@@ -40,13 +44,18 @@ export interface GraphEventInput {
 export interface FakeMicrosoft {
   url: string;
   account: string;
-  env(name: 'outlook' | 'outlook_calendar'): Record<string, string>;
+  env(name: 'outlook' | 'outlook_calendar' | 'teams'): Record<string, string>;
   /** Scopes the user does not consent to. */
   withhold: Set<string>;
   calls: Array<{ path: string; query: string; status: number; prefer: string; at: number }>;
   refreshes: number;
   fail(prefix: string, answer: FakeAnswer, times?: number): void;
   invalidateAccessTokens(): void;
+  /**
+   * The user (or a tenant admin) revokes the app's consent: the access tokens issued so far answer
+   * 401 and the refresh tokens invalid_grant AADSTS70008.
+   */
+  revokeConsent(): void;
   /** Items per page at most, whatever Prefer: odata.maxpagesize asks. */
   pageSize: number;
   mail: {
@@ -60,6 +69,10 @@ export interface FakeMicrosoft {
   };
   /** The delta and skip tokens issued so far answer 410 syncStateNotFound. */
   expireDeltaTokens(): void;
+  /** The Teams channels that exist, `team-id/channel-id`. */
+  channels: Set<string>;
+  /** What Graph accepted: channel messages and mail sent, their request bodies. */
+  sent: Array<{ kind: 'channel'; team: string; channel: string; body: any } | { kind: 'mail'; body: any }>;
 }
 
 const graphError = (code: string, message: string) => ({
@@ -105,6 +118,8 @@ export async function startFakeMicrosoft(
   const { refreshTokens } = f;
   const items = new Map<string, Item>();
   const states = new Map<string, State>();
+  const channels = new Set<string>();
+  const sent: FakeMicrosoft['sent'] = [];
   let seq = 0;
   const rand = (n = 12) => randomBytes(n).toString('hex');
   const issue = (scope: string) => {
@@ -240,6 +255,9 @@ export async function startFakeMicrosoft(
         },
       };
     }
+    const post = /^\/teams\/([^/]+)\/channels\/([^/]+)\/messages$/.exec(p);
+    if (post && r.method === 'POST') return channelMessage(r, decodeURIComponent(post[1]), decodeURIComponent(post[2]));
+    if (p === '/me/sendMail' && r.method === 'POST') return sendMail(r);
     const folder = /^\/me\/mailFolders\/(inbox|sentitems)\/messages\/delta$/.exec(p)?.[1];
     const calendar = p === '/me/calendarView/delta';
     if (!folder && !calendar) return { status: 404, body: graphError('ResourceNotFound', 'Resource not found.') };
@@ -277,6 +295,56 @@ export async function startFakeMicrosoft(
     return pageOf(r, base, state, all);
   }
 
+  function channelMessage(r: FakeRequest, team: string, channel: string): FakeAnswer {
+    const denied = authorize(r, 'ChannelMessage.Send');
+    if (denied) return denied;
+    if (!channels.has(`${team}/${channel}`))
+      return { status: 404, body: graphError('NotFound', `No team found with Group Id ${team}`) };
+    const content = r.body.body?.content;
+    if (typeof content !== 'string' || !content)
+      return { status: 400, body: graphError('BadRequest', 'Missing body content.') };
+    sent.push({ kind: 'channel', team, channel, body: r.body });
+    const now = new Date().toISOString();
+    const id = String(Date.now());
+    return {
+      status: 201,
+      body: {
+        '@odata.context': `${url}/v1.0/$metadata#teams('${team}')/channels('${channel}')/messages/$entity`,
+        id,
+        replyToId: null,
+        etag: id,
+        messageType: 'message',
+        createdDateTime: now,
+        lastModifiedDateTime: now,
+        deletedDateTime: null,
+        subject: null,
+        summary: null,
+        importance: 'normal',
+        locale: 'en-us',
+        webUrl: `https://teams.microsoft.com/l/message/${encodeURIComponent(channel)}/${id}`,
+        from: { user: { id: '87d349ed-44d7-43e1-9a83-5f2406dee5bd', displayName: 'Me', userIdentityType: 'aadUser' } },
+        body: r.body.body,
+        channelIdentity: { teamId: team, channelId: channel },
+        attachments: [],
+        mentions: [],
+        reactions: [],
+      },
+    };
+  }
+
+  function sendMail(r: FakeRequest): FakeAnswer {
+    const denied = authorize(r, 'Mail.Send');
+    if (denied) return denied;
+    const to = r.body.message?.toRecipients;
+    if (!Array.isArray(to) || to.length === 0)
+      return {
+        status: 400,
+        body: graphError('ErrorInvalidRecipients', 'At least one recipient is not valid., Recipient is missing.'),
+      };
+    sent.push({ kind: 'mail', body: r.body });
+    return { status: 202 };
+  }
+
   function inScope(i: Item, s: State): boolean {
     if (s.kind === 'mail') return i.folder === s.folder && (s.since === undefined || (i.received ?? 0) >= s.since);
     if (i.folder !== undefined || !s.window) return false;
@@ -303,7 +371,9 @@ export async function startFakeMicrosoft(
   return Object.assign(f, {
     url,
     account,
-    env: (name: 'outlook' | 'outlook_calendar') => {
+    channels,
+    sent,
+    env: (name: 'outlook' | 'outlook_calendar' | 'teams') => {
       const n = `INTEGRATION_${name.toUpperCase()}_`;
       return {
         [`${n}CLIENT_ID`]: 'ms-client',
@@ -315,6 +385,10 @@ export async function startFakeMicrosoft(
       };
     },
     expireDeltaTokens: () => states.clear(),
+    revokeConsent() {
+      f.invalidateAccessTokens();
+      refreshTokens.clear();
+    },
     mail: {
       add(m: MailInput) {
         const id = `AAMkAGI2${rand(10)}`;
