@@ -135,6 +135,23 @@ const SCRIPT_VARIABLES: Array<[name: string, defaultText: string, description: s
     '`bootstrap`, `seed` and `rotate-data-key` read them as the tiers do; by default the local stack’s database and ' +
       'its generated key (`.data/<profile>/integration-token.key`).',
   ],
+  [
+    'CLICKHOUSE_URL',
+    'the profile’s',
+    '`seed --demo` reads ClickHouse as the processors do: whether every demo event is stored, and the daily rollup ' +
+      'its usage-drop check runs on.',
+  ],
+  [
+    'ALERTS_USAGE_DROP_RATIO, ALERTS_USAGE_DROP_MIN_WEEKLY',
+    'the processors’',
+    '`seed --demo` runs the processors’ usage-drop check once, with these thresholds as the processors read them.',
+  ],
+  [
+    'EVENTS_BACKFILLS_PER_MIN',
+    '`600` under `npm start`',
+    'The ingest tier’s limit (above): `npm start` sets 600 for the ingest tier it runs, unless the variable is set, ' +
+      'so the demo’s backfill requests are not held to the default 10 a minute.',
+  ],
 ];
 
 const HEADER = `# Configuration
@@ -240,7 +257,8 @@ export function configurationDoc(): string {
   lines.push(
     '## Scripts',
     '',
-    'Read by the npm scripts of `infra/` (`infra:up`, `bootstrap`, `seed`, `rotate-data-key`), not by the tiers.',
+    'Read by the npm scripts of `infra/` (`infra:up`, `start`, `bootstrap`, `seed`, `rotate-data-key`); some are ' +
+      'tiers’ variables that a script reads as well, or sets for the tiers it runs.',
     '',
     '| variable | default | description |',
     '|---|---|---|',

@@ -127,8 +127,8 @@ process.stdout.write(
 
 /**
  * Waits for the tiers, then loads the demo workspace (npm run seed -- --demo; on later starts it
- * finds the demo there and adds nothing). Its answer names what the tour shows; undefined when
- * the load failed, which leaves the tiers running.
+ * finds the demo there and adds nothing, or finishes a load that Ctrl-C stopped). Its answer names
+ * what the tour shows; undefined when the load failed, which leaves the tiers running.
  */
 async function demoWorkspace(): Promise<DemoReport['tour'] | undefined> {
   const ports = [profile.ingestPort, processorsPort, profile.apiPort];
@@ -161,7 +161,8 @@ async function demoWorkspace(): Promise<DemoReport['tour'] | undefined> {
   say(
     report.loaded
       ? `demo workspace loaded in ${(report.elapsed_ms / 1000).toFixed(1)} s: ${report.customers} customers, ` +
-          `${report.events} usage events; health ${h.healthy} healthy, ${h.neutral} neutral, ${h.at_risk} at risk`
+          `${report.events} usage events; health ${h.healthy} healthy, ${h.neutral} neutral, ${h.at_risk} at risk` +
+          (report.resumed ? ` (finishing the load a stopped start began on ${report.day})` : '')
       : 'demo workspace already loaded',
   );
   return report.tour;

@@ -5,6 +5,7 @@ import { Type } from '#typebox';
 import { loadConfig } from '../../lib/config.js';
 import { connectPg } from '../../lib/pg.js';
 import { ProcessorsConfig } from '../../processors/config.js';
+import { DemoStopped } from '../demo/client.js';
 import { loadDemo } from '../demo/load.js';
 import { stackProfile, stackUrls } from '../stack.js';
 import { seedWorkspace } from '../workspace.js';
@@ -21,6 +22,9 @@ import { seedWorkspace } from '../workspace.js';
  * workspace that has the demo gets nothing more. Prints the report as JSON, progress on stderr.
  * Against an ingest tier with the default backfill limit (EVENTS_BACKFILLS_PER_MIN=10) it waits
  * out the limit, a few minutes; npm start raises it for its own tiers.
+ * SIGINT or SIGTERM ends it after the request in progress (exit status 3; a second signal a
+ * second later, at once); the next run finishes the load with the same data. `--stop-after N`
+ * does the same after N requests of events, for tests.
  */
 const { values } = parseArgs({
   options: {
@@ -34,6 +38,7 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '42' },
     api: { type: 'string' },
     ingest: { type: 'string' },
+    'stop-after': { type: 'string' },
   },
 });
 const profile = stackProfile(process.env.STACK_PROFILE);
@@ -41,7 +46,7 @@ const urls = stackUrls(profile);
 if (!values.demo && !values.tenant) {
   process.stderr.write(
     'usage: seed --tenant ID --customers N [--source S] [--prefix P] [--products N]\n' +
-      '       seed --demo [--credentials FILE] [--seed N] [--api URL] [--ingest URL]\n',
+      '       seed --demo [--credentials FILE] [--seed N] [--api URL] [--ingest URL] [--stop-after N]\n',
   );
   process.exit(2);
 }
@@ -59,8 +64,9 @@ try {
     process.stdout.write(JSON.stringify(out) + '\n');
   }
 } catch (err) {
-  process.stderr.write(`seed failed: ${(err as Error).message}\n`);
-  process.exitCode = 1;
+  const stopped = err instanceof DemoStopped;
+  process.stderr.write(`seed ${stopped ? 'stopped' : 'failed'}: ${(err as Error).message}\n`);
+  process.exitCode = stopped ? 3 : 1;
 } finally {
   await sql.end();
 }
@@ -72,6 +78,22 @@ async function demo(): Promise<void> {
   const t0 = performance.now();
   const seed = Number(values.seed);
   if (!Number.isSafeInteger(seed)) throw new Error(`--seed ${values.seed} is not an integer`);
+  const stopAfter = values['stop-after'] === undefined ? undefined : Number(values['stop-after']);
+  if (stopAfter !== undefined && !(Number.isSafeInteger(stopAfter) && stopAfter >= 0))
+    throw new Error(`--stop-after ${values['stop-after']} is not a count`);
+  // A stop between two requests: what was accepted is recorded, so the next load neither loses nor
+  // repeats it. npm start's Ctrl-C reaches it twice (the terminal's SIGINT, the launcher's
+  // SIGTERM): a second signal ends it at once only when it comes later.
+  const stop = new AbortController();
+  let stoppedAt = 0;
+  const onSignal = () => {
+    if (stop.signal.aborted && performance.now() - stoppedAt > 1000) process.exit(130);
+    if (stop.signal.aborted) return;
+    stoppedAt = performance.now();
+    stop.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   // The processors' thresholds, as they read them (defaults included).
   const alerts = loadConfig(
     Type.Pick(ProcessorsConfig, ['ALERTS_USAGE_DROP_RATIO', 'ALERTS_USAGE_DROP_MIN_WEEKLY']),
@@ -88,6 +110,8 @@ async function demo(): Promise<void> {
     seed,
     dropRatio: alerts.ALERTS_USAGE_DROP_RATIO,
     dropMinWeekly: alerts.ALERTS_USAGE_DROP_MIN_WEEKLY,
+    signal: stop.signal,
+    stopAfter,
     log: (line) => process.stderr.write(`seed: [${((performance.now() - t0) / 1000).toFixed(1)} s] ${line}\n`),
   });
   process.stdout.write(JSON.stringify(report) + '\n');

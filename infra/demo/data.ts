@@ -158,6 +158,8 @@ export interface DemoContact {
 
 export interface DemoEvent {
   customer: number;
+  /** demoEventId(seed, position): what makes a resent event a duplicate rather than a second one. */
+  external_id: string;
   event_name: string;
   user_email: string;
   timestamp: string;
@@ -370,6 +372,17 @@ export const EVENT_SPECS: EventSpec[] = [
 const isoDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 const slug = (s: string) => s.toLowerCase().replace(/[^a-z0-9]+/g, '-');
 
+/**
+ * An event's external id: the seed and its position in the day's events. Surface B keeps the first
+ * event of a (customer_id, external_id) forever, so a load that sends the same day's events again
+ * stores nothing twice.
+ */
+export function demoEventId(seed: number, n: number): string {
+  return `${demoEventPrefix(seed)}${String(n).padStart(6, '0')}`;
+}
+
+export const demoEventPrefix = (seed: number): string => `demo-${seed}-`;
+
 /** Midnight UTC of the day of `now`. */
 export function utcDay(now: number): number {
   return Math.floor(now / DAY_MS) * DAY_MS;
@@ -397,6 +410,7 @@ export function generateDemo(seed: number, today: number): DemoData {
 
   const events: DemoEvent[] = [];
   for (const c of customers) events.push(...usageOf(root.fork(10_000 + c.index), c, day0));
+  for (let n = 0; n < events.length; n++) events[n].external_id = demoEventId(seed, n);
   const billing = billingOf(setup, customers);
 
   return {
@@ -526,6 +540,7 @@ function usageOf(r: Random, c: DemoCustomer, day0: number): DemoEvent[] {
         const f = k === 0 && r.chance(0.7) ? EVENT_SPECS[0] : r.weighted(features, (e) => e.weight);
         out.push({
           customer: c.index,
+          external_id: '',
           event_name: f.name,
           user_email: u.email,
           timestamp: new Date(t).toISOString(),

@@ -4,18 +4,24 @@ import { ClickHouse } from '../../processors/clickhouse.js';
 import { mapLimit } from '../../lib/map-limit.js';
 import { DemoClient } from './client.js';
 import { generateDemo, type DemoData } from './data.js';
+import { findProgress, finishProgress, openProgress } from './progress.js';
 import { writeRecords } from './records.js';
+import { billingBatches, sendEvents } from './send.js';
 import { DEMO_METRICS, DEMO_OBJECTIVE, DEMO_PLAYBOOKS, DEMO_SEGMENTS } from './setup.js';
 
 /**
- * Loads the demo workspace (infra/demo/data.ts) through the product, as a customer's systems
- * would: usage events through the backfill endpoint of surface B (90 days, beyond the 30 of
- * POST /v1/events), billing events through surface A, then health recalculated for every customer,
- * metrics, an objective, segments and playbooks created and run through the core API. The
- * usage_drop check has no endpoint: it runs as the processors run it after a health run.
+ * Loads the demo workspace (infra/demo/data.ts) as a customer's systems would fill it: the account
+ * records straight into PostgreSQL (records.ts), the events through the ingestion path (send.ts),
+ * then health recalculated for every customer, metrics, an objective, segments and playbooks
+ * created and run through the core API. The usage_drop check has no endpoint: it runs as the
+ * processors run it after a health run.
  *
- * Idempotent: a workspace holding the demo's playbooks has the demo (they are made last) and gets
- * nothing more; one whose events are there (a load stopped half-way) gets the steps after them.
+ * Idempotent, and exact when resumed: a workspace holding the demo's playbooks (made last) has the
+ * demo and gets nothing more. Any other workspace gets every step again, each of which adds only
+ * what is missing: records are upserted, usage events carry external ids that surface B keeps
+ * once, billing batches are counted in the load's progress row (progress.ts), which also keeps the
+ * seed and day the load began with, and the setup steps create what they do not find. A load
+ * stopped anywhere is finished by the next one with the same events as one that never stopped.
  */
 
 export interface DemoTarget {
@@ -36,6 +42,10 @@ export interface DemoTarget {
   /** Progress lines. */
   log?: (line: string) => void;
   now?: number;
+  /** Ends the load at the next request (DemoStopped); what was sent is counted for the next load. */
+  signal?: AbortSignal;
+  /** For tests: stop (DemoStopped) once this many event requests were sent, as a load cut short would. */
+  stopAfter?: number;
 }
 
 export interface DemoReport {
@@ -43,9 +53,16 @@ export interface DemoReport {
   seed: number;
   /** False when the workspace had the demo already and nothing was added. */
   loaded: boolean;
+  /** True when this load finished one that had stopped. */
+  resumed: boolean;
+  /** The day the events lead up to: the day the load began. */
+  day: string;
   customers: number;
   contacts: number;
+  /** Usage events sent by this load; those a stopped load had stored already are among them. */
   events: number;
+  /** Of those, the ones a stopped load had stored already: surface B kept them once. */
+  resent_events: number;
   billing_events: number;
   health: { healthy: number; neutral: number; at_risk: number; unscored: number };
   metrics: number;
@@ -56,9 +73,6 @@ export interface DemoReport {
   tour: { at_risk_customer_id: string; at_risk_customer_name: string; playbook_id: string; playbook_name: string };
   elapsed_ms: number;
 }
-
-const BACKFILL_BATCH = 1000;
-const BILLING_BATCH = 50;
 
 interface Page<T> {
   data: T[];
@@ -74,94 +88,71 @@ export async function loadDemo(t: DemoTarget): Promise<DemoReport> {
   const t0 = performance.now();
   const log = t.log ?? (() => {});
   const onWait = (what: string, s: number) => log(`${what}: rate limited, waiting ${s} s`);
-  const api = new DemoClient(t.apiUrl, { header: 'authorization', secret: t.apiKey, onWait });
-  const ingest = new DemoClient(t.ingestUrl, { header: 'authorization', secret: t.apiKey, onWait });
-  const surfaceA = new DemoClient(t.ingestUrl, { header: 'x-api-key', secret: t.ingestionKey, onWait });
-  const data = generateDemo(t.seed, t.now ?? Date.now());
+  const o = { onWait, signal: t.signal };
+  const api = new DemoClient(t.apiUrl, { header: 'authorization', secret: t.apiKey, ...o });
+  const ingest = new DemoClient(t.ingestUrl, { header: 'authorization', secret: t.apiKey, ...o });
+  const surfaceA = new DemoClient(t.ingestUrl, { header: 'x-api-key', secret: t.ingestionKey, ...o });
 
   const existing = await api.get<Page<Named>>('/v1/playbooks?limit=100');
   const done = DEMO_PLAYBOOKS.every((p) => existing.body.data.some((e) => e.name === p.name));
-  let events = 0;
-  let billing = 0;
+  let data = generateDemo(t.seed, t.now ?? Date.now());
+  let resumed = false;
+  let sent = { events: 0, duplicates: 0, billing: 0 };
   if (!done) {
+    const progress = await openProgress(t.sql, t.tenantId, t.seed, data.today, billingBatches(data));
+    if (progress.seed !== t.seed)
+      throw new Error(
+        `this workspace holds the demo of seed ${progress.seed}, begun on ${progress.today}: ` +
+          `load it with --seed ${progress.seed} to finish it`,
+      );
+    if (progress.today !== data.today) data = generateDemo(progress.seed, Date.parse(progress.today));
+    resumed = progress.earlier;
+    if (resumed) log(`finishing the demo load begun on ${progress.today}`);
     const ids = await writeRecords(t.sql, t.tenantId, data);
     log(`${data.customers.length} customers, ${data.contacts.length} contacts`);
-    const since = new Date(Date.parse(data.today) - 91 * 86_400_000).toISOString();
-    const seen = await ingest.get<Page<unknown>>(`/v1/events?event_name=login&from=${since}&limit=1`);
-    if (seen.body.data.length === 0) {
-      events = await backfill(ingest, api, data, ids, log);
-      billing = await sendBilling(surfaceA, data, ids);
-      log(`${billing} billing events`);
+    const ch = new ClickHouse(t.clickhouseUrl, 'csp', 10_000);
+    try {
+      sent = await sendEvents({
+        sql: t.sql,
+        ch,
+        ingest,
+        surfaceA,
+        api,
+        tenantId: t.tenantId,
+        data,
+        ids,
+        progress,
+        log,
+        stopAfter: t.stopAfter,
+        signal: t.signal,
+      });
+      await catalogReady(api, data);
+      await recalculate(api, [...ids.values()]);
+      log('health recalculated for every customer');
+      await usageDrops(t, ch);
+    } finally {
+      await ch.close();
     }
-    await catalogReady(api, data);
-    await recalculate(api, [...ids.values()]);
-    log('health recalculated for every customer');
-    await usageDrops(t);
     const metricIds = await metrics(api);
     await objective(api, ids.get(objectiveCustomer(data))!, metricIds.get(DEMO_OBJECTIVE.metric)!);
     await segments(api);
     await playbooks(api);
+    await finishProgress(t.sql, progress);
     log('metrics, objective, segments and playbooks in place');
   }
+  // A finished workspace: its day is the one its load began on (workspaces loaded before the row existed have none).
+  if (done) data = { ...data, today: (await findProgress(t.sql, t.tenantId))?.today ?? data.today };
   const report = await summary(api, t, data);
   return {
     ...report,
     loaded: !done,
-    events,
-    billing_events: billing,
+    resumed,
+    day: data.today,
+    events: sent.events,
+    resent_events: sent.duplicates,
+    billing_events: sent.billing,
     elapsed_ms: Math.round(performance.now() - t0),
   };
-}
-
-/** 90 days of usage through POST /v1/events/backfill, then waits until every job has stored its events. */
-async function backfill(
-  ingest: DemoClient,
-  api: DemoClient,
-  data: DemoData,
-  ids: Map<number, string>,
-  log: (l: string) => void,
-): Promise<number> {
-  const batches: DemoData['events'][] = [];
-  for (let i = 0; i < data.events.length; i += BACKFILL_BATCH) batches.push(data.events.slice(i, i + BACKFILL_BATCH));
-  let accepted = 0;
-  const jobs = await mapLimit(batches, 2, async (batch) => {
-    const r = await ingest.post<{ job_id: string; accepted: number; rejected: number; errors: unknown[] }>(
-      '/v1/events/backfill',
-      { events: batch.map(({ customer, ...e }) => ({ customer_id: ids.get(customer)!, ...e })) },
-    );
-    if (r.body.rejected > 0) throw new Error(`backfill rejected events: ${JSON.stringify(r.body.errors.slice(0, 3))}`);
-    accepted += r.body.accepted;
-    return r.body.job_id;
-  });
-  log(`${accepted} usage events sent in ${jobs.length} backfill jobs; waiting until they are stored`);
-  // The jobs are stored in order; poll the last ones most, then confirm every one.
-  for (const id of jobs.reverse()) await jobDone(api, id);
-  return accepted;
-}
-
-async function jobDone(client: DemoClient, id: string): Promise<void> {
-  const deadline = Date.now() + 120_000;
-  for (let wait = 100; ; wait = Math.min(wait * 2, 2000)) {
-    const r = await client.get<{ status: string }>(`/v1/jobs/${id}`);
-    if (r.body.status === 'succeeded') return;
-    if (r.body.status === 'failed') throw new Error(`backfill job ${id} failed`);
-    if (Date.now() > deadline) throw new Error(`backfill job ${id} still ${r.body.status} after 120 s`);
-    await new Promise((res) => setTimeout(res, wait));
-  }
-}
-
-/** This month's invoices through POST /v1/ingest/billing-events (surface A, 50 a request). */
-async function sendBilling(surfaceA: DemoClient, data: DemoData, ids: Map<number, string>): Promise<number> {
-  let accepted = 0;
-  for (let i = 0; i < data.billing.length; i += BILLING_BATCH) {
-    const events = data.billing.slice(i, i + BILLING_BATCH).map(({ customer, ...b }) => ({
-      customer_id: ids.get(customer)!,
-      ...b,
-    }));
-    const r = await surfaceA.post<{ accepted: number }>('/v1/ingest/billing-events', { events });
-    accepted += r.body.accepted;
-  }
-  return accepted;
 }
 
 /** Metrics can be defined only on names in the event catalog, which the processors fill from the stream. */
@@ -181,18 +172,13 @@ async function recalculate(api: DemoClient, customerIds: string[]): Promise<void
   await mapLimit(customerIds, 8, (id) => api.post(`/v1/customers/${id}/health/recalculate`, {}));
 }
 
-async function usageDrops(t: DemoTarget): Promise<void> {
-  const ch = new ClickHouse(t.clickhouseUrl, 'csp', 10_000);
-  try {
-    await evaluateUsageDrops(t.sql, ch, t.tenantId, {
-      keySpikeFactor: 10,
-      keySpikeFloor: 500,
-      dropRatio: t.dropRatio,
-      dropMinWeekly: t.dropMinWeekly,
-    });
-  } finally {
-    await ch.close();
-  }
+async function usageDrops(t: DemoTarget, ch: ClickHouse): Promise<void> {
+  await evaluateUsageDrops(t.sql, ch, t.tenantId, {
+    keySpikeFactor: 10,
+    keySpikeFloor: 500,
+    dropRatio: t.dropRatio,
+    dropMinWeekly: t.dropMinWeekly,
+  });
 }
 
 /** The demo's metrics by slug, created where missing. */
@@ -246,7 +232,9 @@ async function summary(
   api: DemoClient,
   t: DemoTarget,
   data: DemoData,
-): Promise<Omit<DemoReport, 'loaded' | 'events' | 'billing_events' | 'elapsed_ms'>> {
+): Promise<
+  Omit<DemoReport, 'loaded' | 'resumed' | 'day' | 'events' | 'resent_events' | 'billing_events' | 'elapsed_ms'>
+> {
   const portfolio = await api.get<{
     health_distribution: DemoReport['health'];
     top_risks: Array<{ customer_id: string; name: string }>;

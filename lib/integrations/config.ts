@@ -46,7 +46,11 @@ function connectorSchema(name: ConnectorName): Record<string, TSchema> {
           ? 'intercom: not needed (Intercom signs its webhooks with the client secret).'
           : name === 'slack'
             ? "slack: the app's signing secret; not needed today (slack only sends, no Slack request reaches us)"
-            : `${name}: the secret of the provider-neutral push endpoint (the custom path); empty: refused.`,
+            : name === 'zendesk'
+              ? 'zendesk: the signing secret of a webhook an admin created by hand in Zendesk (the webhook made at ' +
+                'connect has its own, kept encrypted), and the secret of the provider-neutral push endpoint (the ' +
+                'custom path); empty: only the webhook made at connect is accepted.'
+              : `${name}: the secret of the provider-neutral push endpoint (the custom path); empty: refused.`,
     }),
   };
 }

@@ -1,0 +1,90 @@
+import { uuidv7 } from '../../lib/ids.js';
+import type { Sql } from '../../lib/pg.js';
+
+/**
+ * How far the demo load of a workspace got, kept in the workspace itself as a row of `jobs` of
+ * type `demo.load` (the job runner takes only its own types; the row is never queued). It holds
+ * what a resumed load needs and cannot read back from the data:
+ *
+ * - the seed and the day the load started on: the events are placed in the 90 days before that
+ *   day and their external ids number them in order, so a load resumed on a later day must
+ *   generate that day's events again, not today's;
+ * - the billing batches surface A accepted: that endpoint keeps every event it is sent (SPEC.md,
+ *   "A retried batch records the events again"), so a batch is counted here as soon as it is
+ *   accepted and a resumed load sends only the ones after it. The usage events need no count:
+ *   surface B drops an event whose external id it holds, so they are all sent again.
+ *
+ * The row is written before the first event is sent: a workspace without it has none of the
+ * demo's events. A load stopped on a signal finishes the request it is making and counts it, so
+ * only a process killed between surface A's answer and this count (a few milliseconds) can leave
+ * a batch sent twice.
+ */
+
+export interface DemoProgress {
+  id: string;
+  seed: number;
+  /** YYYY-MM-DD: the day the events lead up to. */
+  today: string;
+  /** Billing batches accepted, in the order the load sends them. */
+  billingBatches: number;
+  finished: boolean;
+  /** The row was there: an earlier load of the workspace began. */
+  earlier: boolean;
+}
+
+interface Row {
+  id: string;
+  params: { seed: number; today: string };
+  processed: number;
+  status: string;
+}
+
+const TYPE = 'demo.load';
+
+/** The workspace's demo load, if one began. */
+export async function findProgress(sql: Sql, tenantId: string): Promise<DemoProgress | undefined> {
+  const [had] = await sql<Row[]>`
+    SELECT id::text, params, processed, status FROM jobs
+    WHERE tenant_id = ${tenantId} AND type = ${TYPE} ORDER BY created_at LIMIT 1`;
+  return had && fromRow(had);
+}
+
+/** The workspace's demo load: the one begun before, or a new one of `seed` on `today`. */
+export async function openProgress(
+  sql: Sql,
+  tenantId: string,
+  seed: number,
+  today: string,
+  billingTotal: number,
+): Promise<DemoProgress> {
+  const had = await findProgress(sql, tenantId);
+  if (had) return had;
+  const id = uuidv7();
+  const params = JSON.stringify({ seed, today });
+  await sql`
+    INSERT INTO jobs (id, tenant_id, type, status, params, input, total, started_at)
+    VALUES (${id}, ${tenantId}, ${TYPE}, 'running', ${params}::text::jsonb, '[]', ${billingTotal}, now())`;
+  return { id, seed, today, billingBatches: 0, finished: false, earlier: false };
+}
+
+/** The first `n` billing batches are accepted. */
+export async function billingSent(sql: Sql, p: DemoProgress, n: number): Promise<void> {
+  await sql`UPDATE jobs SET processed = ${n}, heartbeat_at = now() WHERE id = ${p.id}`;
+  p.billingBatches = n;
+}
+
+export async function finishProgress(sql: Sql, p: DemoProgress): Promise<void> {
+  await sql`UPDATE jobs SET status = 'succeeded', finished_at = now() WHERE id = ${p.id}`;
+  p.finished = true;
+}
+
+function fromRow(r: Row): DemoProgress {
+  return {
+    id: r.id,
+    seed: r.params.seed,
+    today: r.params.today,
+    billingBatches: r.processed,
+    finished: r.status === 'succeeded',
+    earlier: true,
+  };
+}
