@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
-import t from 'tap';
+import t from '#tap';
 import { ROOT } from '../infra/stack.js';
 import { ALONE, LONGEST_FIRST, SERIAL, serialMarkers } from './suites.js';
 
@@ -40,7 +40,7 @@ function sourceFiles(dir: string): string[] {
 const lineAt = (text: string, index: number) => text.slice(0, index).split('\n').length;
 
 function packageOf(spec: string): string {
-  // `#typebox` is the package itself, bundled into one module by the build (package.json "imports").
+  // `#typebox` and `#tap` are the packages themselves, bundled into one module each (package.json "imports").
   if (spec.startsWith('#')) return packageOf(spec.slice(1));
   if (spec.startsWith('node:') || BUILTINS.has(spec.split('/')[0])) return 'node:';
   const parts = spec.split('/');

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, sharedApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db, waitFor } from '../helpers/stack.js';
 import { history } from './support.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, isProblem, startApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, waitFor } from '../helpers/stack.js';
 import { apiCustomer, key, scored } from './support.js';

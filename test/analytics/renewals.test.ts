@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, isProblem, startApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb } from '../helpers/stack.js';
 import { apiCustomer, monthOf, monthsFromNow, scored, sqlCustomer, type NewCustomer } from './support.js';

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { connect } from 'nats';
-import t from 'tap';
+import t from '#tap';
 import { STREAM_EVENTS } from '../../lib/nats.js';
 import { closeDb, urls } from '../helpers/stack.js';
 import { childrenOf, type Fault, type Outcome, pidOf, runFaults, stackUp, writeSection } from './harness.js';

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Test } from 'tap';
+import type { Test } from '#tap';
 import { ROOT } from '../../infra/stack.js';
 import {
   bootstrap,

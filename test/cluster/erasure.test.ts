@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { ClickHouse } from '../../processors/clickhouse.js';
 import { client, startApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db, post, profile, seed, startTier, urls, waitFor } from '../helpers/stack.js';

@@ -1,5 +1,5 @@
 import os from 'node:os';
-import t from 'tap';
+import t from '#tap';
 import { readPid } from '../../infra/proc.js';
 import { service } from '../../infra/services.js';
 import { STREAM_EVENTS } from '../../lib/nats.js';

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { connect, type JsMsg } from 'nats';
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { ZOOKEEPER_JAR } from '../../infra/services.js';
 import { createLogger } from '../../lib/logger.js';
 import { natsServers, STREAM_EVENTS, subjects } from '../../lib/nats.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { bootstrap, closeDb, db, startTier, waitFor } from '../helpers/stack.js';
 import { createHash } from 'node:crypto';
 import { call, client, isProblem, randomUuid, startApi } from './_helpers.js';

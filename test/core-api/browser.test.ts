@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { connect } from 'nats';
 import { bootstrap, closeDb, db, urls, waitFor } from '../helpers/stack.js';
 import { call, client, isProblem, randomUuid, sharedApi } from './_helpers.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { bootstrap, closeDb } from '../helpers/stack.js';
 import { call, client, isProblem, startApi } from './_helpers.js';

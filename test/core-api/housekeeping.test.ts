@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { bootstrap, closeDb, db, waitFor, type Tier } from '../helpers/stack.js';
 import { client, startApi } from './_helpers.js';
 

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { bootstrap, closeDb, freePort, waitFor } from '../helpers/stack.js';
 import { call, client, isProblem, startApi } from './_helpers.js';
 

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { bootstrap, closeDb, db, waitFor } from '../helpers/stack.js';
 import {
   authorize,

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t from '#tap';
 import { CoreApiConfig } from '../../core-api/config.js';
 import { ROOT } from '../../infra/stack.js';
 import { IngestConfig } from '../../ingest/config.js';

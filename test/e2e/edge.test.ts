@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import https from 'node:https';
 import tls from 'node:tls';
-import t from 'tap';
+import t from '#tap';
 import { edgeCaFile } from '../../infra/services.js';
 import { bootstrap, profile, seed, startTier } from '../helpers/stack.js';
 

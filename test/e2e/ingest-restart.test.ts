@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import t from 'tap';
+import t from '#tap';
 import { runLoad } from '../helpers/load.js';
 import { bootstrap, ch, freePort, seed, startTier, waitFor, type Tier } from '../helpers/stack.js';
 

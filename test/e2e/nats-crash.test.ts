@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { runLoad } from '../helpers/load.js';
 import { bootstrap, ch, privateJetStream, seed, startTier, waitFor } from '../helpers/stack.js';
 

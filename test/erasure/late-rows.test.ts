@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { connect, headers, type JetStreamClient } from 'nats';
 import { uuidv7 } from '../../lib/ids.js';
 import { client, startApi } from '../core-api/_helpers.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { closeDb, waitFor } from '../helpers/stack.js';
 import { authorize, client, exchange, refresh, registerApp, startApi } from '../core-api/_helpers.js';
 import { call, EVENTS, ev, expect200, ingest, isProblem, postEvents, workspace } from './support.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { ch, closeDb, db, startTier, waitFor } from '../helpers/stack.js';
 import { client, sharedApi } from '../core-api/_helpers.js';
 import { BACKFILL, call, DAY, EVENTS, ev, ingest, isProblem, postEvents, workspace, xid } from './support.js';

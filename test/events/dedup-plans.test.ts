@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { randomUUID } from 'node:crypto';
 import { connectPg } from '../../lib/pg.js';
 import { DedupKeys, type KeySet } from '../../ingest/surface-b/dedup.js';

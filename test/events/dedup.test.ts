@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { consumers } from '../../lib/nats.js';
 import { jetstream, writersIdle } from '../helpers/observe.js';
 import { ch, closeDb, db, privateJetStream, startTier, waitFor } from '../helpers/stack.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { closeDb } from '../helpers/stack.js';
 import { natsClient, StreamTap, send } from '../ingest/support.js';
 import {

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { closeDb, db } from '../helpers/stack.js';
 import { natsClient, StreamTap } from '../ingest/support.js';
 import { BACKFILL, call, DAY, EVENTS, ev, ingest, isProblem, postEvents, workspace, xid } from './support.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { closeDb, db } from '../helpers/stack.js';
 import { send } from '../ingest/support.js';
 import { BACKFILL, DAY, ev, expect200, ingest, isProblem, postEvents, workspace, xid } from './support.js';

@@ -1,5 +1,5 @@
 import { connect, DiscardPolicy, StorageType } from 'nats';
-import t from 'tap';
+import t from '#tap';
 import { randomUUID } from 'node:crypto';
 import { uuidv7 } from '../../lib/ids.js';
 import { createLogger } from '../../lib/logger.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { closeDb, db, seed, waitFor } from '../helpers/stack.js';
 import { send } from '../ingest/support.js';
 import { ingest, workspace } from './support.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { closeDb, waitFor } from '../helpers/stack.js';
 import { client, sharedApi } from '../core-api/_helpers.js';
 import { send } from '../ingest/support.js';

@@ -1,5 +1,5 @@
 import zlib from 'node:zlib';
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { registerApp } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db, freePort, startTier } from '../helpers/stack.js';
 import { header, send, type Answer, type Req } from './http.js';

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import fc from 'fast-check';
-import t from 'tap';
+import t from '#tap';
 import { call, client, hiddenFields, registerApp } from '../core-api/_helpers.js';
 import { startFakeProvider } from '../helpers/fake-provider.js';
 import { closeDb, type Workspace } from '../helpers/stack.js';

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t from '#tap';
 import { ROOT } from '../../infra/stack.js';
 import { apiTier } from './support.js';
 import { coverageGaps, documentRoutes, TARGETS } from './targets.js';

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import t from 'tap';
+import t from '#tap';
 import { client } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db } from '../helpers/stack.js';
 import {

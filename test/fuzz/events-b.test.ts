@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import t from 'tap';
+import t from '#tap';
 import { subjects } from '../../lib/nats.js';
 import { closeDb, db } from '../helpers/stack.js';
 import { BACKFILL, EVENTS, workspace } from '../events/support.js';

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import t from 'tap';
+import t from '#tap';
 import { subjects } from '../../lib/nats.js';
 import { closeDb } from '../helpers/stack.js';
 import { BILLING, USAGE, customerIds, productIds, workspace } from '../ingest/support.js';

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import t from 'tap';
+import t from '#tap';
 import { authorize, exchange, registerApp } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db } from '../helpers/stack.js';
 import { badEscape, build, envelope, nastyString, otherMethod, params, pct, SHRINK, sized } from './arbitraries.js';

@@ -5,7 +5,7 @@ import type { Tier } from '../helpers/stack.js';
 import { build, envelope, jsonDoc, oddUuid, oddValue, otherMethod, params, SHRINK, type J } from './arbitraries.js';
 import { header, type Answered, type Req } from './http.js';
 import { CORE_STATUSES, type Contract, type Ledger, type Rules } from './properties.js';
-import type { Test } from 'tap';
+import type { Test } from '#tap';
 import { fuzz, type Settings, stillReady, type Surface } from './support.js';
 import { TARGETS } from './targets.js';
 

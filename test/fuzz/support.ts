@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { AckPolicy, DeliverPolicy, connect, nanos, nuid } from 'nats';
-import type { Test } from 'tap';
+import type { Test } from '#tap';
 import { startApi } from '../core-api/_helpers.js';
 import { db, startTier, urls, type Teardowns, type Tier } from '../helpers/stack.js';
 import { send, type Answer, type Answered, type Req } from './http.js';

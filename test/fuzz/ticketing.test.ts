@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import t from 'tap';
+import t from '#tap';
 import { client } from '../core-api/_helpers.js';
 import { authorizeInBrowser } from '../helpers/fake-provider.js';
 import { INTERCOM_SECRET, intercomConversation, startFakeIntercom } from '../helpers/fakes/intercom.js';

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import t from 'tap';
+import t from '#tap';
 import { closeDb } from '../helpers/stack.js';
 import { dateAround, limitText, oddDate, oddUuid, queryValue, seeded, seededFrom, varied } from './arbitraries.js';
 import { fuzzRoutes, type OpenApiDoc, type RouteSeed } from './route-surface.js';

@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { bootstrap, closeDb, db } from '../helpers/stack.js';
 import { client, isProblem, type Res, sharedApi } from '../core-api/_helpers.js';
 

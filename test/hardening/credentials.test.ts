@@ -1,6 +1,6 @@
 import { createHmac, randomUUID, sign as edSign } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { closeDb, db } from '../helpers/stack.js';
 import { call, isProblem, registerApp, type Res, sharedApi } from '../core-api/_helpers.js';
 import { EVENTS, ev, ingest, workspace } from '../events/support.js';

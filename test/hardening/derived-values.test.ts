@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, isProblem, sharedApi } from '../core-api/_helpers.js';
 import { processorsTier } from '../health/support.js';
 import { bootstrap, closeDb, seed } from '../helpers/stack.js';

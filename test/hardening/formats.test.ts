@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { isUuid } from '../../lib/ids.js';
 import { decodeJson, inspect, pathText, UNSTORABLE_MESSAGE } from '../../lib/json.js';
 import { compile } from '../../schemas/ajv.js';

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { closeDb } from '../helpers/stack.js';
 import { sharedApi } from '../core-api/_helpers.js';
 import { customerIds, ingest, natsClient, StreamTap, workspace } from '../ingest/support.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { closeDb, db, freePort } from '../helpers/stack.js';
 import { call, EVENTS, BACKFILL, isProblem } from '../events/support.js';
 import {

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import t from 'tap';
+import t from '#tap';
 import { closeDb } from '../helpers/stack.js';
 import { sharedApi } from '../core-api/_helpers.js';
 import { ingest, workspace } from '../ingest/support.js';

@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { connect } from 'nats';
 import { subjects } from '../../lib/nats.js';
 import { bootstrap, closeDb, db, freePort, privateNats, urls, type Workspace } from '../helpers/stack.js';

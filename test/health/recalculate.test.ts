@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { subjects } from '../../lib/nats.js';
 import { client, startApi } from '../core-api/_helpers.js';
 import { bootstrap, ch, closeDb, db, seed, waitFor } from '../helpers/stack.js';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import t from 'tap';
+import t from '#tap';
 import { createLogger } from '../../lib/logger.js';
 import { ClickHouse } from '../../processors/clickhouse.js';
 import { HistoryRetention } from '../../processors/health/retention.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import type { Tier } from '../helpers/stack.js';
 import { bootstrap, ch, closeDb, db, seed, waitFor, propertiesText } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { bootstrap, closeDb, db, nextSecond, seed, waitFor } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
 import {

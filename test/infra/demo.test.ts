@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import t from 'tap';
+import t from '#tap';
 import { generateDemo } from '../../infra/demo/data.js';
 import type { DemoReport } from '../../infra/demo/load.js';
 import { bootstrap, ch, closeDb, dist, plainNode, profile, startTier, waitFor } from '../helpers/stack.js';

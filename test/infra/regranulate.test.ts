@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import t from 'tap';
+import t from '#tap';
 import { clickhouseDdl, regranulate } from '../../infra/apply.js';
 import { urls } from '../helpers/stack.js';
 

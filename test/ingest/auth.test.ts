@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { randomBytes } from 'node:crypto';
 import { closeDb } from '../helpers/stack.js';
 import {

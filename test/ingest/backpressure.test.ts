@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { usageBatch } from '../helpers/load.js';
 import { bootstrap, post, seed, startTier } from '../helpers/stack.js';
 import { natsClient, StreamTap } from './support.js';

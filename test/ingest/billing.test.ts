@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { randomUUID } from 'node:crypto';
 import { closeDb } from '../helpers/stack.js';
 import {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { connect, headers } from 'nats';
-import t from 'tap';
+import t from '#tap';
 import { writeFramesUncopied } from '../../lib/nats-frames.js';
 import { natsServers } from '../../lib/nats.js';
 import { urls } from '../helpers/stack.js';

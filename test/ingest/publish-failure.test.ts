@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { connect } from 'nats';
 import { closeDb, privateNats } from '../helpers/stack.js';
 import {

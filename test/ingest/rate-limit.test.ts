@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { closeDb, waitFor } from '../helpers/stack.js';
 import { BILLING, USAGE, batch, customerIds, ingest, sendFresh, traceOf, workspace, type Answer } from './support.js';
 

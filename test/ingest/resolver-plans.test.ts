@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { connectPg, type Sql } from '../../lib/pg.js';
 import { Resolver } from '../../ingest/resolver.js';
 import { bootstrap, urls } from '../helpers/stack.js';

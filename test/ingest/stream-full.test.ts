@@ -1,5 +1,5 @@
 import { connect } from 'nats';
-import t from 'tap';
+import t from '#tap';
 import { applyStreams } from '../../infra/streams.js';
 import { STREAM_EVENTS } from '../../lib/nats.js';
 import { closeDb, privateNats } from '../helpers/stack.js';

@@ -1,7 +1,7 @@
 import { columnsOf, decodeRows, FORMAT_HEADER, formatOf } from '../../lib/row-binary.js';
 import net from 'node:net';
 import http from 'node:http';
-import type { Test } from 'tap';
+import type { Test } from '#tap';
 import { AckPolicy, DeliverPolicy, connect, nanos, nuid, type JetStreamManager, type NatsConnection } from 'nats';
 import {
   bootstrap,

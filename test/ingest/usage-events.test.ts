@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { randomUUID } from 'node:crypto';
 import {
   ch,

@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { closeDb } from '../helpers/stack.js';
 import {
   USAGE,

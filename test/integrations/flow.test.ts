@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import t from 'tap';
+import t from '#tap';
 import { call, client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
 import { startFakeProvider } from '../helpers/fake-provider.js';
 import {

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { call, client, startApi } from '../core-api/_helpers.js';
 import { authorizeInBrowser } from '../helpers/fake-provider.js';
 import { GMAIL_SEND, startFakeGoogle } from '../helpers/fakes/google.js';

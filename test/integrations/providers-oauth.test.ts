@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import Type from '#typebox';
 import { integrationTokenKey } from '../../infra/stack.js';
 import { loadConfig } from '../../lib/config.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, startApi } from '../core-api/_helpers.js';
 import { startFakeGoogle } from '../helpers/fakes/google.js';
 import { startFakeMicrosoft } from '../helpers/fakes/microsoft.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, isProblem, startApi } from '../core-api/_helpers.js';
 import { GMAIL_READ, startFakeGoogle } from '../helpers/fakes/google.js';
 import { bootstrap, closeDb, db, startTier } from '../helpers/stack.js';

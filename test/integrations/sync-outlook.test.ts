@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, startApi } from '../core-api/_helpers.js';
 import { startFakeMicrosoft } from '../helpers/fakes/microsoft.js';
 import { bootstrap, closeDb, waitFor } from '../helpers/stack.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { call, client, isProblem, randomUuid, startApi } from '../core-api/_helpers.js';
 import { authorizeInBrowser } from '../helpers/fake-provider.js';
 import { intercomApp, intercomConversation, startFakeIntercom } from '../helpers/fakes/intercom.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { integrationTokenKey } from '../../infra/stack.js';
 import { providersFromConfig } from '../../lib/integrations/config.js';
 import { DataCipher } from '../../lib/credentials/data-cipher.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { bootstrap, closeDb, db, urls, type Workspace } from '../helpers/stack.js';
 import { client, isProblem, randomUuid, sharedApi } from '../core-api/_helpers.js';
 

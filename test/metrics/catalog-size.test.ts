@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { bootstrap, closeDb, db } from '../helpers/stack.js';
 import { client, isProblem, sharedApi } from '../core-api/_helpers.js';
 import { storeEvents, type StoredEvent } from './support.js';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import t from 'tap';
+import t from '#tap';
 import { compileMetric } from '../../lib/metrics/compile.js';
 import { compileMetricGroup, groupable } from '../../lib/metrics/group.js';
 import type { MetricDefinition } from '../../schemas/core/metrics.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { connect } from 'nats';
 import { subjects } from '../../lib/nats.js';
 import { client, isProblem, type Res, sharedApi, startApi } from '../core-api/_helpers.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { windowPeriod } from '../../lib/metrics/window.js';
 import { ch, closeDb, waitFor } from '../helpers/stack.js';
 import { client, isProblem, sharedApi } from '../core-api/_helpers.js';

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import t from 'tap';
+import t from '#tap';
 import { ROOT, stackProfile } from '../../infra/stack.js';
 import { portOpen } from '../../infra/proc.js';
 import { waitFor } from '../helpers/stack.js';

@@ -1,5 +1,5 @@
 import { connect } from 'nats';
-import t from 'tap';
+import t from '#tap';
 import { subjects } from '../../lib/nats.js';
 import { client, isProblem, type Res, sharedApi, startApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db, privateNats } from '../helpers/stack.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, isProblem, randomUuid, sharedApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db, type Workspace } from '../helpers/stack.js';
 import { apiKey } from '../metrics/support.js';

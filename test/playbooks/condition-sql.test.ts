@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { type ConditionEnv, compileCondition } from '../../lib/playbooks/condition-sql.js';
 import { SqlParams } from '../../lib/sql-params.js';
 import { bootstrap, closeDb, db } from '../helpers/stack.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { bootstrap, closeDb, db, seed } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';
 import { insertPlaybook, natsClient, newId, processorsTier, runNow, runRow, storeValues, tasksOf } from './support.js';

@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { client, sharedApi } from '../core-api/_helpers.js';
 import { postEvents } from '../events/support.js';
 import { ingestTier } from '../health/support.js';

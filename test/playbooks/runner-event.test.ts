@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { bootstrap, closeDb, seed, waitFor } from '../helpers/stack.js';
 import { ingestTier, sendUsage } from '../health/support.js';
 import { customerIds } from '../ingest/support.js';

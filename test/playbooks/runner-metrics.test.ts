@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, sharedApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, seed, waitFor } from '../helpers/stack.js';
 import { customerIds } from '../ingest/support.js';

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t from '#tap';
 import { alive } from '../../infra/proc.js';
 import { consumers } from '../../lib/nats.js';
 import { runLoad } from '../helpers/load.js';

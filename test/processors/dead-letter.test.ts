@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { connect, headers } from 'nats';
 import { uuidv7 } from '../../lib/ids.js';
 import { bootstrap, ch, post, privateJetStream, seed, startTier, waitFor } from '../helpers/stack.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { consumers } from '../../lib/nats.js';
 import { runLoad } from '../helpers/load.js';
 import { jetstream, metric, writersIdle } from '../helpers/observe.js';
@@ -34,13 +34,20 @@ t.test(
         proc = await startTier(t, 'processors', WRITER);
       }
     })();
+    // At least 1,200 requests, and on until the fourth kill: a processor restart takes longer on a
+    // busy machine than the requests do, so a fixed count could end before the kills.
+    let answered = 0;
     const load = await runLoad({
       url: ingest.url,
       key: ws.ingestion_key,
       customers: 300,
-      requests: 1200,
+      requests: 6000,
       concurrency: 4,
       pauseMs: 25,
+      onProgress: (done) => {
+        answered = done;
+      },
+      until: () => answered >= 1200 && kills >= 4,
     });
     loading = false;
     await killer;

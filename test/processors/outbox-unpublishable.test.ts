@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { uuidv7 } from '../../lib/ids.js';
 import { bootstrap, closeDb, db, seed, startTier, waitFor } from '../helpers/stack.js';
 

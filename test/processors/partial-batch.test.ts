@@ -1,5 +1,5 @@
 import { connect, type JetStreamManager } from 'nats';
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { STREAM_EVENTS, subjects } from '../../lib/nats.js';
 import { bootstrap, ch, post, privateJetStream, seed, startTier, urls, waitFor } from '../helpers/stack.js';
 import { rollupsAndDirect } from './rollups.js';

@@ -1,5 +1,5 @@
 import { connect, headers, type JetStreamClient } from 'nats';
-import t from 'tap';
+import t from '#tap';
 import { uuidv7 } from '../../lib/ids.js';
 import { splitProperties } from '../../lib/event-properties.js';
 import {

@@ -1,5 +1,5 @@
 import { AckPolicy, DeliverPolicy, DiscardPolicy, type JsMsg, RetentionPolicy, StorageType, connect } from 'nats';
-import t from 'tap';
+import t from '#tap';
 import { StreamTrimmer } from '../../processors/stream-trimmer.js';
 import { createLogger } from '../../lib/logger.js';
 import { privateNats } from '../helpers/stack.js';

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import t from 'tap';
+import t from '#tap';
 import { ROOT } from '../../infra/stack.js';
 import { ingest, workspace } from '../events/support.js';
 import { ch, closeDb, startTier, waitFor, plainNode } from '../helpers/stack.js';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import t from 'tap';
+import t from '#tap';
 import { IngestClient } from '../../sdk/src/client.js';
 import type { IngestClientError } from '../../sdk/src/errors.js';
 import { bootstrap, ch, closeDb, db, freePort, privateJetStream, seed, startTier, waitFor } from '../helpers/stack.js';

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import t from 'tap';
+import t from '#tap';
 import { type BatchInfo, IngestClient } from '../../sdk/src/client.js';
 import { ingest, workspace } from '../events/support.js';
 import { ch, closeDb, startTier, waitFor } from '../helpers/stack.js';

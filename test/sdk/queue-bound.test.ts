@@ -1,5 +1,5 @@
 import net from 'node:net';
-import t from 'tap';
+import t from '#tap';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { IngestClient } from '../../sdk/src/client.js';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import t from 'tap';
+import t from '#tap';
 import { compileSegment, segmentRuleErrors, type SegmentRule } from '../../lib/segments/compile.js';
 import { SqlParams } from '../../lib/sql-params.js';
 import { closeDb, db } from '../helpers/stack.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, isProblem, randomUuid, sharedApi } from '../core-api/_helpers.js';
 import {
   bootstrap,

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { ResponseCache } from '../../core-api/analytics/cache.js';
 import { cohortLabel, cohortWindow, parseMonth, renewalRange } from '../../core-api/analytics/params.js';
 import { ApiError } from '../../lib/problem.js';

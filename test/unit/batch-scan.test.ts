@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { Workload } from '../../bench/workload.js';
 import { isRejection, rowStamp, storedProperties, writeEventRow } from '../../ingest/event-rules.js';
 import { type IncomingUsage, scanUsage } from '../../ingest/surface-a/usage.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { BufferPool } from '../../lib/buffer-pool.js';
 import { sampleEventRow } from '../helpers/rows.js';
 import { decodeRows, RowBinaryWriter, ROW_BINARY_V2, columnsOf } from '../../lib/row-binary.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { LOCAL_DB, clickhouseStatements, clusterStatements } from '../../infra/apply.js';
 
 // The cluster's DDL is derived from schema.sql (infra/apply.ts): every table the single-server

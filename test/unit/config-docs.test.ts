@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t from '#tap';
 import { CoreApiConfig } from '../../core-api/config.js';
 import { IngestConfig } from '../../ingest/config.js';
 import { configurationDoc, undescribed } from '../../infra/config-docs.js';

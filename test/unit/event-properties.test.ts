@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { isRejection, storedProperties } from '../../ingest/event-rules.js';
 import { jsonBytesBounds, propertiesJson, splitProperties } from '../../lib/event-properties.js';
 import { MAX_PROPERTIES_BYTES } from '../../schemas/ingest.js';

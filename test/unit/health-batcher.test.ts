@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { createLogger } from '../../lib/logger.js';
 import { RecalculateBatcher } from '../../processors/health/batcher.js';
 

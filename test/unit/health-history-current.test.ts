@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { mondayOf, type StoredPoint, withCurrent } from '../../core-api/health/history.js';
 
 // The history as served: the stored points with the current score as the newest point of its day

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { historyRange, utcDate } from '../../core-api/health/history.js';
 import { activeDimensions, mergeModel, modelErrors, unscoredDimensions } from '../../core-api/health/model.js';
 import { DEFAULT_HEALTH_MODEL, effectiveModel } from '../../schemas/health.js';

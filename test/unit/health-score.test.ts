@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { type Aggregates, emptyAggregates, scoreAggregates, sliceAggregates } from '../../processors/health/score.js';
 import scoreChunk from '../../processors/health/score-worker.js';
 import { DEFAULT_HEALTH_MODEL, effectiveModel, type DimensionScore, type HealthModel } from '../../schemas/health.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { giveBack, hugePages, shortfall } from '../../infra/huge-pages.js';
 
 // infra reserves huge pages for PostgreSQL's shared memory from what /proc/meminfo says is left.

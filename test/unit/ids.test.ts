@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { isUuid, randomHex, uuidv7 } from '../../lib/ids.js';
 
 // Ids are sort keys (time order) and must be UUIDs every store and client accepts (RFC 9562).

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import type { ErrorObject } from 'ajv';
 import { fromAjv, summarize } from '../../ingest/surface-a/errors.js';
 import { compile } from '../../schemas/ajv.js';

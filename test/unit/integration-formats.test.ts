@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import t from 'tap';
+import t from '#tap';
 import {
   intercomRequester,
   intercomSignature,

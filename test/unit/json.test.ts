@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { decodeJson, isJsonContentType, pathText, unstorable } from '../../lib/json.js';
 
 // The decoding step of every JSON body: what the surfaces answer instead of a 500 from a store.

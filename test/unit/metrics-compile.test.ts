@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { compileMetric } from '../../lib/metrics/compile.js';
 import { num, str, uuid } from '../../lib/metrics/literal.js';
 import { definitionErrors, slugify } from '../../lib/metrics/validate.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { proposeMetric, type CatalogEvent } from '../../lib/metrics/proposal.js';
 
 // The description parser without any server: descriptions in, definitions out, against one catalog.

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { type ConditionEnv, compileCondition, conditionRefs } from '../../lib/playbooks/condition-sql.js';
 import { ExpressionError } from '../../lib/playbooks/expression.js';
 import { compileSegment } from '../../lib/segments/compile.js';

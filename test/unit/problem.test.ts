@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import Type from '#typebox';
 import { ApiError, ERRORS, fieldErrors, problemBody } from '../../lib/problem.js';
 import { compileBody, compileQuery } from '../../schemas/core/validate.js';

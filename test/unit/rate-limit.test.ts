@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { SharedRateLimiter } from '../../lib/rate-limit.js';
 
 // The lease size decides how far processes sharing a workspace can overshoot a limit together;

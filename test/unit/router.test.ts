@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { type Method, type Route, Router } from '../../core-api/http/router.js';
 
 // The core API's route table: which handler a request reaches, and what 404 and 405 mean.

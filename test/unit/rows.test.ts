@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t from '#tap';
 import { rowStamp, writeEventRow } from '../../ingest/event-rules.js';
 import { splitProperties } from '../../lib/event-properties.js';
 import { decodeRows, EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';

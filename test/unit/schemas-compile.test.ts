@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { type AppDeps, buildRoutes } from '../../core-api/app.js';
 import { compileRoute } from '../../core-api/http/server.js';
 import { compileDeclared, createAjv, lazyCompile } from '../../schemas/ajv.js';

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
-import t from 'tap';
+import t from '#tap';
 import { IngestClient, type IngestClientOptions } from '../../sdk/src/client.js';
 import type { IngestClientError } from '../../sdk/src/errors.js';
 

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { type HttpParseError, type Response, ResponseParser } from '../../sdk/src/http-response.js';
 
 /** The producer client's reader of HTTP/1.x answers, on bytes cut every way TCP may cut them. */

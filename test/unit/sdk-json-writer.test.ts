@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import t from 'tap';
+import t from '#tap';
 import { IngestClient } from '../../sdk/src/client.js';
 import { NO_ROOM, NOT_PLAIN, writeJson } from '../../sdk/src/json-writer.js';
 import { BatchQueue, BODY_OVERHEAD } from '../../sdk/src/queue.js';

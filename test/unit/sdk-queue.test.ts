@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { BatchQueue, BODY_OVERHEAD } from '../../sdk/src/queue.js';
 
 interface Ev {

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { backoffDelay, parseRetryAfter, retryableStatus, retryDelay } from '../../sdk/src/retry.js';
 
 t.test('Retry-After: delay-seconds or an HTTP-date, in ms', async (t) => {

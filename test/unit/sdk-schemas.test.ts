@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import t from 'tap';
+import t from '#tap';
 import { GENERATED, schemasModule } from '../../sdk/scripts/generate-schemas.js';
 import { SURFACES } from '../../sdk/src/schemas.generated.js';
 import { compileEvent } from '../../sdk/src/validate.js';

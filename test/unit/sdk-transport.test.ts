@@ -5,7 +5,7 @@ import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import t from 'tap';
+import t from '#tap';
 import { IngestClient, type IngestClientOptions } from '../../sdk/src/client.js';
 import type { IngestClientError } from '../../sdk/src/errors.js';
 import { waitFor } from '../helpers/stack.js';

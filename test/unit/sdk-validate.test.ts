@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import t from 'tap';
+import t from '#tap';
 import { compile, formatCheck } from '../../schemas/ajv.js';
 import { UsageEventB } from '../../schemas/events.js';
 import { UsageEventA } from '../../schemas/ingest.js';

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { type StackProfile, stackProfile } from '../../infra/stack.js';
 
 // A server port inside the kernel's ephemeral range can be held for a moment as the local end of

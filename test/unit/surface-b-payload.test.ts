@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { BufferPool } from '../../lib/buffer-pool.js';
 import { decodeRows, EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
 import { payloadOf, type PreparedB, release } from '../../ingest/surface-b/events.js';

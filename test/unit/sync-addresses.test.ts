@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { uuidV7Floor } from '../../core-api/integrations/sync-status.js';
 import { externalParticipants, headerAddresses } from '../../processors/integrations/sync/addresses.js';
 import { googleReason } from '../../processors/integrations/sync/http.js';

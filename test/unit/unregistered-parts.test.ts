@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { partRange, registered } from '../../processors/writer/unregistered-parts.js';
 
 const zk = ['202611_0_181_30', '202611_182_182_0', '202610_5_9_1_12'].map((n) => partRange(n)!);

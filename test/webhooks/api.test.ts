@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, isProblem, randomUuid, sharedApi, startApi } from '../core-api/_helpers.js';
 import { integrationTokenKey } from '../../infra/stack.js';
 import { DataCipher } from '../../lib/credentials/data-cipher.js';

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
-import t, { type Test } from 'tap';
+import t, { type Test } from '#tap';
 import { DataCipher } from '../../lib/credentials/data-cipher.js';
 import { newSecret } from '../../lib/webhooks/signature.js';
 import { call, client, startApi } from '../core-api/_helpers.js';

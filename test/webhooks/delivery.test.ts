@@ -1,4 +1,4 @@
-import t from 'tap';
+import t from '#tap';
 import { client, startApi } from '../core-api/_helpers.js';
 import { bootstrap, closeDb, db, privateJetStream, waitFor, type Workspace } from '../helpers/stack.js';
 import { type Receiver, startReceiver, verifySignature } from '../helpers/webhook-receiver.js';
