@@ -8,7 +8,11 @@ import type { Sql } from '../lib/pg.js';
  */
 const SECRET_COLUMNS = [
   { table: 'webhook_subscriptions', key: 'id', columns: ['secret', 'previous_secret'] },
-  { table: 'integrations', key: 'connection_id', columns: ['access_token', 'refresh_token', 'code_verifier'] },
+  {
+    table: 'integrations',
+    key: 'connection_id',
+    columns: ['access_token', 'refresh_token', 'code_verifier', 'webhook_secret'],
+  },
 ] as const;
 
 const uuidOnly = (id: string): string => {

@@ -373,33 +373,140 @@ export function rowSpans(payload: Uint8Array, columns: Array<[string, ChType]>):
     const start = c.at;
     let eventId = '';
     for (const [col, type] of columns) {
-      switch (type) {
-        case 'UUID': {
-          const at = c.take(16, col);
-          if (col === 'event_id') eventId = readUuid(c.b, at);
-          break;
-        }
-        case 'String':
-        case 'LowCardinality(String)':
-          c.string(col);
-          break;
-        case 'DateTime':
-          c.take(4, col);
-          break;
-        case 'UInt16':
-          c.take(2, col);
-          break;
-        case 'Array(String)':
-          for (let n = c.varint(col); n > 0; n--) c.string(col);
-          break;
-        case 'Nullable(Float64)':
-          if (c.b[c.take(1, col)] === 0) c.take(8, col);
-          break;
-      }
+      const at = skip(c, col, type);
+      if (col === 'event_id') eventId = readUuid(c.b, at);
     }
     spans.push({ start, end: c.at, eventId });
   }
   return spans;
+}
+
+/** Moves the cursor past one value of `type`; where the value starts. */
+function skip(c: Cursor, col: string, type: ChType): number {
+  const at = c.at;
+  switch (type) {
+    case 'UUID':
+      c.take(16, col);
+      break;
+    case 'String':
+    case 'LowCardinality(String)':
+      c.string(col);
+      break;
+    case 'DateTime':
+      c.take(4, col);
+      break;
+    case 'UInt16':
+      c.take(2, col);
+      break;
+    case 'Array(String)':
+      for (let n = c.varint(col); n > 0; n--) c.string(col);
+      break;
+    case 'Nullable(Float64)':
+      if (c.b[c.take(1, col)] === 0) c.take(8, col);
+      break;
+  }
+  return at;
+}
+
+/** UUIDs to look rows up by without building a string per row: see rowsWithout. */
+export interface UuidSet {
+  /** The first four wire bytes of each (a little-endian Int32), checked first: most rows miss here. */
+  head: Set<number>;
+  /** The 16 wire bytes of each as latin1 text. */
+  keys: Set<string>;
+}
+
+export function uuidSet(ids: Iterable<string>): UuidSet {
+  const out: UuidSet = { head: new Set(), keys: new Set() };
+  for (const id of ids) {
+    const b = Buffer.from(uuidWire(id));
+    out.head.add(b.readInt32LE(0));
+    out.keys.add(b.toString('latin1'));
+  }
+  return out;
+}
+
+/** How rowsWithout steps over a column: its width when fixed, else one of these. */
+const STRING = -1;
+const STRINGS = -2;
+const NULLABLE_FLOAT = -3;
+const WIDTH: Record<ChType, number> = {
+  UUID: 16,
+  String: STRING,
+  'LowCardinality(String)': STRING,
+  DateTime: 4,
+  UInt16: 2,
+  'Array(String)': STRINGS,
+  'Nullable(Float64)': NULLABLE_FLOAT,
+};
+const widths = new WeakMap<Array<[string, ChType]>, Int8Array>();
+
+/**
+ * The rows of a payload whose UUID `column` holds none of `drop`: the byte ranges to keep (adjacent
+ * rows merged into one range), how many rows they hold and how many were left out. For the
+ * writer's drop of erased customers' rows, which reads every row of a workspace that has some: a
+ * loop over the column widths (rowSpans's walk costs about four times as much), and a string built
+ * only for a row whose value's first four bytes match. Throws RowBinaryError where the bytes cannot
+ * be rows of these columns.
+ */
+export function rowsWithout(
+  payload: Uint8Array,
+  columns: Array<[string, ChType]>,
+  column: string,
+  drop: UuidSet,
+): { ranges: Array<[number, number]>; kept: number; dropped: number } {
+  let width = widths.get(columns);
+  if (!width) widths.set(columns, (width = Int8Array.from(columns, ([, type]) => WIDTH[type])));
+  const target = columns.findIndex(([c]) => c === column);
+  if (target < 0 || columns[target][1] !== 'UUID') throw new Error(`no UUID column ${column}`);
+  const b = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  const end = b.length;
+  const ranges: Array<[number, number]> = [];
+  let kept = 0;
+  let dropped = 0;
+  let at = 0;
+  // Lengths are read inline (a call per string costs twice the walk). Past the end, b[at] is
+  // undefined, which ends a length; the row's end is checked once it is read.
+  while (at < end) {
+    const start = at;
+    let value = 0;
+    for (let i = 0; i < width.length; i++) {
+      const w = width[i];
+      if (i === target) value = at;
+      if (w > 0) at += w;
+      else if (w === NULLABLE_FLOAT) at += b[at] === 0 ? 9 : 1;
+      else {
+        let x = b[at++];
+        let n = x & 0x7f;
+        for (let shift = 7; x >= 0x80; shift += 7) {
+          x = b[at++];
+          n += (x & 0x7f) * 2 ** shift;
+        }
+        if (w === STRING) at += n;
+        else
+          for (; n > 0; n--) {
+            let y = b[at++];
+            let len = y & 0x7f;
+            for (let shift = 7; y >= 0x80; shift += 7) {
+              y = b[at++];
+              len += (y & 0x7f) * 2 ** shift;
+            }
+            at += len;
+          }
+      }
+    }
+    if (!(at <= end)) throw new RowBinaryError(`row ${kept + dropped} runs past the end of the payload`);
+    const head = b[value] | (b[value + 1] << 8) | (b[value + 2] << 16) | (b[value + 3] << 24);
+    if (drop.head.has(head) && drop.keys.has(b.toString('latin1', value, value + 16))) {
+      dropped++;
+      continue;
+    }
+    kept++;
+    const last = ranges.at(-1);
+    if (last && last[1] === start) last[1] = at;
+    else ranges.push([start, at]);
+  }
+  return { ranges, kept, dropped };
 }
 
 /**

@@ -363,7 +363,15 @@ export const ProcessorsConfig = Type.Object({
     minimum: 100,
     default: 10_000,
     description:
-      'A workspace under watch that the writer stored rows of is checked for erased customers at most this often.',
+      'A workspace where rows of an erased customer may have landed (checked by the writer before it knew of the ' +
+      'erasure) is checked for them at most this often.',
+  }),
+  ERASURE_FILTER_REFRESH_MS: Type.Integer({
+    minimum: 100,
+    default: 2000,
+    description:
+      'The writers drop rows of erased customers; the list of them is refreshed this often, and at once when ' +
+      'core-api announces a deleted customer.',
   }),
   ERASURE_FULL_SWEEP_MS: Type.Integer({
     minimum: 1000,

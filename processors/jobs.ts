@@ -12,6 +12,7 @@ import { backfillJobHooks } from './backfill-jobs.js';
 import { EventCatalog } from './catalog/catalog.js';
 import type { ClickHouse } from './clickhouse.js';
 import type { ProcessorsSettings } from './config.js';
+import { ErasedCustomers } from './erasure/erased-customers.js';
 import { Eraser } from './erasure/eraser.js';
 import { RecalculateResponder } from './health/responder.js';
 import { HistoryRetention } from './health/retention.js';
@@ -77,7 +78,10 @@ export interface Job {
 }
 
 /** The four ClickHouse writers (usage, billing, system events, backfill), behind /readyz. */
-export function writersJob(t: Tier, eraser: Eraser): Job & { writers: ClickhouseWriter[] } {
+export function writersJob(
+  t: Tier,
+  { eraser, erased }: { eraser: Eraser; erased: ErasedCustomers },
+): Job & { writers: ClickhouseWriter[] } {
   const { cfg } = t;
   const pool = new Piscina({
     filename: fileURLToPath(new URL('./writer/check-rows.js', import.meta.url)),
@@ -96,9 +100,9 @@ export function writersJob(t: Tier, eraser: Eraser): Job & { writers: Clickhouse
   };
   const deps = { js: t.js, nc: t.nc, ch: t.ch, pool, log: t.log, metrics: t.metrics, running: new Set<string>() };
   const backfillHooks = backfillJobHooks(t.sql);
-  const noticeErased = async (messages: RowsMessage[]) => eraser.stored(messages);
+  const noticeErased = async (messages: RowsMessage[], generation: number) => eraser.stored(messages, generation);
   const writer = (consumer: string, table: 'events' | 'billing_events') =>
-    new ClickhouseWriter({ ...common, consumer, table, onStored: noticeErased }, deps);
+    new ClickhouseWriter({ ...common, consumer, table, erased, onStored: noticeErased }, deps);
   const writers = [
     writer(consumers.usageWriter, 'events'),
     writer(consumers.billingWriter, 'billing_events'),
@@ -110,8 +114,9 @@ export function writersJob(t: Tier, eraser: Eraser): Job & { writers: Clickhouse
         consumer: consumers.backfillWriter,
         table: 'events',
         ...backfillHooks,
-        onStored: async (messages) => {
-          eraser.stored(messages);
+        erased,
+        onStored: async (messages, generation) => {
+          eraser.stored(messages, generation);
           await backfillHooks.onStored(messages);
         },
       },
@@ -121,10 +126,13 @@ export function writersJob(t: Tier, eraser: Eraser): Job & { writers: Clickhouse
   return {
     writers,
     async start() {
+      // Rows of erased customers are dropped from the first insert on.
+      await erased.start();
       for (const w of writers) await w.start();
     },
     async drain() {
       await Promise.all(writers.map((w) => w.stop()));
+      await erased.stop();
     },
     close: () => pool.destroy(),
   };
@@ -401,10 +409,19 @@ export function healthJob(t: Tier, afterRuns: AfterRuns): Job {
   };
 }
 
-/** Customer erasures: queued ones carried out, rows that land afterwards removed (the writers report them). */
-export function erasureJob(t: Tier): Job & { eraser: Eraser } {
+/**
+ * Customer erasures: queued ones carried out; the erased customers, whose rows the writers drop (the
+ * writers start and stop that list); rows that landed before the list knew removed.
+ */
+export function erasureJob(t: Tier): Job & { eraser: Eraser; erased: ErasedCustomers } {
   const { cfg } = t;
-  const eraser = new Eraser(t.sql, t.ch, t.log.child({ module: 'erasure' }), {
+  const log = t.log.child({ module: 'erasure' });
+  const erased = new ErasedCustomers(t.sql, t.nc, log, {
+    refreshMs: cfg.ERASURE_FILTER_REFRESH_MS,
+    watchMs: cfg.ERASURE_WATCH_MS,
+    onLearned: (tenants) => eraser.report(tenants),
+  });
+  const eraser = new Eraser(t.sql, t.ch, log, erased, {
     holder: t.instance,
     pollMs: cfg.ERASURE_POLL_MS,
     leaseTtlMs: cfg.ERASURE_LEASE_TTL_MS,
@@ -413,7 +430,7 @@ export function erasureJob(t: Tier): Job & { eraser: Eraser } {
     sweepMs: cfg.ERASURE_SWEEP_MS,
     fullSweepMs: cfg.ERASURE_FULL_SWEEP_MS,
   });
-  return { eraser, start: () => eraser.start(), stop: () => eraser.stop() };
+  return { eraser, erased, start: () => eraser.start(), stop: () => eraser.stop() };
 }
 
 /** The EVENTS and WEBHOOKS streams trimmed below their consumers' floor. */

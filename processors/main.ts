@@ -50,7 +50,7 @@ const dataCipher = DataCipher.fromSettings(cfg.DATA_ENCRYPTION_KEY, cfg.INTEGRAT
 const outboxMetrics = new OutboxMetrics(tier.metrics.registry);
 const erasure = erasureJob(tier);
 const playbooks = playbooksJob(tier);
-const writers = writersJob(tier, erasure.eraser);
+const writers = writersJob(tier, erasure);
 // Started in this order; stopped in the stages of Job (processors/jobs.ts).
 const jobs: Job[] = [
   writers,

@@ -21,6 +21,12 @@ export class WriterMetrics {
     labelNames: ['table'],
     registers: [this.registry],
   });
+  private erased = new Counter({
+    name: 'writer_erased_rows_dropped_total',
+    help: 'Rows of erased customers left out of inserts (docs/erasure.md)',
+    labelNames: ['table'],
+    registers: [this.registry],
+  });
   private dlq = new Counter({
     name: 'writer_dead_lettered_total',
     help: 'Messages published to the dead-letter subject',
@@ -55,6 +61,10 @@ export class WriterMetrics {
 
   deadLettered(table: string): void {
     this.dlq.inc({ table });
+  }
+
+  droppedErased(table: string, rows: number): void {
+    this.erased.inc({ table }, rows);
   }
 }
 

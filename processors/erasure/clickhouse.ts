@@ -8,18 +8,41 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 export type TableCounts = Map<string, Map<string, number>>;
 
 /**
+ * Customer ids per statement. Each takes about 46 bytes of SQL (`toUUID('…'), `): a thousand keep a
+ * statement near 46 KiB, where ClickHouse refuses one above max_query_size (256 KiB: about 5,400 ids,
+ * fewer than a month of purges of a large workspace, which the sweep counts at once).
+ */
+export const IDS_PER_STATEMENT = 1000;
+
+/** The condition of a statement on the rows of a workspace's customers `ids`. */
+export function customersCondition(tenantId: string, ids: readonly string[]): string {
+  for (const id of [tenantId, ...ids]) if (!UUID.test(id)) throw new Error(`not a UUID: ${id}`);
+  return `tenant_id = toUUID('${tenantId}') AND customer_id IN (${ids.map((id) => `toUUID('${id}')`).join(', ')})`;
+}
+
+/** `items` in slices of at most `size`, in order. */
+export function chunks<T>(items: readonly T[], size: number): T[][] {
+  if (!(size >= 1)) throw new Error(`chunk size ${size}`);
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/**
  * The ClickHouse half of an erasure: every storage table with a customer_id column, found in
  * system.columns (events, billing_events, the rollups, health_history, metric_values, and any
  * table added later, inner tables of views included), loses the rows of a workspace's customers
  * through `ALTER TABLE … DELETE WHERE` mutations: on a cluster on the `_local` tables ON CLUSTER,
  * so every shard and replica rewrites its own parts. Mutations are asynchronous and rewrite whole
- * parts; each is followed in system.mutations on every server until is_done.
+ * parts; each is followed in system.mutations on every server until is_done. Customer ids go in
+ * lists of at most IDS_PER_STATEMENT per statement.
  */
 export class ClickHouseErasure {
   constructor(
     private readonly ch: ClickHouse,
     private readonly log: Logger,
     private readonly pollMs = 200,
+    private readonly idsPerStatement = IDS_PER_STATEMENT,
   ) {}
 
   /** Storage tables of the MergeTree family with customer_id and tenant_id columns. */
@@ -48,34 +71,39 @@ export class ClickHouseErasure {
       : `${this.ch.database}.\`${table}\``;
   }
 
-  private where(tenantId: string, ids: string[]): string {
-    for (const id of [tenantId, ...ids]) if (!UUID.test(id)) throw new Error(`not a UUID: ${id}`);
-    return `tenant_id = toUUID('${tenantId}') AND customer_id IN (${ids.map((id) => `toUUID('${id}')`).join(', ')})`;
-  }
-
-  /** Rows of each customer in each table (customers without rows absent). */
+  /** Rows of each customer in each table (customers without rows absent): tables at once, a slice of ids at a time. */
   async count(tables: string[], tenantId: string, ids: string[]): Promise<TableCounts> {
     const out: TableCounts = new Map();
     await Promise.all(
       tables.map(async (table) => {
-        const rows = await this.ch.rows<{ id: string; n: string }>(
-          `SELECT toString(customer_id) AS id, count() AS n FROM ${this.readable(table)}
-           WHERE ${this.where(tenantId, ids)} GROUP BY customer_id`,
-        );
         const m = new Map<string, number>();
-        for (const r of rows) if (Number(r.n) > 0) m.set(r.id, Number(r.n));
+        for (const slice of chunks(ids, this.idsPerStatement)) {
+          const rows = await this.ch.rows<{ id: string; n: string }>(
+            `SELECT toString(customer_id) AS id, count() AS n FROM ${this.readable(table)}
+             WHERE ${customersCondition(tenantId, slice)} GROUP BY customer_id`,
+          );
+          for (const r of rows) if (Number(r.n) > 0) m.set(r.id, Number(r.n));
+        }
         if (m.size) out.set(table, m);
       }),
     );
     return out;
   }
 
-  async mutate(table: string, tenantId: string, ids: string[]): Promise<void> {
-    await this.ch.command(
-      `ALTER TABLE ${this.ch.storageDatabase}.\`${table}\`${this.ch.onCluster} ` +
-        `DELETE WHERE ${this.where(tenantId, ids)}`,
-    );
-    this.log.info({ table, tenantId, customers: ids.length }, 'erasure mutation issued');
+  /**
+   * One mutation per slice of ids (a run claims at most IDS_PER_STATEMENT customers: one). A slice
+   * waits for the previous one: ClickHouse 18.16 loses one of several mutations queued at once on
+   * the same parts (the middle one of three issued back to back, here, every time).
+   */
+  async mutate(table: string, tenantId: string, ids: string[], stopping: () => boolean = () => false): Promise<void> {
+    for (const [i, slice] of chunks(ids, this.idsPerStatement).entries()) {
+      if (i > 0) await this.settle([table], tenantId, stopping);
+      await this.ch.command(
+        `ALTER TABLE ${this.ch.storageDatabase}.\`${table}\`${this.ch.onCluster} ` +
+          `DELETE WHERE ${customersCondition(tenantId, slice)}`,
+      );
+      this.log.info({ table, tenantId, customers: slice.length }, 'erasure mutation issued');
+    }
   }
 
   /**

@@ -4,7 +4,8 @@ import type { Sql } from '../../lib/pg.js';
 import { Ticker } from '../../lib/ticker.js';
 import type { ClickHouse } from '../clickhouse.js';
 import type { RowsMessage } from '../writer/held.js';
-import { ClickHouseErasure, type TableCounts } from './clickhouse.js';
+import { ClickHouseErasure, IDS_PER_STATEMENT, type TableCounts } from './clickhouse.js';
+import type { ErasedCustomers } from './erased-customers.js';
 import { erasePostgres } from './postgres.js';
 
 export interface EraserOptions {
@@ -18,7 +19,7 @@ export interface EraserOptions {
   tenants: string[];
   /** How long after completion rows of an erased customer are still watched for (the stream's max age). */
   watchMs: number;
-  /** A workspace whose late rows the writer reported is looked at again at most this often. */
+  /** A workspace where late rows may have landed is looked at again at most this often. */
   sweepMs: number;
   /** Every workspace under watch is looked at this often, reported or not (rows that came another way). */
   fullSweepMs: number;
@@ -44,25 +45,25 @@ const MAX_PASSES = 5;
  *   rows; the next pass finds them done and moves pending to removed. A pass that finds no row
  *   ends it. Every step is safe to repeat, so a run killed anywhere resumes from its records;
  * - then PostgreSQL and the completion in one transaction (postgres.ts);
- * - rows of an erased customer can still land after completion: messages still in the stream, a
- *   redelivery the writer reconciles as absent. The writer reports the workspaces it stored rows
- *   of (`stored`, no work per row); those with recent erasures are counted again, and erasures
- *   found with rows go back to running, so the same machinery removes them and adds them to the
- *   counts. Every workspace under watch is also counted every `fullSweepMs`;
+ * - the writer drops the rows of erased customers (erased-customers.ts), but a row it checked
+ *   before this process knew of the erasure can still land after the erasure ran. Such workspaces
+ *   are reported: by the list when it learns of their erasures (`report`: rows stored before), and
+ *   by the writer when it stores rows checked against an older list (`stored`: a map lookup per
+ *   message, and only while an erasure was learned in the last minutes). A reported workspace is
+ *   counted again, and erasures found with rows go back to running, so the same machinery removes
+ *   them and adds them to the counts. Every workspace under watch is also counted every
+ *   `fullSweepMs` (rows another process stored before it knew);
  * - a report is let go only by a sweep that counted every erasure of its workspace as completed:
  *   while one is still open (run by another instance, past its last count, or waiting out a
  *   backoff) the rows reported may have landed after that run's last count, so the workspace stays
- *   reported and is counted again once the erasure completed; a sweep that fails keeps it too. A
- *   workspace whose erasures this instance claims is watched from the claim on, so a row that lands
- *   between the run's last count and its completion is reported even when the erasure was queued
- *   after this tick read the watch list.
+ *   reported and is counted again once the erasure completed; a sweep that fails keeps it too.
  */
 export class Eraser {
   private readonly ticker: Ticker;
   private readonly chx: ClickHouseErasure;
   /** Workspaces with an erasure open or completed within watchMs. */
   private watched = new Set<string>();
-  /** Workspaces the writer stored rows of since their last sweep. */
+  /** Workspaces where rows of an erased customer may have landed since their last sweep. */
   private reported = new Set<string>();
   private lastSweep = new Map<string, number>();
   private lastFullSweep = 0;
@@ -71,6 +72,7 @@ export class Eraser {
     private readonly sql: Sql,
     ch: ClickHouse,
     private readonly log: Logger,
+    private readonly erased: Pick<ErasedCustomers, 'lateFor' | 'learning'>,
     private readonly o: EraserOptions,
   ) {
     this.chx = new ClickHouseErasure(ch, log);
@@ -89,13 +91,25 @@ export class Eraser {
     return this.ticker.stop();
   }
 
-  /** The writer's hook: messages whose rows are stored. A set lookup per message, nothing per row. */
-  stored(messages: readonly RowsMessage[]): void {
-    if (this.watched.size === 0) return;
+  /**
+   * The writer's hook: messages whose rows are stored, checked against the erased customers of
+   * `generation`. Nothing while no erasure was learned lately; else a map lookup per message.
+   */
+  stored(messages: readonly RowsMessage[], generation: number): void {
+    if (!this.erased.learning) return;
     for (const m of messages) {
       const tenant = tenantOfSubject(m.subject);
-      if (tenant !== undefined && this.watched.has(tenant)) this.reported.add(tenant);
+      if (this.erased.lateFor(tenant, generation) && this.mine(tenant!)) this.reported.add(tenant!);
     }
+  }
+
+  /** Workspaces where rows of an erased customer may have landed: counted once their erasures completed. */
+  report(tenants: Iterable<string>): void {
+    for (const t of tenants) if (this.mine(t)) this.reported.add(t);
+  }
+
+  private mine(tenantId: string): boolean {
+    return this.o.tenants.length === 0 || this.o.tenants.includes(tenantId);
   }
 
   private get only() {
@@ -104,7 +118,8 @@ export class Eraser {
 
   private async tick(): Promise<void> {
     await this.refreshWatch();
-    await this.sweep();
+    // A sweep that fails (its workspaces stay reported) never holds up the queued erasures.
+    await this.sweep().catch((err: unknown) => this.log.warn({ err: String(err) }, 'erasure sweep failed'));
     while (!this.ticker.stopping) {
       const claimed = await this.claim();
       if (!claimed.length) return;
@@ -120,7 +135,7 @@ export class Eraser {
     this.watched = new Set(rows.map((r) => r.tenant_id));
   }
 
-  /** Workspaces reported by the writer (at most every sweepMs each), and all watched ones every fullSweepMs. */
+  /** Workspaces reported (at most every sweepMs each), and all watched ones every fullSweepMs. */
   private async sweep(): Promise<void> {
     const now = Date.now();
     const due = new Set<string>();
@@ -182,7 +197,7 @@ export class Eraser {
         WHERE status <> 'completed' AND lease_expires_at < now() AND tenant_id = (
           SELECT tenant_id FROM erasures WHERE status <> 'completed' AND lease_expires_at < now() ${this.only}
           ORDER BY requested_at LIMIT 1)
-        ORDER BY requested_at LIMIT 1000 FOR UPDATE SKIP LOCKED)
+        ORDER BY requested_at LIMIT ${IDS_PER_STATEMENT} FOR UPDATE SKIP LOCKED)
       RETURNING e.customer_id::text AS id, e.tenant_id::text, e.clickhouse_pending`;
   }
 
@@ -190,8 +205,6 @@ export class Eraser {
     const { holder, leaseTtlMs } = this.o;
     const tenantId = claimed[0].tenant_id;
     const ids = claimed.map((c) => c.id);
-    // Rows stored from now on are reported, whenever the next refreshWatch comes.
-    this.watched.add(tenantId);
     const renew = setInterval(
       () =>
         void this.sql`
@@ -262,7 +275,7 @@ export class Eraser {
       if (pass >= MAX_PASSES) throw new Error(`rows keep arriving after ${MAX_PASSES} passes`);
       if (stopping()) throw new Error('stopping');
       for (const [table, m] of now) {
-        await this.chx.mutate(table, tenantId, [...m.keys()]);
+        await this.chx.mutate(table, tenantId, [...m.keys()], stopping);
         commands.set(table, `${commands.get(table) ?? ''}\n${[...m.keys()].join(' ')}`);
       }
     }

@@ -1,6 +1,7 @@
 import { isUuid } from '../../lib/ids.js';
-import { columnsOf, FORMAT_HEADER, formatOf, type RowFormat, rowSpans } from '../../lib/row-binary.js';
+import { columnsOf, FORMAT_HEADER, formatOf, type RowFormat, rowSpans, rowsWithout } from '../../lib/row-binary.js';
 import type { SinkTable } from '../../schemas/rows.js';
+import type { ErasedIds } from '../erasure/erased-customers.js';
 import type { RowsMessage } from './held.js';
 
 /**
@@ -84,4 +85,30 @@ export function withoutRows(m: RowsMessage, table: SinkTable, stored: Set<string
   const keep = rowSpans(m.data, columnsOf(format, table)).filter((r) => !stored.has(r.eventId));
   const data = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
   return { payload: Buffer.concat(keep.map((r) => data.subarray(r.start, r.end))), rows: keep.length };
+}
+
+/**
+ * The payload (`data`: the message's own, or what reconcile left of it) without the rows of the
+ * customers in `erased`, with the rows kept and dropped; undefined when no row is dropped. Only for
+ * messages of a workspace that has erased customers: it reads every row.
+ */
+export function withoutCustomers(
+  m: RowsMessage,
+  data: Uint8Array,
+  table: SinkTable,
+  erased: ErasedIds,
+): { payload: Buffer; rows: number; dropped: number } | undefined {
+  const format = formatOfMessage(m);
+  if (format === 'JSONEachRow') {
+    const rows = JSON.parse(`[${Buffer.from(data).toString('utf8')}]`) as Array<{ customer_id?: string }>;
+    const kept = rows.filter((r) => !erased.text.has(String(r.customer_id).toLowerCase()));
+    if (kept.length === rows.length) return undefined;
+    const payload = Buffer.from(JSON.stringify(kept).slice(1, -1));
+    return { payload, rows: kept.length, dropped: rows.length - kept.length };
+  }
+  if (format === undefined) throw new Error(`unknown row format ${m.headers?.get(FORMAT_HEADER)}`);
+  const r = rowsWithout(data, columnsOf(format, table), 'customer_id', erased.wire);
+  if (r.dropped === 0) return undefined;
+  const b = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  return { payload: Buffer.concat(r.ranges.map(([s, e]) => b.subarray(s, e))), rows: r.kept, dropped: r.dropped };
 }

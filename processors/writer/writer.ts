@@ -1,15 +1,16 @@
 import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from 'nats';
 import type { Piscina } from 'piscina';
 import type { Logger } from '../../lib/logger.js';
-import { STREAM_EVENTS } from '../../lib/nats.js';
+import { STREAM_EVENTS, tenantOfSubject } from '../../lib/nats.js';
 import { type ClickHouse, isDataError } from '../clickhouse.js';
+import type { ErasedSet } from '../erasure/erased-customers.js';
 import type { WriterMetrics } from '../metrics.js';
 import type { CheckInput } from './check-rows.js';
 import { publishDeadLetter } from './dead-letter.js';
 import { type Arena, Arenas, Held, type Publisher, type RowsMessage } from './held.js';
-import { batchIdOf, body, byFormat, formatOfMessage, isSuspect, rowsOf } from './payload.js';
+import { batchIdOf, body, byFormat, formatOfMessage, isSuspect, rowsOf, withoutCustomers } from './payload.js';
 import { FORMAT_HEADER, type RowFormat } from '../../lib/row-binary.js';
-import { Reconciler } from './reconcile.js';
+import { Reconciler, type Verdict } from './reconcile.js';
 import { TABLES } from './tables.js';
 
 export interface WriterOptions {
@@ -27,11 +28,14 @@ export interface WriterOptions {
   pullBytes: number;
   /** Identifies this process in its inserts' query_ids. */
   instance: string;
+  /** Rows of these customers are dropped before the insert (docs/erasure.md). */
+  erased?: ErasedSet;
   /**
-   * Called with messages whose rows are in ClickHouse, before they are acked. If it throws, the
-   * messages are retried (and found already stored), so the hook runs at least once per message.
+   * Called with messages whose rows are in ClickHouse, before they are acked, and the generation of
+   * the erased customers their rows were checked against (0: unknown, stored earlier). If it throws,
+   * the messages are retried (and found already stored), so the hook runs at least once per message.
    */
-  onStored?: (messages: RowsMessage[]) => Promise<void>;
+  onStored?: (messages: RowsMessage[], erasedGeneration: number) => Promise<void>;
   /** Called before a message is acked after being dead-lettered. */
   onDeadLettered?: (message: RowsMessage, reason: string) => Promise<void>;
 }
@@ -63,7 +67,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  *   messages alive with in-progress acks, and pulls nothing more: memory stays bounded and the
  *   backlog stays in JetStream;
  * - a message ClickHouse can never take is published to dlq.<consumer>.<subject> with the reason,
- *   and only then acked.
+ *   and only then acked;
+ * - rows of erased customers are left out of the insert (the message is acked as if they were
+ *   stored): one map lookup per message of a workspace, and rows are read only in the messages of
+ *   a workspace that has erased customers. Nothing at all while no workspace has one.
  */
 export class ClickhouseWriter {
   private pending: Held[] = [];
@@ -259,9 +266,11 @@ export class ClickhouseWriter {
       const queryId = this.nextQueryId();
       try {
         const v = await this.reconciler.classify(batch, thorough);
-        await this.done(v.stored);
+        await this.done(v.stored, 0);
         batch = [...v.insert, ...v.copies];
         if (!v.insert.length) return;
+        const generation = this.o.erased?.generation ?? 0;
+        const erased = this.dropErased(v);
         // One insert per row format (several only while messages of an older format drain after
         // an upgrade). An outage after the first leaves it stored: the retry's reconcile finds it.
         let first = true;
@@ -271,13 +280,14 @@ export class ClickhouseWriter {
           first = false;
           this.d.metrics.inserted(
             this.o.table,
-            msgs.reduce((n, m) => n + rowsOf(m), 0),
+            msgs.reduce((n, m) => n + (erased.left.get(m) ?? rowsOf(m)), 0),
             performance.now() - t0,
           );
         }
         // From here on the rows are stored: a failing hook retries through reconcile, never re-inserts.
         thorough = true;
-        await this.done(batch);
+        await this.done(batch, generation);
+        if (erased.dropped) this.d.metrics.droppedErased(this.o.table, erased.dropped);
         return;
       } catch (err) {
         if (isDataError(err)) {
@@ -310,8 +320,43 @@ export class ClickhouseWriter {
     }
   }
 
-  private async done(batch: Held[]): Promise<void> {
-    if (batch.length && this.o.onStored) await this.o.onStored(batch);
+  /**
+   * Leaves the rows of erased customers out of the messages to insert: a message left with none is
+   * taken out of `insert` (it is acknowledged with the batch), one left with some is inserted through
+   * `override`. The rows each of those holds now, and how many were dropped.
+   */
+  private dropErased(v: Verdict<Held>): { left: Map<Held, number>; dropped: number } {
+    const left = new Map<Held, number>();
+    const erased = this.o.erased;
+    if (!erased || erased.empty) return { left, dropped: 0 };
+    let dropped = 0;
+    const insert: Held[] = [];
+    for (const m of v.insert) {
+      const ids = erased.of(tenantOfSubject(m.subject));
+      let r: ReturnType<typeof withoutCustomers>;
+      try {
+        r = ids && withoutCustomers(m, v.override.get(m) ?? m.data, this.o.table, ids);
+      } catch {
+        // Rows that cannot be read: inserted as they are, ClickHouse refuses them and they are
+        // dead-lettered (isolate) as any other.
+        r = undefined;
+      }
+      if (!r) {
+        insert.push(m);
+        continue;
+      }
+      dropped += r.dropped;
+      left.set(m, r.rows);
+      if (r.rows === 0) continue;
+      v.override.set(m, r.payload);
+      insert.push(m);
+    }
+    v.insert = insert;
+    return { left, dropped };
+  }
+
+  private async done(batch: Held[], erasedGeneration: number): Promise<void> {
+    if (batch.length && this.o.onStored) await this.o.onStored(batch, erasedGeneration);
     for (const m of batch) {
       m.ack();
       this.held.delete(m.seq);
@@ -355,13 +400,18 @@ export class ClickhouseWriter {
         // Reclassified alone: a partly stored message inserts only its missing rows.
         const v = await this.reconciler.classify([m], true);
         if (v.stored.length) {
-          await this.done(v.stored);
+          await this.done(v.stored, 0);
           continue;
         }
-        const format = formatOfMessage(m)!;
-        await this.insert(body([m], format, v.override), this.nextQueryId(), format);
-        this.d.metrics.inserted(this.o.table, rowsOf(m), 0);
-        await this.done([m]);
+        const generation = this.o.erased?.generation ?? 0;
+        const erased = this.dropErased(v);
+        if (v.insert.length) {
+          const format = formatOfMessage(m)!;
+          await this.insert(body([m], format, v.override), this.nextQueryId(), format);
+          this.d.metrics.inserted(this.o.table, erased.left.get(m) ?? rowsOf(m), 0);
+        }
+        await this.done([m], generation);
+        if (erased.dropped) this.d.metrics.droppedErased(this.o.table, erased.dropped);
       } catch (e) {
         if (!isDataError(e)) throw e;
         await this.deadLetter(m, `ClickHouse rejected the rows: ${String((e as Error).message).slice(0, 500)}`);

@@ -1,10 +1,11 @@
 import t from '#tap';
-import { bootstrap, closeDb, db, waitFor, type Tier } from '../helpers/stack.js';
+import { bootstrap, closeDb, db, startTier, waitFor, type Tier } from '../helpers/stack.js';
 import { client, startApi } from './_helpers.js';
 
 // The hourly purges, run with a short interval: a customer deleted more than 30 days ago is gone
-// for good, a younger one can still be restored, and with several core-api processes each job
-// runs in one process at a time and at most once per interval.
+// for good (its erasure queued and carried out, docs/erasure.md), a younger one can still be
+// restored, and with several core-api processes each job runs in one process at a time and at
+// most once per interval.
 t.teardown(closeDb);
 const INTERVAL = 2000;
 const JOBS = ['housekeeping.customers', 'housekeeping.idempotency_keys', 'housekeeping.oauth_codes'];
@@ -60,6 +61,12 @@ t.test('a customer deleted 31 days ago is purged; one deleted 29 days ago can st
   const restored = await c.post(`/v1/customers/${recent.id}/restore`);
   t.equal(restored.status, 200, 'the customer deleted 29 days ago is restored');
   t.equal((restored.body as { id: string }).id, recent.id);
+
+  const erasure = async () => (await c.get(`/v1/erasures/${old.id}`)).body;
+  t.match(await erasure(), { customer_id: old.id, reason: 'trash_purge' }, 'its erasure is queued');
+  await startTier(t, 'processors', { ERASURE_TENANTS: ws.tenant_id, ERASURE_POLL_MS: '50' });
+  await waitFor('the erasure completed', async () => (await erasure()).status === 'completed', 60_000, 100);
+  t.match(await erasure(), { reason: 'trash_purge', rows_removed: { postgres: { tables: { customers: 1 } } } });
 });
 
 t.test('two core-api processes never both run a job in one interval', async (t) => {
