@@ -216,7 +216,12 @@ function clickhouseService(node: ClickhouseNode): Service {
     name: serverName(node.name, 'clickhouse-server'),
     pidFile,
     async up(p) {
-      return alive(readPid(pidFile(p))) && (await chPing(node).catch(() => false));
+      if (!alive(readPid(pidFile(p)))) return false;
+      // Ours and alive but not answering: still starting (a restart on a loaded machine can outlast
+      // an earlier call's wait). Wait for it; a second server started beside it would fail on the
+      // first's lock and leave its own pid in the pid file.
+      await waitFor(node.name, () => chPing(node), 60_000, path.join(chDir(p, node), 'server.err.log'));
+      return true;
     },
     async start(p) {
       await claimPort(node.httpPort, 'clickhouse-server (http)');
