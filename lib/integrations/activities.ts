@@ -30,8 +30,9 @@ export interface ActivityEventsOptions {
  * endpoint of the custom path, the Zendesk and Intercom webhooks, the Zendesk backfill, the e-mail
  * and calendar sync):
  * 1. the activity ids are recorded (integration_activities); only the ones not seen before go on,
- *    so a provider that delivers again (a retry) stores nothing twice; an activity whose time the
- *    event store cannot hold (before 1970, after 2106-02-07) is passed over;
+ *    so a provider that delivers again (a retry) stores nothing twice, and an id named twice in one
+ *    call goes on once (its first activity); an activity whose time the event store cannot hold
+ *    (before 1970, after 2106-02-07) is passed over;
  * 2. each participant resolves to a customer of the workspace: the customer of a contact with that
  *    e-mail address (case-insensitive) first, else the customers whose email_domain is the
  *    address's domain; trashed customers never;
@@ -59,8 +60,9 @@ export async function storeActivityEvents(
     ORDER BY id
     ON CONFLICT DO NOTHING
     RETURNING activity_id`;
+  // An id named twice in one call is new once: its first activity goes on, the others are duplicates.
   const isNew = new Set(fresh.map((r) => r.activity_id));
-  const kept = activities.filter((a) => isNew.has(a.id));
+  const kept = activities.filter((a) => isNew.delete(a.id));
   if (!kept.length) return { fresh: 0, events: 0, unmatched: 0 };
   const idx: number[] = [];
   const emails: string[] = [];

@@ -86,7 +86,9 @@ export type ActivityPush = Static<typeof ActivityPush>;
 
 export const ActivityAnswer = Type.Object({
   received: Type.Integer(),
-  duplicates: Type.Integer({ description: 'Activities already received before (the same id): nothing new stored.' }),
+  duplicates: Type.Integer({
+    description: 'Activities already received (the same id, earlier or in this same request): nothing new stored.',
+  }),
   unmatched: Type.Integer({ description: 'New activities whose participants matched no customer: counted, dropped.' }),
   events: Type.Integer({ description: 'Events generated: one per new activity and distinct matched customer.' }),
 });

@@ -211,6 +211,70 @@ t.test('pushed activity: signature, contact then domain, deduplicated, stored as
   isProblem(t, wrong, 404, 'not_found');
 });
 
+t.test('one push naming an activity twice: stored once, the second counted as a duplicate', async (t) => {
+  const { connection_id, activities } = await entry('gmail');
+  const initech = (await admin.post('/v1/customers', { name: 'Initech', email_domain: 'initech.example' })).body;
+  const raw = JSON.stringify({
+    activities: [
+      {
+        id: 'm-twice',
+        type: 'email_received',
+        occurred_at: new Date().toISOString(),
+        participants: ['peter@initech.example'],
+      },
+      {
+        id: 'm-once',
+        type: 'email_sent',
+        occurred_at: new Date().toISOString(),
+        participants: ['bill@initech.example'],
+      },
+      // The same message again, as a provider batching its retries would send it.
+      {
+        id: 'm-twice',
+        type: 'email_received',
+        occurred_at: new Date().toISOString(),
+        participants: ['bill@initech.example'],
+      },
+    ],
+  });
+  const r = await call(api.url, 'POST', `/v1/integrations/gmail/events/${connection_id}`, {
+    raw,
+    headers: {
+      'content-type': 'application/json',
+      'x-integration-signature': `sha256=${createHmac('sha256', SIGNING).update(raw).digest('hex')}`,
+    },
+  });
+  t.equal(r.status, 202, r.text);
+  t.same(r.body, { received: 3, duplicates: 1, unmatched: 0, events: 2 });
+  const outbox = await db()<Array<{ activity_id: string; participants: string[] }>>`
+    SELECT properties->>'activity_id' AS activity_id, properties->'participants' AS participants FROM event_outbox
+    WHERE tenant_id = ${ws.tenant_id} AND customer_id = ${initech.id} ORDER BY activity_id`;
+  t.same(
+    outbox,
+    [
+      { activity_id: 'm-once', participants: ['bill@initech.example'] },
+      { activity_id: 'm-twice', participants: ['peter@initech.example'] },
+    ],
+    'one event per activity id: the first of the two',
+  );
+  t.match(await entry('gmail'), { activities: activities + 2 });
+  const rows = await waitFor(
+    'the events in csp.events',
+    async () => {
+      const x = await ch<{ event_name: string }>(
+        `SELECT event_name FROM csp.events WHERE tenant_id = '${ws.tenant_id}' AND customer_id = '${initech.id}'
+         ORDER BY event_name`,
+      );
+      return x.length >= 2 ? x : undefined;
+    },
+    30_000,
+  );
+  t.same(
+    rows.map((x) => x.event_name),
+    ['email_received', 'email_sent'],
+  );
+});
+
 t.test('notify through Slack; tokens refreshed before expiry; disconnect revokes', async (t) => {
   const customer = (await admin.post('/v1/customers', { name: 'Notified', arr: 9000 })).body;
   const pb = (

@@ -1,12 +1,24 @@
 import t from '#tap';
-import { client, startApi } from '../core-api/_helpers.js';
-import { startFakeGoogle } from '../helpers/fakes/google.js';
+import { client, isProblem, startApi } from '../core-api/_helpers.js';
+import { CALENDAR_READ, startFakeGoogle } from '../helpers/fakes/google.js';
 import { startFakeMicrosoft } from '../helpers/fakes/microsoft.js';
 import { bootstrap, closeDb, db, waitFor, type Workspace } from '../helpers/stack.js';
 import { processorsTier } from '../playbooks/support.js';
 import { createLogger } from '../../lib/logger.js';
 import { IntegrationSync } from '../../processors/integrations/sync/scheduler.js';
-import { ago, type Client, connect, DAY_MS, firstSync, produced, stored, storedText, syncNow } from './sync-support.js';
+import type { FakeAnswer } from '../helpers/fakes/http.js';
+import {
+  ago,
+  type Client,
+  connect,
+  DAY_MS,
+  entry,
+  firstSync,
+  produced,
+  stored,
+  storedText,
+  syncNow,
+} from './sync-support.js';
 
 // Calendar sync against a local Google Calendar (events.list with singleEvents, timeMin, pages,
 // syncToken; 410 fullSyncRequired) and a local Microsoft Graph (calendarView/delta over a window,
@@ -15,16 +27,21 @@ import { ago, type Client, connect, DAY_MS, firstSync, produced, stored, storedT
 // first, then domain; the own domain never); cancelled and all-day events, declined attendees and
 // meetings older than 30 days produce nothing; a meeting not yet ended is remembered and produced
 // after its end, at its final time when it was moved; an expired cursor → a full resync without
-// duplicates; no title or description kept.
+// duplicates; no title or description kept. The provider's failures: a 401 costs one refresh and
+// one retry; a 429 (and Google's 403 rateLimitExceeded) is waited out, a page amid a listing
+// included, and a throttle longer than the sync waits ends it, retried later without duplicates; a
+// 403 for a scope puts the integration in error naming the scope.
 t.teardown(closeDb);
 const google = await startFakeGoogle(t);
 const ms = await startFakeMicrosoft(t);
 const env = { ...google.env('google_calendar'), ...ms.env('outlook_calendar') };
 const api = await startApi(t, env);
 const spaces = { google_calendar: await bootstrap(), outlook_calendar: await bootstrap() };
+// Workspaces whose connection lacks the calendar scope.
+const noScope = { google_calendar: await bootstrap(), outlook_calendar: await bootstrap() };
 await processorsTier(t, [], {
   ...env,
-  INTEGRATION_TENANTS: `${spaces.google_calendar.tenant_id},${spaces.outlook_calendar.tenant_id}`,
+  INTEGRATION_TENANTS: [...Object.values(spaces), ...Object.values(noScope)].map((w) => w.tenant_id).join(','),
   INTEGRATION_SYNC_INTERVAL_MS: '3600000',
   INTEGRATION_SYNC_POLL_MS: '100',
 });
@@ -38,8 +55,22 @@ interface Calendar {
   cancel(id: string): void;
   expire(): void;
   setPageSize(n: number): void;
-  /** The calendar calls made so far, with their status. */
-  calls(): Array<{ query: string; status: number }>;
+  /** The calendar calls made so far, with their status and time. */
+  calls(): Array<{ query: string; status: number; at: number }>;
+  /** The status of the provider's latest API answer (any call). */
+  lastStatus(): number | undefined;
+  /** The read scope the connector needs, and how the provider names it. */
+  scope: string;
+  withhold: Set<string>;
+  refreshes(): number;
+  invalidateAccessTokens(): void;
+  fail(answer: FakeAnswer): void;
+  /** `answer` for the calendar call after the next `skip` ones. */
+  failLater(skip: number, answer: FakeAnswer): void;
+  /** The provider's throttling answer (429 with Retry-After), as its reference shows it. */
+  throttled(retryAfterSeconds: number): FakeAnswer;
+  /** The provider's 403 for a permission the token lacks, without naming it in a header. */
+  forbidden: FakeAnswer;
 }
 
 const calendars: Calendar[] = [
@@ -66,6 +97,37 @@ const calendars: Calendar[] = [
       google.pageSize = n;
     },
     calls: () => google.calls.filter((c) => c.path === '/calendar/v3/calendars/primary/events'),
+    lastStatus: () => google.calls.at(-1)?.status,
+    scope: CALENDAR_READ,
+    withhold: google.withhold,
+    refreshes: () => google.refreshes,
+    invalidateAccessTokens: () => google.invalidateAccessTokens(),
+    fail: (a) => google.fail('/calendar/v3/calendars/primary/events', a),
+    failLater: (skip, a) => google.failLater('/calendar/v3/calendars/primary/events', skip, a),
+    // developers.google.com/workspace/calendar/api/guides/errors: "429: Too many requests".
+    throttled: (s) => ({
+      status: 429,
+      headers: { 'retry-after': String(s) },
+      body: {
+        error: {
+          errors: [{ domain: 'usageLimits', reason: 'rateLimitExceeded', message: 'Rate Limit Exceeded' }],
+          code: 429,
+          message: 'Rate Limit Exceeded',
+          status: 'RESOURCE_EXHAUSTED',
+        },
+      },
+    }),
+    forbidden: {
+      status: 403,
+      body: {
+        error: {
+          code: 403,
+          message: 'Request had insufficient authentication scopes.',
+          errors: [{ message: 'Insufficient Permission', domain: 'global', reason: 'insufficientPermissions' }],
+          status: 'PERMISSION_DENIED',
+        },
+      },
+    },
   },
   {
     name: 'outlook_calendar',
@@ -85,6 +147,36 @@ const calendars: Calendar[] = [
       ms.pageSize = n;
     },
     calls: () => ms.calls.filter((c) => c.path === '/v1.0/me/calendarView/delta'),
+    lastStatus: () => ms.calls.at(-1)?.status,
+    scope: 'Calendars.Read',
+    withhold: ms.withhold,
+    refreshes: () => ms.refreshes,
+    invalidateAccessTokens: () => ms.invalidateAccessTokens(),
+    fail: (a) => ms.fail('/v1.0/me/calendarView/delta', a),
+    failLater: (skip, a) => ms.failLater('/v1.0/me/calendarView/delta', skip, a),
+    // learn.microsoft.com/graph/throttling: 429 with Retry-After and an error object.
+    throttled: (s) => ({
+      status: 429,
+      headers: { 'retry-after': String(s) },
+      body: {
+        error: {
+          code: 'ApplicationThrottled',
+          message: 'Application is over its MailboxConcurrency limit.',
+          innerError: { date: new Date().toISOString(), 'request-id': '9f4c2b1e-1d2a-4b7e-9c1d-2f3a4b5c6d7e' },
+        },
+      },
+    }),
+    // learn.microsoft.com/graph/errors: 403 Forbidden, the directory's code for a missing permission.
+    forbidden: {
+      status: 403,
+      body: {
+        error: {
+          code: 'Authorization_RequestDenied',
+          message: 'Insufficient privileges to complete the operation.',
+          innerError: { date: new Date().toISOString(), 'request-id': '0c3e9f1a-8b7d-4c6e-a5f4-3d2c1b0a9e8f' },
+        },
+      },
+    },
   },
 ];
 
@@ -235,5 +327,116 @@ for (const cal of calendars) {
     t.match(e, { status: 'connected', last_error: null });
     t.same(await pending(w), [future], 'the new connection read the calendar again');
     t.equal((await produced(w.tenant_id)).length, 4, 'and stored nothing twice');
+  });
+
+  t.test(`${cal.name}: 401: one refresh, the call retried, the sync done`, async (t) => {
+    const met = cal.put({ start: ago(3 * 60 * MIN), end: ago(150 * MIN), with: ['bob@acme.test'] });
+    const before = (await produced(w.tenant_id)).length;
+    const refreshes = cal.refreshes();
+    cal.invalidateAccessTokens();
+    const mark = cal.calls().length;
+    const e = await syncNow(admin, cal.name);
+    t.match(e, { status: 'connected', error: null, last_error: null });
+    t.equal(cal.refreshes() - refreshes, 1, 'one refresh');
+    t.same(
+      cal
+        .calls()
+        .slice(mark)
+        .map((c) => c.status),
+      [401, 200],
+      'the refused call made again once, with the new token',
+    );
+    const rows = await produced(w.tenant_id);
+    t.equal(rows.length, before + 1);
+    t.same(
+      rows.filter((r) => r.activity_id === met).map((r) => r.customer_id),
+      [acme.id],
+    );
+  });
+
+  t.test(`${cal.name}: 429 on a page amid the listing: Retry-After waited out, nothing twice`, async (t) => {
+    cal.setPageSize(1);
+    t.teardown(() => cal.setPageSize(1000));
+    const a = cal.put({ start: ago(5 * 60 * MIN), end: ago(4 * 60 * MIN), with: ['bob@acme.test'] });
+    const b = cal.put({ start: ago(7 * 60 * MIN), end: ago(6 * 60 * MIN), with: ['eve@globex.test'] });
+    const before = (await produced(w.tenant_id)).length;
+    cal.failLater(1, cal.throttled(1));
+    const mark = cal.calls().length;
+    const e = await syncNow(admin, cal.name);
+    t.match(e, { status: 'connected', error: null, last_error: null });
+    const calls = cal.calls().slice(mark);
+    t.same(
+      calls.map((c) => c.status),
+      [200, 429, 200],
+      'the first page read, the second throttled, then read',
+    );
+    t.ok(calls[2].at - calls[1].at >= 950, `waited Retry-After (${calls[2].at - calls[1].at} ms)`);
+    t.equal(calls[2].query, calls[1].query, 'the throttled page asked again');
+    const rows = await produced(w.tenant_id);
+    t.equal(rows.length, before + 2, 'one meeting_held per meeting');
+    t.same(
+      [a, b].map((id) => rows.filter((r) => r.activity_id === id).map((r) => r.customer_id)),
+      [[acme.id], [globex.id]],
+    );
+    t.equal(new Set(rows.map((r) => `${r.activity_id}/${r.customer_id}`)).size, rows.length, 'no duplicates');
+    await stored(w.tenant_id, rows.length);
+  });
+
+  if (cal.name === 'google_calendar')
+    t.test('google_calendar: 403 rateLimitExceeded is a throttle, not a missing scope', async (t) => {
+      const met = cal.put({ start: ago(9 * 60 * MIN), end: ago(8 * 60 * MIN), with: ['bob@acme.test'] });
+      // developers.google.com/workspace/calendar/api/guides/errors: "403: Rate Limit Exceeded", no Retry-After.
+      cal.fail({
+        status: 403,
+        body: {
+          error: {
+            errors: [{ domain: 'usageLimits', reason: 'rateLimitExceeded', message: 'Rate Limit Exceeded' }],
+            code: 403,
+            message: 'Rate Limit Exceeded',
+          },
+        },
+      });
+      const mark = cal.calls().length;
+      const e = await syncNow(admin, cal.name);
+      t.match(e, { status: 'connected', error: null, last_error: null });
+      const calls = cal.calls().slice(mark);
+      t.same(
+        calls.map((c) => c.status),
+        [403, 200],
+      );
+      t.ok(calls[1].at - calls[0].at >= 950, `backed off (${calls[1].at - calls[0].at} ms)`);
+      t.equal((await produced(w.tenant_id)).filter((r) => r.activity_id === met).length, 1);
+    });
+
+  t.test(`${cal.name}: ${cal.scope} not granted, or withdrawn: the integration in error naming it`, async (t) => {
+    const nw = noScope[cal.name];
+    const other: Client = client(api.url, nw.api_key);
+    await other.post('/v1/customers', { name: 'Acme', email_domain: 'acme.test' });
+    const named = new RegExp(`scope ${cal.scope.replace(/[./]/g, '\\$&')}; reconnect`);
+    cal.withhold.add(cal.scope);
+    t.teardown(() => cal.withhold.delete(cal.scope));
+    await connect(other, cal.name);
+    cal.withhold.delete(cal.scope);
+    let e = await firstSync(other, cal.name);
+    t.match(e, { status: 'error', error: named, last_synced_at: null, last_error: { message: named } });
+    t.equal(cal.lastStatus(), 403, 'the provider refused the read');
+    isProblem(t, await other.post(`/v1/integrations/${cal.name}/sync`), 409, 'integration_not_connected');
+    t.equal((await produced(nw.tenant_id)).length, 0, 'nothing produced');
+
+    // Connected again with the scope granted: the calendar is read.
+    await connect(other, cal.name);
+    e = await waitFor('the sync of the new connection', async () => {
+      const x = await entry(other, cal.name);
+      return x.status === 'connected' && x.last_synced_at ? x : undefined;
+    });
+    const rows = await produced(nw.tenant_id);
+    t.ok(rows.length > 0, `the calendar read (${rows.length} meetings)`);
+
+    // The permission withdrawn later (the provider's 403, the scope not named in a header).
+    cal.fail(cal.forbidden);
+    e = await syncNow(other, cal.name);
+    t.match(e, { status: 'error', error: named, last_error: { message: named } });
+    t.match(e.error, cal.name === 'google_calendar' ? /insufficientPermissions/ : /Authorization_RequestDenied/);
+    t.equal((await produced(nw.tenant_id)).length, rows.length, 'nothing more produced');
   });
 }

@@ -54,9 +54,11 @@ interface Claimed {
  * The e-mail and calendar sync (docs/integrations.md), with any number of processors instances:
  * - every poll an instance claims the connections that are due (connected, a configured provider,
  *   no live lease, and last synced longer than an interval ago, asked for through
- *   POST /v1/integrations/{name}/sync since, or never synced on this connection), up to its free
- *   slots, each with one conditional upsert of its integration_syncs row that succeeds only while
- *   the lease is free: two instances never sync the same connection at once;
+ *   POST /v1/integrations/{name}/sync since, or never synced on this connection: a connection
+ *   made again is due even while the pause after a failure of the earlier one lasts), up to its
+ *   free slots, each with one conditional upsert of its integration_syncs row that succeeds only
+ *   while the lease is free (released, or run out): two instances never sync the same connection
+ *   at once;
  * - the lease is renewed while the sync lasts and released at its end; a killed holder's lease
  *   runs out after leaseTtlMs and another instance takes the connection over from the stored cursor;
  * - the cursor is kept at the end of the sync, also after a failure (the stages that completed);
@@ -123,7 +125,10 @@ export class IntegrationSync {
           AND (s.tenant_id IS NULL OR (s.lease_expires_at < now() AND (
             s.connection_id IS DISTINCT FROM i.connection_id OR s.last_finished_at IS NULL
             OR s.last_finished_at < now() - (${intervalMs}::float8 * interval '1 ms')
-            OR s.requested_at > s.last_started_at)))
+            OR s.requested_at > s.last_started_at))
+            -- A connection made again (after an error, say) is synced at once, whatever the
+            -- earlier connection's failure left as a pause; never while a sync holds the lease.
+            OR (s.holder IS NULL AND s.connection_id IS DISTINCT FROM i.connection_id))
         ORDER BY random() LIMIT ${limit}
       ),
       taken AS (
@@ -132,7 +137,7 @@ export class IntegrationSync {
         ORDER BY tenant_id, name
         ON CONFLICT (tenant_id, name) DO UPDATE
           SET holder = EXCLUDED.holder, lease_expires_at = EXCLUDED.lease_expires_at, last_started_at = now()
-          WHERE s.lease_expires_at < now()
+          WHERE s.lease_expires_at < now() OR s.holder IS NULL
         RETURNING s.tenant_id, s.name, s.connection_id, s.cursor
       )
       SELECT t.tenant_id::text, t.name, t.connection_id::text, d.connection_id::text AS current, t.cursor

@@ -58,6 +58,8 @@ export interface FakeGoogle {
   refreshes: number;
   /** The next API requests whose path starts with `prefix` get `answer` (before any other check), `times` times. */
   fail(prefix: string, answer: FakeAnswer, times?: number): void;
+  /** Like `fail`, once, for the request after the next `skip` ones under `prefix` (a page amid a listing). */
+  failLater(prefix: string, skip: number, answer: FakeAnswer): void;
   /** Access tokens issued so far stop working (as when Google revokes them). */
   invalidateAccessTokens(): void;
   /** Items per page at most, whatever maxResults asks (to make pages in tests). */
@@ -457,15 +459,23 @@ export async function startFakeGoogle(
     return { status: 200, body: partial(body, r.query.get('fields')) };
   }
 
+  // failLater: each fault counts down the requests under its prefix, answered once at zero.
+  const later: Array<{ prefix: string; skip: number; answer: FakeAnswer }> = [];
+  const takeLater = (path: string) => {
+    const i = later.findIndex((x) => path.startsWith(x.prefix));
+    if (i < 0 || later[i].skip-- > 0) return undefined;
+    return later.splice(i, 1)[0].answer;
+  };
   const url = await f.serve(
     t,
     oauth,
     (r) =>
-      r.path.startsWith('/gmail/v1/users/me')
+      takeLater(r.path) ??
+      (r.path.startsWith('/gmail/v1/users/me')
         ? gmail(r)
         : r.path.startsWith('/calendar/v3/')
           ? calendar(r)
-          : { status: 404, body: googleError(404, 'NOT_FOUND', 'Not Found', 'notFound') },
+          : { status: 404, body: googleError(404, 'NOT_FOUND', 'Not Found', 'notFound') }),
     (r, answer) => ({ path: r.path, query: r.query.toString(), status: answer.status, at: Date.now() }),
   );
 
@@ -473,6 +483,7 @@ export async function startFakeGoogle(
     url,
     account,
     sent,
+    failLater: (prefix: string, skip: number, answer: FakeAnswer) => later.push({ prefix, skip, answer }),
     env: (name: 'gmail' | 'google_calendar') => {
       const n = `INTEGRATION_${name.toUpperCase()}_`;
       return {
