@@ -79,19 +79,21 @@ export function serialMarkers(source: string): string[] {
 }
 
 /**
- * The longest files of the concurrent group (wall time beside two others, 28 Nov 2026), started
+ * The longest files of the concurrent group (wall time beside the others, 28 Nov 2026 03:40), started
  * first: a long file started last would run on alone at the end while the cores idle. The rest
  * follow in path order.
  */
 export const LONGEST_FIRST: readonly string[] = [
-  'test/sdk/faults.test.ts',
   'test/erasure/erasure.test.ts',
-  'test/health/changes.test.ts',
+  'test/sdk/faults.test.ts',
   'test/processors/row-format.test.ts',
+  'test/health/changes.test.ts',
+  'test/infra/demo.test.ts',
   'test/processors/backlog.test.ts',
   'test/webhooks/delivery.test.ts',
-  'test/health/recalculate.test.ts',
   'test/playbooks/runner-kill.test.ts',
-  'test/playbooks/runner-event-late.test.ts',
   'test/e2e/nats-crash.test.ts',
+  'test/health/recalculate.test.ts',
+  'test/playbooks/runner-event-late.test.ts',
+  'test/fuzz/cases.test.ts',
 ];

@@ -12,8 +12,12 @@ const KEEP = new Set(['erasures', 'customers']);
  * rows that name the customer without a foreign key. Found in the catalog (every table with a uuid
  * customer_id column), so a table added later is covered: generated events not yet relayed
  * (event_outbox), surface B's deduplication keys (event_dedup), queued notifications, and so on.
- * Besides: stored Idempotency-Key answers that are the customer (its body), and its id in the
- * matched lists of playbook runs.
+ * Besides: stored Idempotency-Key answers that are the customer (its body), its id in the matched
+ * lists and action entries of playbook runs, and the webhook events about it (reduced to their ids,
+ * webhook_erased_data() of migration 0088): published outbox rows, and deliveries that ended or
+ * wait for a disabled subscription. A delivery still pending is sent whole and reduced when it
+ * ends, as an outbox row not yet published is once it is (triggers of 0088): subscribers still get
+ * customer.deleted with what it says. The erased ones are counted once (they keep their mark).
  */
 export async function erasePostgres(tx: Sql, tenantId: string, ids: string[]): Promise<Removed> {
   const out: Removed = new Map(ids.map((id) => [id, {}]));
@@ -53,18 +57,58 @@ export async function erasePostgres(tx: Sql, tenantId: string, ids: string[]): P
       SELECT id, count(*)::int AS n FROM d GROUP BY 1`,
     'idempotency_keys',
   );
-  // The run stays (its counts are the workspace's history); the customer's id leaves its list.
+  // The run stays (its counts are the workspace's history); the customer's id leaves its lists.
+  const entries = ids.map((id) => JSON.stringify([{ customer_id: id }]));
+  const runs = await tx<Array<{ id: string; matched: number; actions: number }>>`
+    WITH u AS (
+      SELECT r.id AS run, x.id, count(*) FILTER (WHERE x.list = 'matched') AS matched,
+        count(*) FILTER (WHERE x.list = 'actions') AS actions
+      FROM playbook_runs r, LATERAL (
+        SELECT m, 'matched' FROM unnest(r.matched) AS m WHERE m = ANY(${ids}::uuid[])
+        UNION ALL
+        SELECT (a ->> 'customer_id')::uuid, 'actions' FROM jsonb_array_elements(r.actions) AS a
+        WHERE a ->> 'customer_id' = ANY(${ids}::text[])) AS x (id, list)
+      WHERE r.tenant_id = ${tenantId}
+        AND (r.matched && ${ids}::uuid[] OR r.actions @> ANY(${entries}::text[]::jsonb[]))
+      GROUP BY 1, 2
+    ), d AS (
+      UPDATE playbook_runs r SET
+        matched = array(
+          SELECT m FROM unnest(r.matched) WITH ORDINALITY AS e(m, i) WHERE m <> ALL(${ids}::uuid[]) ORDER BY i),
+        actions = (
+          SELECT coalesce(jsonb_agg(a ORDER BY i), '[]') FROM jsonb_array_elements(r.actions) WITH ORDINALITY AS e(a, i)
+          WHERE NOT coalesce(a ->> 'customer_id' = ANY(${ids}::text[]), false))
+      WHERE r.id IN (SELECT run FROM u))
+    SELECT id::text, sum(matched)::int AS matched, sum(actions)::int AS actions FROM u GROUP BY 1`;
+  add(
+    runs.map((r) => ({ id: r.id, n: r.matched })).filter((r) => r.n > 0),
+    'playbook_runs.matched',
+  );
+  add(
+    runs.map((r) => ({ id: r.id, n: r.actions })).filter((r) => r.n > 0),
+    'playbook_runs.actions',
+  );
   add(
     await tx<Array<{ id: string; n: number }>>`
       WITH u AS (
-        SELECT r.id AS run, x.id FROM playbook_runs r, unnest(r.matched) AS x(id)
-        WHERE r.tenant_id = ${tenantId} AND r.matched && ${ids}::uuid[] AND x.id = ANY(${ids}::uuid[])
-      ), d AS (
-        UPDATE playbook_runs r SET matched = array(
-          SELECT m FROM unnest(r.matched) WITH ORDINALITY AS e(m, i) WHERE m <> ALL(${ids}::uuid[]) ORDER BY i)
-        WHERE r.id IN (SELECT run FROM u))
+        UPDATE webhook_outbox SET data = webhook_erased_data(data)
+        WHERE webhook_event_customer(type, data) = ANY(${ids}::uuid[]) AND tenant_id = ${tenantId}
+          AND published_at IS NOT NULL AND NOT data @> '{"erased": true}'
+        RETURNING webhook_event_customer(type, data) AS id)
       SELECT id::text, count(*)::int AS n FROM u GROUP BY 1`,
-    'playbook_runs.matched',
+    'webhook_outbox.data',
+  );
+  add(
+    await tx<Array<{ id: string; n: number }>>`
+      WITH u AS (
+        UPDATE webhook_deliveries d SET body = webhook_erased_body(d.body)
+        FROM webhook_subscriptions s
+        WHERE webhook_body_customer(d.event_type, d.body) = ANY(${ids}::uuid[]) AND d.tenant_id = ${tenantId}
+          AND s.id = d.subscription_id AND (d.status <> 'pending' OR NOT s.enabled)
+          AND NOT d.body::jsonb @> '{"data": {"erased": true}}'
+        RETURNING webhook_body_customer(d.event_type, d.body) AS id)
+      SELECT id::text, count(*)::int AS n FROM u GROUP BY 1`,
+    'webhook_deliveries.body',
   );
   return out;
 }
