@@ -44,9 +44,20 @@ export class ClickHouseEndpoints {
         return await attempt(url);
       } catch (err) {
         if (!isConnectionError(err)) throw err;
-        this.failed(url);
         last = err;
       }
+      // A kept-alive connection the server had already closed fails the request sent on it
+      // ("other side closed"): the same endpoint once more, on a new connection, before setting
+      // it aside.
+      if (isDroppedConnection(last)) {
+        try {
+          return await attempt(url);
+        } catch (err) {
+          if (!isConnectionError(err)) throw err;
+          last = err;
+        }
+      }
+      this.failed(url);
     }
     throw last;
   }
@@ -81,6 +92,17 @@ export class ClickHouseEndpoints {
 }
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND']);
+
+/** The server closed a connection that was open (not one it refused): worth one more try. */
+function isDroppedConnection(err: unknown): boolean {
+  for (let e = err as { code?: string; cause?: unknown; message?: string } | undefined; e; e = e.cause as typeof e) {
+    if (e.code === 'ECONNREFUSED' || e.code === 'EHOSTUNREACH' || e.code === 'ENETUNREACH' || e.code === 'ENOTFOUND')
+      return false;
+    if (e.code === 'UND_ERR_SOCKET' || e.code === 'ECONNRESET' || e.code === 'EPIPE') return true;
+    if (typeof e.message === 'string' && /socket hang up|other side closed/.test(e.message)) return true;
+  }
+  return false;
+}
 
 /** The server could not be reached or dropped the connection (fetch's and node:http's errors). */
 export function isConnectionError(err: unknown): boolean {
