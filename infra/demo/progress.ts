@@ -11,8 +11,10 @@ import type { Sql } from '../../lib/pg.js';
  *   generate that day's events again, not today's;
  * - the billing batches surface A accepted: that endpoint keeps every event it is sent (SPEC.md,
  *   "A retried batch records the events again"), so a batch is counted here as soon as it is
- *   accepted and a resumed load sends only the ones after it. The usage events need no count:
- *   surface B drops an event whose external id it holds, so they are all sent again.
+ *   accepted and a resumed load sends only the ones after it;
+ * - the usage batches surface B accepted (two are sent at a time, so by their numbers): a resumed
+ *   load sends the others. One accepted but not yet recorded when the load stopped is sent again,
+ *   which costs nothing: surface B drops an event whose external id it holds.
  *
  * The row is written before the first event is sent: a workspace without it has none of the
  * demo's events. A load stopped on a signal finishes the request it is making and counts it, so
@@ -27,6 +29,8 @@ export interface DemoProgress {
   today: string;
   /** Billing batches accepted, in the order the load sends them. */
   billingBatches: number;
+  /** The numbers of the usage (backfill) batches accepted. */
+  backfillDone: Set<number>;
   finished: boolean;
   /** The row was there: an earlier load of the workspace began. */
   earlier: boolean;
@@ -34,7 +38,7 @@ export interface DemoProgress {
 
 interface Row {
   id: string;
-  params: { seed: number; today: string };
+  params: { seed: number; today: string; backfill_done?: number[] };
   processed: number;
   status: string;
 }
@@ -64,13 +68,22 @@ export async function openProgress(
   await sql`
     INSERT INTO jobs (id, tenant_id, type, status, params, input, total, started_at)
     VALUES (${id}, ${tenantId}, ${TYPE}, 'running', ${params}::text::jsonb, '[]', ${billingTotal}, now())`;
-  return { id, seed, today, billingBatches: 0, finished: false, earlier: false };
+  return { id, seed, today, billingBatches: 0, backfillDone: new Set(), finished: false, earlier: false };
 }
 
 /** The first `n` billing batches are accepted. */
 export async function billingSent(sql: Sql, p: DemoProgress, n: number): Promise<void> {
   await sql`UPDATE jobs SET processed = ${n}, heartbeat_at = now() WHERE id = ${p.id}`;
   p.billingBatches = n;
+}
+
+/** Usage batch `n` is accepted. */
+export async function backfillSent(sql: Sql, p: DemoProgress, n: number): Promise<void> {
+  p.backfillDone.add(n);
+  const done = JSON.stringify([...p.backfillDone].sort((a, b) => a - b));
+  await sql`
+    UPDATE jobs SET params = jsonb_set(params, '{backfill_done}', ${done}::text::jsonb), heartbeat_at = now()
+    WHERE id = ${p.id}`;
 }
 
 export async function finishProgress(sql: Sql, p: DemoProgress): Promise<void> {
@@ -84,6 +97,7 @@ function fromRow(r: Row): DemoProgress {
     seed: r.params.seed,
     today: r.params.today,
     billingBatches: r.processed,
+    backfillDone: new Set(r.params.backfill_done ?? []),
     finished: r.status === 'succeeded',
     earlier: true,
   };

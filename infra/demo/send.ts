@@ -3,7 +3,7 @@ import type { Sql } from '../../lib/pg.js';
 import type { ClickHouse } from '../../processors/clickhouse.js';
 import { type DemoClient, DemoStopped } from './client.js';
 import { type DemoData, demoEventPrefix } from './data.js';
-import { billingSent, type DemoProgress } from './progress.js';
+import { backfillSent, billingSent, type DemoProgress } from './progress.js';
 
 /**
  * The demo's events, sent through the ingestion path as a customer's systems would send them:
@@ -11,9 +11,10 @@ import { billingSent, type DemoProgress } from './progress.js';
  * this month's invoices through surface A. Either part can be sent again after a load stopped
  * anywhere and the workspace ends up with each event once:
  *
- * - every usage batch is sent again: each event carries its external id, which surface B drops
- *   when it holds it already (the job then reports it among its duplicates);
- * - billing batches are sent from the first one the progress row (progress.ts) does not count.
+ * - usage batches the progress row (progress.ts) does not list as accepted are sent; each event
+ *   carries its external id, so one accepted but not yet listed when the load stopped is dropped
+ *   by surface B (the job then reports it among its duplicates);
+ * - billing batches are sent from the first one the progress row does not count.
  *
  * Then it waits until ClickHouse holds all of them, those of the stopped load included, which may
  * still have been on their way: the health run that follows reads them.
@@ -40,9 +41,9 @@ export interface SendOptions {
 }
 
 export interface Sent {
-  /** Usage events the backfill accepted (duplicates of events held already included). */
+  /** Usage events this load sent and the backfill accepted (duplicates of events held already included). */
   events: number;
-  /** Of those, already held (sent by a load that stopped). */
+  /** Of those, already held (sent by a load that stopped before it recorded them). */
   duplicates: number;
   /** Billing events sent by this load. */
   billing: number;
@@ -76,9 +77,11 @@ async function backfill(
   o: SendOptions,
   go: () => boolean,
 ): Promise<{ accepted: number; jobs: string[]; stopped: boolean }> {
-  const batches: DemoData['events'][] = [];
-  for (let i = 0; i < o.data.events.length; i += BACKFILL_BATCH)
-    batches.push(o.data.events.slice(i, i + BACKFILL_BATCH));
+  const batches: Array<{ n: number; events: DemoData['events'] }> = [];
+  for (let i = 0; i < o.data.events.length; i += BACKFILL_BATCH) {
+    const n = i / BACKFILL_BATCH;
+    if (!o.progress.backfillDone.has(n)) batches.push({ n, events: o.data.events.slice(i, i + BACKFILL_BATCH) });
+  }
   let accepted = 0;
   let stopped = false;
   const jobs: string[] = [];
@@ -90,9 +93,10 @@ async function backfill(
     }
     const r = await o.ingest.post<{ job_id: string; accepted: number; rejected: number; errors: unknown[] }>(
       '/v1/events/backfill',
-      { events: batch.map(({ customer, ...e }) => ({ customer_id: o.ids.get(customer)!, ...e })) },
+      { events: batch.events.map(({ customer, ...e }) => ({ customer_id: o.ids.get(customer)!, ...e })) },
     );
     if (r.body.rejected > 0) throw new Error(`backfill rejected events: ${JSON.stringify(r.body.errors.slice(0, 3))}`);
+    await backfillSent(o.sql, o.progress, batch.n);
     accepted += r.body.accepted;
     jobs.push(r.body.job_id);
   });
