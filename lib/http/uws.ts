@@ -63,11 +63,17 @@ export interface RequestHead {
  * RFC 9112 §6.3: a request whose body length is in doubt is refused with 400 and its connection
  * closed, so nothing in front of us can take the bytes after it for another request. uWS v20.30
  * itself closes the connection, unanswered (an answer written from the handler is dropped), on
- * Transfer-Encoding together with Content-Length, on a Content-Length that is not a plain number
- * and on a Transfer-Encoding whose last coding is not chunked. Left to us: a second Content-Length
- * that differs from the first (uWS frames by the first), and codings before chunked.
+ * Transfer-Encoding together with Content-Length, on a Content-Length other than 1 to 9 digits
+ * (`5abc`, `-5`, `5, 6`, ten digits) and on a Transfer-Encoding whose last coding is not chunked.
+ * It does so after calling the handler, so each of these is refused here too: no step of such a
+ * request runs (a route that reads no body would otherwise act on a request its client never
+ * hears of). Left to us besides: a second Content-Length that differs from the first (uWS frames
+ * by the first), and codings before chunked.
  */
 export function framingProblem(headers: Record<string, string>, k: string, v: string): string | undefined {
+  // An empty value is no Content-Length to uWS: the request goes on without a body.
+  if (k === 'content-length' && !/^\d{0,9}$/.test(v))
+    return 'The Content-Length header is not a number of at most 9 digits.';
   if (k === 'content-length' && headers[k] !== undefined && headers[k] !== v)
     return 'The request has two Content-Length headers with different values.';
   // uWS de-chunks "gzip, chunked" and hands on the bytes still gzip-coded as if they were the body.

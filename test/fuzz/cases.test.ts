@@ -95,6 +95,22 @@ for (const r of routes) {
   });
 }
 
+t.test('a restore that uWS drops for its Content-Length (2abc) is not carried out', async (t) => {
+  const [customer] = await db()<{ id: string }[]>`
+    INSERT INTO customers (tenant_id, name, deleted_at) VALUES (${ws.tenant_id}, 'In the trash', now())
+    RETURNING id::text`;
+  const path = `/v1/customers/${customer.id}/restore`;
+  const dropped = await send(api.port, {
+    method: 'POST',
+    path,
+    headers: [...bearer, ['Content-Length', '2abc']],
+    body,
+  });
+  t.notOk(dropped.ok && dropped.status < 300, `no success (${dropped.ok ? dropped.status : dropped.failure})`);
+  // Restored by the dropped request, the customer would no longer be in the trash: 404.
+  refused(t, await send(api.port, { method: 'POST', path, headers: bearer }), [200]);
+});
+
 t.test('a request head of 8 KiB sent in 1 KiB pieces is answered (431)', async (t) => {
   for (const r of [routes[0], routes[2]]) {
     const headers: Array<[string, string]> = [...r.auth, ...json, ['X-Pad', 'a'.repeat(8192)]];

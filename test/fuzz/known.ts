@@ -24,21 +24,27 @@ export const hasControl = (s: string): boolean =>
   [...s].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f);
 const controlInTarget = (r: Req) => hasControl(r.path);
 
-/** Where every entry below happens (docs/reliability.md, "Limits of the HTTP parser"). */
+/** Where the entries below happen (docs/reliability.md, "Limits of the HTTP parser"). */
 const PARSER =
   'uWebSockets.js drops the request while parsing it, before any code of ours runs, so nothing can answer: ';
+/** A body length in doubt: uWS calls the handler, which refuses the request before any step, then closes unanswered. */
+const FRAMING =
+  'uWebSockets.js closes the connection itself, dropping the 400 our handler gives before any step of the route: ';
 
 export const KNOWN: Known[] = [
   {
     id: 'length-with-chunked',
-    reason: PARSER + 'Transfer-Encoding together with Content-Length closes the connection at once (400 expected)',
+    reason: FRAMING + 'Transfer-Encoding together with Content-Length closes the connection at once (400 expected)',
     matches: (r, v) =>
       unanswered(v) && values(r, 'transfer-encoding').length > 0 && values(r, 'content-length').length > 0,
   },
   {
     id: 'length-not-a-number',
-    reason: PARSER + 'a Content-Length that is not a plain number closes the connection at once (400 expected)',
-    matches: (r, v) => unanswered(v) && values(r, 'content-length').some((x) => !/^\d+$/.test(x)),
+    reason:
+      FRAMING +
+      'a Content-Length that is not a plain number of at most 9 digits closes the connection at once (400 expected)',
+    // uWS takes 1 to 9 digits (lib/http/uws.ts framingProblem).
+    matches: (r, v) => unanswered(v) && values(r, 'content-length').some((x) => !/^\d{1,9}$/.test(x)),
   },
   {
     id: 'many-header-fields',
@@ -133,5 +139,14 @@ export const FIXED: Array<{ id: string; fix: string }> = [
       'often saw instead of the answer; such a body is now read and dropped before the answer (up to 16 MiB, or ' +
       'until it pauses for half a second), and the connection kept when it was read whole ' +
       '(test/hardening/oversized.test.ts)',
+  },
+  {
+    id: 'dropped-request-acted-on',
+    fix:
+      'a request that uWS closes unanswered for its Content-Length (`2abc`, `-2`, `2, 2`, ten digits) was still ' +
+      'carried out by a route that reads no body: the client saw a reset while a customer was restored or ' +
+      'soft-deleted (seen by the records surface as the customers table changed under the next, refused request). ' +
+      'uWS calls the handler before it closes; such a request is now refused before any step runs ' +
+      '(test/hardening/length-in-doubt.test.ts)',
   },
 ];

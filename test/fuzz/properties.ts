@@ -222,10 +222,22 @@ export const including =
     return missing.length ? `2xx body lacks ${missing.join(', ')}` : undefined;
   };
 
+/** What differs between two snapshots: the members that changed when both are objects, else both whole. */
+function changes(before: unknown, now: unknown): string {
+  if (!isObject(before) || !isObject(now)) return `${JSON.stringify(before)} became ${JSON.stringify(now)}`;
+  const keys = [...new Set([...Object.keys(before), ...Object.keys(now)])];
+  return keys
+    .filter((k) => JSON.stringify(before[k]) !== JSON.stringify(now[k]))
+    .map((k) => `${k} ${JSON.stringify(before[k])} became ${JSON.stringify(now[k])}`)
+    .join(', ');
+}
+
 /**
  * What a refused request must leave behind: nothing. Holds the last snapshot of what the
  * surface can write (row counts, stream messages); after each answer, a refused request
- * (no answer, or a status of 300 or more) must find it unchanged.
+ * (no answer, or a status of 300 or more) must find it unchanged. The snapshot before is the one
+ * taken after the previous answer, so a write that lands after its own answer (or after a client
+ * gave up on it) is found at the next request: `previous` names that request in the message.
  */
 export class Ledger<S> {
   private last: S | undefined;
@@ -234,15 +246,16 @@ export class Ledger<S> {
     private readonly stores: (a: Answer) => boolean = (a) => a.ok && a.status < 300,
   ) {}
 
-  async after(a: Answer): Promise<Violation[]> {
+  async after(a: Answer, previous?: string): Promise<Violation[]> {
     const before = this.last ?? (await this.snapshot());
     const now = await this.snapshot();
     this.last = now;
     if (this.stores(a) || JSON.stringify(before) === JSON.stringify(now)) return [];
+    const since = previous ? `; the request before it: ${previous}` : '';
     return [
       {
         kind: 'stored_by_rejected',
-        message: `${a.ok ? a.status : a.failure} answer, yet ${JSON.stringify(before)} became ${JSON.stringify(now)}`,
+        message: `${a.ok ? a.status : a.failure} answer, yet ${changes(before, now)}${since}`,
       },
     ];
   }

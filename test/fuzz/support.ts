@@ -79,12 +79,16 @@ interface Outcome {
   known: string[];
 }
 
-async function oneCase(s: Surface, r: Req): Promise<Outcome> {
+/** A request and what came back, in short: what a ledger failure names as the request before. */
+const shortly = (r: Req, a: Answer) => `${showReq(r).slice(0, 300)} → ${a.ok ? a.status : a.failure}`;
+
+/** One case; `previous` is the case sent before it (shortly), named when a refused request finds a change. */
+async function oneCase(s: Surface, r: Req, previous?: string): Promise<Outcome> {
   const answer = await send(s.port, r, stalls(r) ? STALL_MS : ANSWER_MS);
   const success = s.rules.success;
   const rules = { ...s.rules, success: (a: Answered) => (s.methods.includes(r.method) ? success?.(a, r) : undefined) };
   const all = judge(rules, r, answer);
-  if (s.ledger) all.push(...(await s.ledger.after(answer)));
+  if (s.ledger) all.push(...(await s.ledger.after(answer, previous)));
   all.push(...down(s.tiers));
   const known: string[] = [];
   const violations: Violation[] = [];
@@ -114,13 +118,15 @@ export async function fuzz(t: Test, s: Surface, o: Settings): Promise<Figures> {
   // Up to three different examples of each class: one request may hide another kind of failure.
   const examples = new Map<string, string>();
   let last = '';
+  let previous: string | undefined;
   let slowest = { ms: 0, req: '' };
   const started = performance.now();
   await s.ledger?.start();
   const first = await fc.check(
     fc.asyncProperty(s.cases, async (c) => {
       const t0 = performance.now();
-      const out = await oneCase(s, c);
+      const out = await oneCase(s, c, previous);
+      previous = shortly(c, out.answer);
       const ms = performance.now() - t0;
       if (ms > slowest.ms) slowest = { ms, req: showReq(c) };
       const k = out.answer.ok ? String(out.answer.status) : out.answer.failure;
@@ -147,7 +153,8 @@ export async function fuzz(t: Test, s: Surface, o: Settings): Promise<Figures> {
   if (failed.length && !failures.tier_down) {
     const replay = await fc.check(
       fc.asyncProperty(s.cases, async (c) => {
-        const { violations } = await oneCase(s, c);
+        const { answer, violations } = await oneCase(s, c, previous);
+        previous = shortly(c, answer);
         if (violations.length) throw new Error(violations.map((v) => `${v.kind}: ${v.message}`).join('; '));
       }),
       { numRuns: o.runs, seed },
