@@ -11,6 +11,8 @@ import {
   propertiesText,
   type StoredPropertyColumns,
 } from '../helpers/stack.js';
+import { consumers } from '../../lib/nats.js';
+import { consumerInfo, jetstream } from '../helpers/observe.js';
 import { processorsTier, setModel } from './support.js';
 
 // health_changed exactly once per status change, also when the scorer is SIGKILLed in the middle
@@ -73,6 +75,7 @@ t.test('a run killed midway and started again stores one health_changed per cust
   );
   t.same(outbox, { n: CUSTOMERS, unpublished: 0, customers: CUSTOMERS }, 'one outbox row per customer that moved');
 
+  let seen = '0';
   const stored = await waitFor(
     'every health_changed in csp.events',
     async () => {
@@ -80,11 +83,22 @@ t.test('a run killed midway and started again stores one health_changed per cust
         `SELECT count() AS n, uniqExact(event_id) AS ids, uniqExact(customer_id) AS customers
          FROM events WHERE tenant_id = '${tenant}' AND event_name = 'health_changed'`,
       );
+      seen = r.n;
       return Number(r.n) >= CUSTOMERS ? r : undefined;
     },
     180_000,
     500,
-  );
+  ).catch(async (err: Error) => {
+    // What the system writer of this file's JetStream held, for the diagnostic.
+    const c = await consumerInfo(await jetstream(t, nats.url), consumers.systemWriter);
+    const state = {
+      stored: seen,
+      pending: c.num_pending,
+      ack_pending: c.num_ack_pending,
+      redelivered: c.num_redelivered,
+    };
+    throw new Error(`${err.message}; ${JSON.stringify(state)}`);
+  });
   t.same(
     [Number(stored.n), Number(stored.ids), Number(stored.customers)],
     [CUSTOMERS, CUSTOMERS, CUSTOMERS],
