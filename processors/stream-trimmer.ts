@@ -5,11 +5,18 @@ import { Ticker } from '../lib/ticker.js';
 /**
  * The highest stream sequence up to which a consumer wants nothing more: every message at or
  * below it that its filter matches is acknowledged (or, for a consumer that does not ack, delivered).
+ *
+ * A consumer that reports nothing pending is done with the whole stream only as far as
+ * `settledSeq`, the stream's last sequence one trim earlier: nats-server 2.9 counts a filtered
+ * consumer's pending messages lazily, and reported none for messages stored a moment before,
+ * which a purge up to the stream's last sequence then removed undelivered (health/changes lost
+ * the first 25 health_changed events of a relay's poll so). Its own deliveries stay its floor.
  */
-export function consumerFloor(c: ConsumerInfo, lastSeq: number): number {
+export function consumerFloor(c: ConsumerInfo, lastSeq: number, settledSeq = lastSeq): number {
   const noAcks = c.config.ack_policy === AckPolicy.None;
-  if (c.num_pending === 0 && (noAcks || c.num_ack_pending === 0)) return lastSeq;
-  if (noAcks || c.num_ack_pending === 0) return c.delivered.stream_seq;
+  const acked = noAcks || c.num_ack_pending === 0;
+  if (c.num_pending === 0 && acked) return Math.max(Math.min(lastSeq, settledSeq), c.delivered.stream_seq);
+  if (acked) return c.delivered.stream_seq;
   return c.ack_floor.stream_seq;
 }
 
@@ -31,6 +38,8 @@ export function consumerFloor(c: ConsumerInfo, lastSeq: number): number {
  */
 export class StreamTrimmer {
   private readonly ticker: Ticker;
+  /** Each stream's last sequence at the previous trim (consumerFloor's settledSeq). */
+  private readonly settled = new Map<string, number>();
 
   constructor(
     private readonly jsm: JetStreamManager,
@@ -60,8 +69,10 @@ export class StreamTrimmer {
     const info = await this.jsm.streams.info(stream);
     if (info.config.retention !== RetentionPolicy.Limits || info.state.messages === 0) return 0;
     const last = info.state.last_seq;
+    const settled = this.settled.get(stream) ?? 0;
+    this.settled.set(stream, last);
     let floor = last;
-    for await (const c of this.jsm.consumers.list(stream)) floor = Math.min(floor, consumerFloor(c, last));
+    for await (const c of this.jsm.consumers.list(stream)) floor = Math.min(floor, consumerFloor(c, last, settled));
     if (floor < info.state.first_seq) return 0;
     const res = await this.jsm.streams.purge(stream, { seq: floor + 1 });
     return res.purged;

@@ -59,7 +59,7 @@ t.test('a run killed midway and started again stores one health_changed per cust
     `killed with ${afterKill.healthy} of ${CUSTOMERS} moved (${partial.healthy} seen)`,
   );
 
-  await processorsTier(t, [tenant], env);
+  const last = await processorsTier(t, [tenant], env);
   await waitFor('every customer moved', async () => (await counts()).healthy === CUSTOMERS, 180_000, 500);
   const outbox = await waitFor(
     'every outbox row published',
@@ -97,7 +97,10 @@ t.test('a run killed midway and started again stores one health_changed per cust
       ack_pending: c.num_ack_pending,
       redelivered: c.num_redelivered,
     };
-    throw new Error(`${err.message}; ${JSON.stringify(state)}`);
+    const logs = (tier: { output: () => string }) => tier.output().trim().split('\n').slice(-15).join('\n');
+    throw new Error(
+      `${err.message}; ${JSON.stringify(state)}\nkilled tier's log:\n${logs(doomed)}\nlast tier's log:\n${logs(last)}`,
+    );
   });
   t.same(
     [Number(stored.n), Number(stored.ids), Number(stored.customers)],
