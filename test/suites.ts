@@ -38,8 +38,8 @@ export const SERIAL: Readonly<Record<string, string>> = {
   // Alone until it passes in full runs beside the others.
   'test/health/api.test.ts': 'its isolated core-api start not yet seen to pass beside other files',
   // Beside the others it lost some of its 15,000 health_changed events in 3 of 4 full runs (25 to
-  // 1,888, published, acknowledged by no writer, purged from its JetStream): an open defect under
-  // CPU starvation, not yet found (the stream trimmer's lazily counted pending was one cause, fixed).
+  // 1,888: published, never stored, and pending for no writer at the end): an open defect under CPU
+  // starvation, not yet found (the stream trimmer's lazily counted pending was one cause, fixed).
   // Alone it passes; it stays here until the loss is found, so that the suite guards the rest.
   'test/health/changes.test.ts': 'loses events when its tiers are starved of CPU (open defect)',
   'test/cluster/faults.test.ts': "kills and restarts the cluster's servers (1)",
