@@ -237,8 +237,8 @@ function twinUp(stack: string): Promise<boolean> {
 
 console.log(
   `TAP version 14\n# ${what}: ${concurrent.length} files ${jobs} at a time` +
-    (serial.length > 0 && twin ? `, beside them ${serial.length} serial on the ${twin} stack` : '') +
-    (serial.length > 0 && !twin ? `, then ${serial.length} serial` : '') +
+    // Without a twin every serial file is in `alone`, so `serial` is empty.
+    (serial.length > 0 ? `, beside them ${serial.length} serial on the ${twin} stack` : '') +
     (alone.length > 0 ? `, then ${alone.length} alone` : '') +
     (serial.length + alone.length > 0 ? ' (test/suites.ts)' : ''),
 );
