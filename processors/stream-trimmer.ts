@@ -1,23 +1,31 @@
-import { AckPolicy, RetentionPolicy, type ConsumerInfo, type JetStreamManager } from 'nats';
+import { AckPolicy, RetentionPolicy, type ConsumerInfo, type JetStreamManager, type MsgRequest } from 'nats';
 import type { Logger } from '../lib/logger.js';
 import { Ticker } from '../lib/ticker.js';
+
+/** The sequence of the first message at or after `fromSeq` that `filter` matches; undefined when none. */
+export type NextMatching = (filter: string, fromSeq: number) => Promise<number | undefined>;
 
 /**
  * The highest stream sequence up to which a consumer wants nothing more: every message at or
  * below it that its filter matches is acknowledged (or, for a consumer that does not ack, delivered).
  *
- * A consumer that reports nothing pending is done with the whole stream only as far as
- * `settledSeq`, the stream's last sequence one trim earlier: nats-server 2.9 counts a filtered
- * consumer's pending messages lazily, and reported none for messages stored a moment before,
- * which a purge up to the stream's last sequence then removed undelivered (health/changes lost
- * the first 25 health_changed events of a relay's poll so). Its own deliveries stay its floor.
+ * Counted from what the consumer itself finished with: its ack floor, or its last delivery when
+ * nothing delivered awaits an ack. A consumer with messages pending wants the next one, so the
+ * floor stays there. One that reports none pending is not taken at its word: nats-server 2.9
+ * counts a filtered consumer's pending messages lazily and reported none for messages stored
+ * seconds before, so a purge up to the stream's last sequence removed them undelivered
+ * (health/changes lost whole relay polls of health_changed events so while the machine was
+ * starved of CPU, also when the count was trusted only as far as the previous trim's last
+ * sequence). The next message its filter matches is looked up in the stream's store (`next`),
+ * and everything before that one is none of its concern.
  */
-export function consumerFloor(c: ConsumerInfo, lastSeq: number, settledSeq = lastSeq): number {
-  const noAcks = c.config.ack_policy === AckPolicy.None;
-  const acked = noAcks || c.num_ack_pending === 0;
-  if (c.num_pending === 0 && acked) return Math.max(Math.min(lastSeq, settledSeq), c.delivered.stream_seq);
-  if (acked) return c.delivered.stream_seq;
-  return c.ack_floor.stream_seq;
+export async function consumerFloor(c: ConsumerInfo, lastSeq: number, next: NextMatching): Promise<number> {
+  const acked = c.config.ack_policy === AckPolicy.None || c.num_ack_pending === 0;
+  const done = acked ? c.delivered.stream_seq : c.ack_floor.stream_seq;
+  if (done >= lastSeq) return lastSeq;
+  if (c.num_pending > 0) return done;
+  const seq = await next(c.config.filter_subject || '>', done + 1);
+  return seq === undefined || seq > lastSeq ? lastSeq : seq - 1;
 }
 
 /**
@@ -38,8 +46,6 @@ export function consumerFloor(c: ConsumerInfo, lastSeq: number, settledSeq = las
  */
 export class StreamTrimmer {
   private readonly ticker: Ticker;
-  /** Each stream's last sequence at the previous trim (consumerFloor's settledSeq). */
-  private readonly settled = new Map<string, number>();
 
   constructor(
     private readonly jsm: JetStreamManager,
@@ -69,11 +75,25 @@ export class StreamTrimmer {
     const info = await this.jsm.streams.info(stream);
     if (info.config.retention !== RetentionPolicy.Limits || info.state.messages === 0) return 0;
     const last = info.state.last_seq;
-    const settled = this.settled.get(stream) ?? 0;
-    this.settled.set(stream, last);
+    // STREAM.MSG.GET takes next_by_subj since nats-server 2.9; nats.js types it for direct gets only.
+    const next: NextMatching = (filter, fromSeq) =>
+      this.jsm.streams
+        .getMessage(stream, {
+          next_by_subj: filter,
+          seq: Math.max(fromSeq, info.state.first_seq),
+        } as unknown as MsgRequest)
+        .then(
+          (m) => m.seq,
+          (err: { code?: string }) => {
+            if (err.code === '404') return undefined;
+            throw err;
+          },
+        );
     let floor = last;
-    for await (const c of this.jsm.consumers.list(stream)) floor = Math.min(floor, consumerFloor(c, last, settled));
-    if (floor < info.state.first_seq) return 0;
+    for await (const c of this.jsm.consumers.list(stream)) {
+      floor = Math.min(floor, await consumerFloor(c, last, next));
+      if (floor < info.state.first_seq) return 0;
+    }
     const res = await this.jsm.streams.purge(stream, { seq: floor + 1 });
     return res.purged;
   }

@@ -13,6 +13,8 @@ export interface Settings {
   runs: number;
   /** Replays a run: the seed a failed run printed. */
   seed?: number;
+  /** Only the surfaces whose name contains this (FUZZ_SURFACE): a long run split over processes. */
+  only?: string;
 }
 
 /** Small enough that every fuzz file together stays within a minute on two cores. */
@@ -24,7 +26,7 @@ const ANSWER_MS = 30_000;
 /** Wait for a request a known issue leaves unanswered: a fixed server answers it in milliseconds. */
 export const STALL_MS = 2_000;
 
-/** FUZZ_RUNS (cases per surface) and FUZZ_SEED, from the environment the test file was given. */
+/** FUZZ_RUNS (cases per surface), FUZZ_SEED and FUZZ_SURFACE, from the environment the test file was given. */
 export function settings(env: Record<string, string | undefined>, quick = QUICK_RUNS): Settings {
   const runs = Number(env.FUZZ_RUNS ?? quick);
   const seed = env.FUZZ_SEED === undefined ? undefined : Number(env.FUZZ_SEED);
@@ -32,7 +34,7 @@ export function settings(env: Record<string, string | undefined>, quick = QUICK_
     throw new Error(`FUZZ_RUNS must be a positive integer, not ${env.FUZZ_RUNS}`);
   if (seed !== undefined && !Number.isInteger(seed))
     throw new Error(`FUZZ_SEED must be an integer, not ${env.FUZZ_SEED}`);
-  return { runs, seed };
+  return { runs, seed, only: env.FUZZ_SURFACE || undefined };
 }
 
 /** One HTTP surface under fuzz: the cases, where they go and what the answers must be. */
