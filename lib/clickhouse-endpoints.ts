@@ -93,9 +93,19 @@ export class ClickHouseEndpoints {
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND']);
 
+type Failure = { code?: string; cause?: unknown; message?: string };
+
+/** An error and its causes, outermost first. */
+function* causes(err: unknown): Generator<Failure> {
+  for (let e = err as Failure | undefined; e; e = e.cause as Failure | undefined) {
+    yield e;
+    if (e.cause === e) return;
+  }
+}
+
 /** The server closed a connection that was open (not one it refused): worth one more try. */
 function isDroppedConnection(err: unknown): boolean {
-  for (let e = err as { code?: string; cause?: unknown; message?: string } | undefined; e; e = e.cause as typeof e) {
+  for (const e of causes(err)) {
     if (e.code === 'ECONNREFUSED' || e.code === 'EHOSTUNREACH' || e.code === 'ENETUNREACH' || e.code === 'ENOTFOUND')
       return false;
     if (e.code === 'UND_ERR_SOCKET' || e.code === 'ECONNRESET' || e.code === 'EPIPE') return true;
@@ -106,11 +116,10 @@ function isDroppedConnection(err: unknown): boolean {
 
 /** The server could not be reached or dropped the connection (fetch's and node:http's errors). */
 export function isConnectionError(err: unknown): boolean {
-  for (let e = err as { code?: string; cause?: unknown; message?: string } | undefined; e; e = e.cause as typeof e) {
+  for (const e of causes(err)) {
     if (e.code && CONNECTION_CODES.has(e.code)) return true;
     if (typeof e.message === 'string' && /socket hang up|other side closed|ECONNREFUSED|ECONNRESET/.test(e.message))
       return true;
-    if (e.cause === e) break;
   }
   return false;
 }

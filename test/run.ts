@@ -1,6 +1,7 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcessByStdio, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { ROOT } from '../infra/stack.js';
 import { ALONE, LONGEST_FIRST, SERIAL } from './suites.js';
 
@@ -100,6 +101,14 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+/** Everything a child writes on stdout and stderr, in the order it came. */
+function collect(child: ChildProcessByStdio<null, Readable, Readable>): string[] {
+  const chunks: string[] = [];
+  child.stdout.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
+  return chunks;
+}
+
 /** Runs one file; its output is kept and printed whole when it ends, so files never interleave. */
 function runFile(file: string, stack: string, alone: boolean): Promise<Result> {
   const env: NodeJS.ProcessEnv = {
@@ -123,9 +132,7 @@ function runFile(file: string, stack: string, alone: boolean): Promise<Result> {
   });
   const group = child.pid!;
   running.add(group);
-  const chunks: string[] = [];
-  child.stdout.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
+  const chunks = collect(child);
   let killed = false;
   const timer = setTimeout(
     () => {
@@ -224,9 +231,7 @@ function twinUp(stack: string): Promise<boolean> {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const chunks: string[] = [];
-  child.stdout.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => chunks.push(d));
+  const chunks = collect(child);
   return new Promise((resolve) =>
     child.on('close', (code) => {
       if (code !== 0) failures.push(`[serial] the ${stack} stack did not come up:\n${chunks.join('')}`);

@@ -1,4 +1,4 @@
-import type { EventRow } from '../../schemas/rows.js';
+import type { BillingRow, EventRow } from '../../schemas/rows.js';
 import type { PreparedB } from '../../ingest/surface-b/events.js';
 import { EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
 
@@ -25,6 +25,22 @@ export const sampleEventRow = (i: number, over: Partial<EventRow> = {}): EventRo
   user_email: '',
   user_external_id: '',
   prop_kinds: '',
+  ...over,
+});
+
+/** A csp.billing_events row (payment_failed, pending), with `over` on top. */
+export const sampleBillingRow = (over: Partial<BillingRow> = {}): BillingRow => ({
+  tenant_id: '0190f3a2-7b1c-7d4e-8f00-123456789abc',
+  customer_id: '0190f3a2-7b1c-7d4e-8f00-123456789abd',
+  event_type: 'payment_failed',
+  currency: 'USD',
+  status: 'pending',
+  ts: 1,
+  ts_ms: 2,
+  event_id: '0190f3a2-7b1c-7d4e-8f00-123456789abe',
+  batch_id: '0190f3a2-7b1c-7d4e-8f00-123456789abf',
+  received_at: 3,
+  amount: null,
   ...over,
 });
 

@@ -73,6 +73,20 @@ interface Calendar {
   forbidden: FakeAnswer;
 }
 
+/** What either fake provides alike, around its calendar endpoint `path`. */
+const common = (fake: typeof google | typeof ms, path: string) => ({
+  setPageSize: (n: number) => {
+    fake.pageSize = n;
+  },
+  calls: () => fake.calls.filter((c) => c.path === path),
+  lastStatus: () => fake.calls.at(-1)?.status,
+  withhold: fake.withhold,
+  refreshes: () => fake.refreshes,
+  invalidateAccessTokens: () => fake.invalidateAccessTokens(),
+  fail: (a: FakeAnswer) => fake.fail(path, a),
+  failLater: (skip: number, a: FakeAnswer) => fake.failLater(path, skip, a),
+});
+
 const calendars: Calendar[] = [
   {
     name: 'google_calendar',
@@ -93,17 +107,8 @@ const calendars: Calendar[] = [
       }),
     cancel: (id) => google.calendar.cancel(id),
     expire: () => google.calendar.expireSyncTokens(),
-    setPageSize: (n) => {
-      google.pageSize = n;
-    },
-    calls: () => google.calls.filter((c) => c.path === '/calendar/v3/calendars/primary/events'),
-    lastStatus: () => google.calls.at(-1)?.status,
+    ...common(google, '/calendar/v3/calendars/primary/events'),
     scope: CALENDAR_READ,
-    withhold: google.withhold,
-    refreshes: () => google.refreshes,
-    invalidateAccessTokens: () => google.invalidateAccessTokens(),
-    fail: (a) => google.fail('/calendar/v3/calendars/primary/events', a),
-    failLater: (skip, a) => google.failLater('/calendar/v3/calendars/primary/events', skip, a),
     // developers.google.com/workspace/calendar/api/guides/errors: "429: Too many requests".
     throttled: (s) => ({
       status: 429,
@@ -143,17 +148,8 @@ const calendars: Calendar[] = [
       }),
     cancel: (id) => ms.calendar.cancel(id),
     expire: () => ms.expireDeltaTokens(),
-    setPageSize: (n) => {
-      ms.pageSize = n;
-    },
-    calls: () => ms.calls.filter((c) => c.path === '/v1.0/me/calendarView/delta'),
-    lastStatus: () => ms.calls.at(-1)?.status,
+    ...common(ms, '/v1.0/me/calendarView/delta'),
     scope: 'Calendars.Read',
-    withhold: ms.withhold,
-    refreshes: () => ms.refreshes,
-    invalidateAccessTokens: () => ms.invalidateAccessTokens(),
-    fail: (a) => ms.fail('/v1.0/me/calendarView/delta', a),
-    failLater: (skip, a) => ms.failLater('/v1.0/me/calendarView/delta', skip, a),
     // learn.microsoft.com/graph/throttling: 429 with Retry-After and an error object.
     throttled: (s) => ({
       status: 429,

@@ -11,7 +11,7 @@ import {
 } from '../../lib/row-binary.js';
 import type { RowsMessage } from '../../processors/writer/held.js';
 import { withoutCustomers } from '../../processors/writer/payload.js';
-import { sampleEventRow } from '../helpers/rows.js';
+import { sampleBillingRow, sampleEventRow } from '../helpers/rows.js';
 
 // The writer leaves rows of erased customers out of its inserts (docs/erasure.md): only those rows
 // go, whatever their place in the message, in every row format a message may still be in.
@@ -62,21 +62,10 @@ for (const format of [ROW_BINARY_V2, ROW_BINARY_V1] as const) {
 
 t.test('billing rows and JSONEachRow rows (messages from before RowBinary)', async (t) => {
   const billing = columnsOf(ROW_BINARY_V2, 'billing_events');
-  const base = {
-    tenant_id: '0190f3a2-7b1c-7d4e-8f00-123456789abc',
-    event_type: 'payment_failed',
-    currency: 'USD',
-    status: 'pending',
-    ts: 1,
-    ts_ms: 2,
-    event_id: '0190f3a2-7b1c-7d4e-8f00-123456789abe',
-    batch_id: '0190f3a2-7b1c-7d4e-8f00-123456789abf',
-    received_at: 3,
-  };
   const w = new RowBinaryWriter();
-  w.row(billing, { ...base, customer_id: KEPT, amount: null });
-  w.row(billing, { ...base, customer_id: ERASED, amount: 12.5 });
-  w.row(billing, { ...base, customer_id: KEPT, amount: 3 });
+  w.row(billing, sampleBillingRow({ customer_id: KEPT, amount: null }));
+  w.row(billing, sampleBillingRow({ customer_id: ERASED, amount: 12.5 }));
+  w.row(billing, sampleBillingRow({ customer_id: KEPT, amount: 3 }));
   const payload = w.take();
   const r = withoutCustomers(message(payload, ROW_BINARY_V2), payload, 'billing_events', erased);
   t.same(

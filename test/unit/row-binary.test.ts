@@ -10,7 +10,7 @@ import {
   RowBinaryWriter,
   rowSpans,
 } from '../../lib/row-binary.js';
-import { sampleEventRow } from '../helpers/rows.js';
+import { sampleBillingRow, sampleEventRow } from '../helpers/rows.js';
 
 /** What a string reads back as once written as UTF-8: a lone surrogate becomes U+FFFD. */
 const utf8 = (s: string) => Buffer.from(s).toString('utf8');
@@ -95,27 +95,15 @@ t.test('a payload cut short or with a malformed length is refused with the row a
 
 t.test('billing rows: a NULL amount is one byte, a number nine', async (t) => {
   const billing = columnsOf(ROW_BINARY_V1, 'billing_events');
-  const base = {
-    tenant_id: '0190f3a2-7b1c-7d4e-8f00-123456789abc',
-    customer_id: '0190f3a2-7b1c-7d4e-8f00-123456789abd',
-    event_type: 'payment_failed',
-    currency: 'USD',
-    status: 'pending',
-    ts: 1,
-    ts_ms: 2,
-    event_id: '0190f3a2-7b1c-7d4e-8f00-123456789abe',
-    batch_id: '0190f3a2-7b1c-7d4e-8f00-123456789abf',
-    received_at: 3,
-  };
   const w = new RowBinaryWriter();
-  w.row(billing, { ...base, amount: null });
+  w.row(billing, sampleBillingRow({ amount: null }));
   const a = w.length;
-  w.row(billing, { ...base, amount: 12.5 });
+  w.row(billing, sampleBillingRow({ amount: 12.5 }));
   t.equal(w.length - a, a + 8);
   const payload = w.take();
   const spans = rowSpans(payload, billing);
   t.equal(spans.length, 2);
-  t.equal(spans[1].eventId, base.event_id);
+  t.equal(spans[1].eventId, sampleBillingRow().event_id);
   t.same(
     decodeRows(payload, billing).map((r) => r.amount),
     [null, 12.5],

@@ -459,23 +459,15 @@ export async function startFakeGoogle(
     return { status: 200, body: partial(body, r.query.get('fields')) };
   }
 
-  // failLater: each fault counts down the requests under its prefix, answered once at zero.
-  const later: Array<{ prefix: string; skip: number; answer: FakeAnswer }> = [];
-  const takeLater = (path: string) => {
-    const i = later.findIndex((x) => path.startsWith(x.prefix));
-    if (i < 0 || later[i].skip-- > 0) return undefined;
-    return later.splice(i, 1)[0].answer;
-  };
   const url = await f.serve(
     t,
     oauth,
     (r) =>
-      takeLater(r.path) ??
-      (r.path.startsWith('/gmail/v1/users/me')
+      r.path.startsWith('/gmail/v1/users/me')
         ? gmail(r)
         : r.path.startsWith('/calendar/v3/')
           ? calendar(r)
-          : { status: 404, body: googleError(404, 'NOT_FOUND', 'Not Found', 'notFound') }),
+          : { status: 404, body: googleError(404, 'NOT_FOUND', 'Not Found', 'notFound') },
     (r, answer) => ({ path: r.path, query: r.query.toString(), status: answer.status, at: Date.now() }),
   );
 
@@ -483,7 +475,6 @@ export async function startFakeGoogle(
     url,
     account,
     sent,
-    failLater: (prefix: string, skip: number, answer: FakeAnswer) => later.push({ prefix, skip, answer }),
     env: (name: 'gmail' | 'google_calendar') => {
       const n = `INTEGRATION_${name.toUpperCase()}_`;
       return {

@@ -113,18 +113,25 @@ export function redeemCode<G extends { challenge: string; redirect: string }>(
   return c;
 }
 
-/** Answers a test injects by path prefix, each for the next `times` requests under it, before anything else. */
+/**
+ * Answers a test injects by path prefix, each for the next `times` requests under it, before
+ * anything else; one added with `skip` lets that many requests under its prefix pass first.
+ */
 export class Faults {
-  private readonly list: Array<{ prefix: string; answer: FakeAnswer; times: number }> = [];
+  private readonly list: Array<{ prefix: string; answer: FakeAnswer; times: number; skip: number }> = [];
 
-  add(prefix: string, answer: FakeAnswer, times = 1): void {
-    this.list.push({ prefix, answer, times });
+  add(prefix: string, answer: FakeAnswer, times = 1, skip = 0): void {
+    this.list.push({ prefix, answer, times, skip });
   }
 
   /** The injected answer for this path (used up once), or undefined. */
   take(path: string): FakeAnswer | undefined {
     const f = this.list.find((x) => path.startsWith(x.prefix) && x.times > 0);
     if (!f) return undefined;
+    if (f.skip > 0) {
+      f.skip--;
+      return undefined;
+    }
     f.times--;
     return f.answer;
   }
@@ -193,6 +200,11 @@ export class ScopedOAuth<Call> {
   /** The next API requests whose path starts with `prefix` get `answer` (before any other check), `times` times. */
   fail(prefix: string, answer: FakeAnswer, times?: number): void {
     this.faults.add(prefix, answer, times);
+  }
+
+  /** Like `fail`, once, for the request after the next `skip` ones under `prefix` (a page amid a listing). */
+  failLater(prefix: string, skip: number, answer: FakeAnswer): void {
+    this.faults.add(prefix, answer, 1, skip);
   }
 
   /** The fake's server: `oauth` answers its endpoints; an API request gets an injected fault or `api`'s answer. */

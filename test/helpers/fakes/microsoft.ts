@@ -353,21 +353,13 @@ export async function startFakeMicrosoft(
     return (i.end ?? 0) > s.window[0] && (i.start ?? 0) < s.window[1];
   }
 
-  // failLater: each fault counts down the requests under its prefix, answered once at zero.
-  const later: Array<{ prefix: string; skip: number; answer: FakeAnswer }> = [];
-  const takeLater = (path: string) => {
-    const i = later.findIndex((x) => path.startsWith(x.prefix));
-    if (i < 0 || later[i].skip-- > 0) return undefined;
-    return later.splice(i, 1)[0].answer;
-  };
   const url = await f.serve(
     t,
     oauth,
     (r) =>
-      takeLater(r.path) ??
-      (r.path.startsWith('/v1.0/')
+      r.path.startsWith('/v1.0/')
         ? graph(r)
-        : { status: 404, body: graphError('ResourceNotFound', 'Resource not found.') }),
+        : { status: 404, body: graphError('ResourceNotFound', 'Resource not found.') },
     (r, answer) => ({
       path: r.path,
       query: r.query.toString(),
@@ -383,7 +375,6 @@ export async function startFakeMicrosoft(
     account,
     channels,
     sent,
-    failLater: (prefix: string, skip: number, answer: FakeAnswer) => later.push({ prefix, skip, answer }),
     env: (name: 'outlook' | 'outlook_calendar' | 'teams') => {
       const n = `INTEGRATION_${name.toUpperCase()}_`;
       return {
