@@ -1,27 +1,43 @@
-import { Ajv } from 'ajv';
 import type { TSchema, Static } from '#typebox';
+import { Value } from '#typebox/value';
 
 /**
- * Reads a process's configuration from the environment against one schema: defaults filled in,
- * strings coerced to numbers and booleans, every error reported at once, the result frozen.
- * Property names of the schema are the environment variable names.
+ * Reads a process's configuration from the environment against one schema: strings coerced to
+ * numbers and booleans, defaults filled in, every error reported at once, the result frozen.
+ * Property names of the schema are the environment variable names. Checked by TypeBox's value
+ * functions, which read the schema as it is: a process starts without compiling a validator for
+ * its hundred or so settings (about a quarter of a CPU-second with Ajv).
  */
 export function loadConfig<T extends TSchema>(schema: T, env: NodeJS.ProcessEnv): Readonly<Static<T>> {
-  const ajv = new Ajv({ coerceTypes: true, useDefaults: true, allErrors: true, removeAdditional: true, strict: false });
-  const validate = ajv.compile(schema as object);
-  const props = (schema as { properties?: Record<string, unknown> }).properties ?? {};
+  const props = (schema as { properties?: Record<string, TSchema> }).properties ?? {};
   const input: Record<string, unknown> = {};
-  for (const key of Object.keys(props)) {
+  for (const [key, s] of Object.entries(props)) {
     const value = env[key];
-    if (value !== undefined && value !== '') input[key] = value;
+    if (value !== undefined && value !== '') input[key] = coerce(s, value);
   }
-  if (!validate(input)) {
-    const lines = (validate.errors ?? []).map(
-      (e) => `  ${e.instancePath.slice(1) || e.params.missingProperty || '(config)'}: ${e.message}`,
-    );
+  const config = Value.Default(schema, input);
+  const errors = Value.Errors(schema, config);
+  if (errors.length) {
+    const lines = errors.map((e) => {
+      const missing = (e.params as { requiredProperties?: string[] }).requiredProperties;
+      return `  ${e.instancePath.slice(1) || missing?.join(', ') || '(config)'}: ${e.message}`;
+    });
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
   }
-  return Object.freeze(input) as Readonly<Static<T>>;
+  return Object.freeze(config) as Readonly<Static<T>>;
+}
+
+/**
+ * A variable's text as its setting's type: a number from a numeric string ("1.5" stays 1.5, so an
+ * integer setting refuses it), a boolean from `true` or `false`; anything else is left as text,
+ * for the check to refuse.
+ */
+function coerce(schema: TSchema, text: string): unknown {
+  const type = (schema as { type?: string }).type;
+  if ((type === 'integer' || type === 'number') && text.trim() !== '' && Number.isFinite(Number(text)))
+    return Number(text);
+  if (type === 'boolean' && (text === 'true' || text === 'false')) return text === 'true';
+  return text;
 }
 
 export class ConfigError extends Error {
