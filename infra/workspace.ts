@@ -25,14 +25,16 @@ export interface WorkspaceOptions {
   /** Where the printed credentials say the tiers are. */
   ingestUrl: string;
   apiUrl: string;
+  /** The admin's password with its hash; a new random one when not given (tests reuse one: scrypt is slow on purpose). */
+  password?: { plain: string; hash: string };
 }
 
 /** A new, independent workspace with its ingestion key, an admin user and an admin API key (stored hashed). */
 export async function createWorkspace(sql: Sql, o: WorkspaceOptions): Promise<NewWorkspace> {
   const ingestionKey = newIngestionKey();
   const apiKey = newApiKey('test');
-  const password = newPassword();
-  const passwordHash = await hashPassword(password);
+  const password = o.password?.plain ?? newPassword();
+  const passwordHash = o.password?.hash ?? (await hashPassword(password));
   return sql.begin(async (tx) => {
     const [t] = await tx<
       { id: string }[]

@@ -14,6 +14,7 @@ import { applyStreams } from '../../infra/streams.js';
 import { NATS_GOMAXPROCS } from '../../infra/services.js';
 import { createWorkspace, type NewWorkspace, seedWorkspace } from '../../infra/workspace.js';
 import { connectPg } from '../../lib/pg.js';
+import { hashPassword, newPassword } from '../../lib/credentials/secrets.js';
 
 /**
  * The test stack (npm test starts it: infra/cli.js up --profile test); TEST_STACK_PROFILE=cluster
@@ -46,6 +47,12 @@ export function plainNode(args: string[]): [string, string[]] {
  * A new, independent workspace: each test makes its own. Takes `npm run bootstrap`'s options; made
  * in this process (infra/workspace.ts, which the command runs too): a transaction, not a Node start.
  */
+/**
+ * The admins of the workspaces a test process makes share one password, hashed once: scrypt is
+ * slow on purpose (about 0.1 CPU-second a hash), and a suite makes hundreds of workspaces.
+ */
+let adminPassword: Promise<{ plain: string; hash: string }> | undefined;
+
 export async function bootstrap(args: string[] = []): Promise<Workspace> {
   const { values } = parseArgs({
     args,
@@ -55,6 +62,11 @@ export async function bootstrap(args: string[] = []): Promise<Workspace> {
       email: { type: 'string' },
     },
   });
+  adminPassword ??= (async () => {
+    const plain = newPassword();
+    return { plain, hash: await hashPassword(plain) };
+  })();
+  const password = await adminPassword;
   return withPg((sql) =>
     createWorkspace(sql, {
       name: values.name!,
@@ -62,6 +74,7 @@ export async function bootstrap(args: string[] = []): Promise<Workspace> {
       email: values.email,
       ingestUrl: `http://127.0.0.1:${profile.ingestPort}`,
       apiUrl: `http://127.0.0.1:${profile.apiPort}`,
+      password,
     }),
   );
 }
