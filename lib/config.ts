@@ -57,11 +57,3 @@ export function configOrExit<T>(log: { fatal(msg: string): void }, build: () => 
     process.exit(1);
   }
 }
-
-/** A comma-separated setting as its items: trimmed, blanks dropped. */
-export function commaList(value: string): string[] {
-  return value
-    .split(',')
-    .map((x) => x.trim())
-    .filter(Boolean);
-}

@@ -1,6 +1,6 @@
 import { connect, type NatsConnection } from 'nats';
 import type { Logger } from './logger.js';
-import { commaList } from './config.js';
+import { commaList } from './comma-list.js';
 import { writeFramesUncopied } from './nats-frames.js';
 
 /**

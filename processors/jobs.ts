@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type { JetStreamClient, JetStreamManager, NatsConnection } from 'nats';
 import { Piscina } from 'piscina';
-import { commaList } from '../lib/config.js';
+import { commaList } from '../lib/comma-list.js';
 import { type DataCipher, isCiphertext } from '../lib/credentials/data-cipher.js';
 import type { Providers } from '../lib/integrations/providers.js';
 import type { Logger } from '../lib/logger.js';

@@ -1,4 +1,4 @@
-import { commaList } from '../../../lib/config.js';
+import { commaList } from '../../../lib/comma-list.js';
 import type { DataCipher } from '../../../lib/credentials/data-cipher.js';
 import type { Providers } from '../../../lib/integrations/providers.js';
 import type { Job, Tier } from '../../jobs.js';
