@@ -1,5 +1,4 @@
-import { connect, type ConsumerInfo, type JetStreamManager } from 'nats';
-import { STREAM_EVENTS } from '../../lib/nats.js';
+import type { ConsumerInfo, JetStreamManager } from 'nats';
 import { ch, type Teardowns, urls, waitFor } from './stack.js';
 
 /**
@@ -21,13 +20,15 @@ export async function metric(tierUrl: string, name: string, labels: Record<strin
 
 /** A JetStream manager on the test stack's nats-server (or `url`'s), closed at teardown. */
 export async function jetstream(t: Teardowns, url = urls.NATS_URL): Promise<JetStreamManager> {
+  // Loaded here: most files that observe never talk to NATS (a tenth of a CPU-second to load).
+  const { connect } = await import('nats');
   const nc = await connect({ servers: url, name: 'test-observe' });
   t.teardown(() => nc.close());
   return nc.jetstreamManager();
 }
 
-export const consumerInfo = (jsm: JetStreamManager, consumer: string): Promise<ConsumerInfo> =>
-  jsm.consumers.info(STREAM_EVENTS, consumer);
+export const consumerInfo = async (jsm: JetStreamManager, consumer: string): Promise<ConsumerInfo> =>
+  jsm.consumers.info((await import('../../lib/nats.js')).STREAM_EVENTS, consumer);
 
 /**
  * When the consumer last delivered a message, in ms. nats-server sends a timestamp (the client's

@@ -4,13 +4,11 @@ import net from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { connect } from 'nats';
 import postgres from 'postgres';
 import { integrationTokenKey, ROOT, stackEnv, stackProfile, stackUrls } from '../../infra/stack.js';
 import { ClickHouseEndpoints } from '../../lib/clickhouse-endpoints.js';
 import { alive } from '../../infra/proc.js';
 import { propertiesJson } from '../../lib/event-properties.js';
-import { applyStreams } from '../../infra/streams.js';
 import { NATS_GOMAXPROCS } from '../../infra/services.js';
 import { createWorkspace, type NewWorkspace, seedWorkspace } from '../../infra/workspace.js';
 import { connectPg } from '../../lib/pg.js';
@@ -447,6 +445,8 @@ export async function privateNats(t: Teardowns, o: { jetstream?: boolean } = {})
  */
 export async function privateJetStream(t: Teardowns): Promise<OwnNats & { env: { NATS_URL: string } }> {
   const nats = await privateNats(t, { jetstream: true });
+  // Loaded here: most files never talk to NATS, and the client is a tenth of a CPU-second to load.
+  const [{ connect }, { applyStreams }] = await Promise.all([import('nats'), import('../../infra/streams.js')]);
   const nc = await connect({ servers: nats.url });
   try {
     await applyStreams(await nc.jetstreamManager(), { maxBytes: 1024 ** 3, replicas: 1 });

@@ -1,0 +1,11 @@
+import fs from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { startTier } from './dist/test/helpers/stack.js';
+const downs = []; const t = { teardown: (f) => downs.push(f) };
+const x = await startTier(t, 'processors');
+await new Promise((r) => setTimeout(r, 3000));
+const out = execFileSync('timeout', ['10', 'strace', '-f', '-yy', '-s', '60', '-e', 'trace=write,writev', '-o', '/tmp/idle.strace', '-p', String(x.proc.pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+console.log(out);
+await x.stop('SIGTERM');
+for (const f of downs.reverse()) await f();
+process.exit(0);
