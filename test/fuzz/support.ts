@@ -253,9 +253,14 @@ export async function streamCount(t: Teardowns, subjects: string[]): Promise<() 
 
 /**
  * Everything a workspace holds in some tables, as one fingerprint per table (row count and a hash
- * of the rows' text): a refused request must leave every one as it was. One statement per snapshot.
- * A table given as `name (col, …)` is read through those columns only, leaving out what a
- * background process writes (a webhook dispatcher's failure marks).
+ * of the rows' text): a refused request must leave every one as it was. A table given as
+ * `name (col, …)` is read through those columns only, leaving out what a background process writes
+ * (a webhook dispatcher's failure marks).
+ *
+ * The rows' text is hashed again only for a table whose row versions changed since the last
+ * snapshot (their count, and a sum over each row's xmin and ctid, which any insert, update or
+ * delete changes): hashing every row's text at every case made a long run slow down as the
+ * workspace grew (0.13-0.17 s a snapshot for a table of 15,000 rows, against 7 ms for the versions).
  */
 export function tenantLedger(
   tenantId: string,
@@ -271,11 +276,25 @@ export function tenantLedger(
           .map((c) => `x.${c.trim()}`)
           .join(', ')})::text`
       : 'x::text';
-    return (
-      `(SELECT count(*) || ':' || coalesce(md5(string_agg(${row}, ',' ORDER BY ${row})), '') ` +
-      `FROM ${name} x WHERE x.tenant_id = $1) AS ${name}`
-    );
+    return {
+      name,
+      versions:
+        `(SELECT count(*) || ':' || coalesce(sum(hashtext(x.xmin::text || x.ctid::text)::bigint), 0) ` +
+        `FROM ${name} x WHERE x.tenant_id = $1) AS ${name}`,
+      content:
+        `(SELECT count(*) || ':' || coalesce(md5(string_agg(${row}, ',' ORDER BY ${row})), '') ` +
+        `FROM ${name} x WHERE x.tenant_id = $1) AS ${name}`,
+    };
   });
-  const query = `SELECT ${parts.join(', ')}`;
-  return new Ledger(async () => (await db().unsafe<Array<Record<string, string>>>(query, [tenantId]))[0], stores);
+  const versionsQuery = `SELECT ${parts.map((p) => p.versions).join(', ')}`;
+  let versions: Record<string, string> = {};
+  let content: Record<string, string> = {};
+  const read = async (query: string) => (await db().unsafe<Array<Record<string, string>>>(query, [tenantId]))[0];
+  return new Ledger(async () => {
+    const now = await read(versionsQuery);
+    const changed = parts.filter((p) => now[p.name] !== versions[p.name]);
+    if (changed.length) content = { ...content, ...(await read(`SELECT ${changed.map((p) => p.content).join(', ')}`)) };
+    versions = now;
+    return content;
+  }, stores);
 }
