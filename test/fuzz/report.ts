@@ -87,7 +87,7 @@ export function render(figs: Figures[]): string {
       `(docs/fuzz-figures/, the date in the table): ${cases} generated requests in ${seconds.toFixed(0)} s of sending.`,
     'A long run of every surface at 100,000 cases takes about five hours on this machine, so it can be made a few',
     'surfaces at a time (`FUZZ_FILES=dist/test/fuzz/ingest-a.test.js npm run test:fuzz`, and `FUZZ_SURFACE=health` for the',
-    'surfaces built from route seeds whose name contains it, one process per surface); a surface missing from the',
+    'surfaces whose name contains it, so that one process runs one surface); a surface missing from the',
     'table has had only the quick run of `npm test` since the record began.',
     'Each surface gets the same number of cases (`FUZZ_RUNS`): valid-looking payloads with fields dropped, duplicated',
     'or retyped, boundary sizes and lengths, odd numbers, malformed, truncated and non-UTF-8 JSON, NUL and unpaired',

@@ -231,7 +231,7 @@ export function fuzzRoutes(
   ctx: RouteContext,
   o: Settings,
 ): void {
-  for (const name of surfacesOf(file).filter((n) => o.only === undefined || n.includes(o.only)))
+  for (const name of surfacesOf(file))
     t.test(`${name}: every answer documented, nothing stored when refused, no other workspace reached`, async (t) => {
       await fuzz(t, routeSurface(file, name, seeds, ctx), o);
       await stillReady(t, ctx.tiers);

@@ -13,7 +13,7 @@ export interface Settings {
   runs: number;
   /** Replays a run: the seed a failed run printed. */
   seed?: number;
-  /** Only the surfaces whose name contains this (FUZZ_SURFACE): a long run split over processes. */
+  /** Only the surfaces whose name contains this (FUZZ_SURFACE): a long run split over processes, one per surface. */
   only?: string;
 }
 
@@ -112,7 +112,11 @@ class TierDown extends Error {}
  * replay it with (FUZZ_SEED) are printed. Failures of a known issue are counted apart, as todo.
  * The figures are saved for docs/reliability.md.
  */
-export async function fuzz(t: Test, s: Surface, o: Settings): Promise<Figures> {
+export async function fuzz(t: Test, s: Surface, o: Settings): Promise<Figures | undefined> {
+  if (o.only !== undefined && !s.name.includes(o.only)) {
+    t.comment(`${s.name}: not run (FUZZ_SURFACE=${o.only})`);
+    return undefined;
+  }
   const seed = o.seed ?? (Math.random() * 2 ** 31) | 0;
   const statuses: Record<string, number> = {};
   const failures: Partial<Record<FailureClass, number>> = {};
