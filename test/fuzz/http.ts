@@ -44,13 +44,26 @@ export const header = (a: Answered, name: string): string | undefined => a.heade
 
 const has = (headers: Array<[string, string]>, name: string) => headers.some(([k]) => k.toLowerCase() === name);
 
-function encode(r: Req): Buffer {
-  // The request line as UTF-8 (clients send raw UTF-8 in paths), header fields byte for byte.
+/** The header fields `encode` sends: Host, the request's own, and the framing field it adds when the request has none. */
+function fields(r: Req): string[] {
   const lines = ['Host: 127.0.0.1'];
   for (const [k, v] of r.headers) lines.push(`${k}: ${v}`);
-  let body = r.body ?? Buffer.alloc(0);
   if (r.chunked) {
     if (!has(r.headers, 'transfer-encoding')) lines.push('Transfer-Encoding: chunked');
+  } else if (r.body !== undefined && !has(r.headers, 'content-length') && !has(r.headers, 'transfer-encoding')) {
+    lines.push(`Content-Length: ${r.body.length}`);
+  }
+  return lines;
+}
+
+/** How many header fields a request is sent with, Host included. */
+export const fieldCount = (r: Req): number => fields(r).length;
+
+function encode(r: Req): Buffer {
+  // The request line as UTF-8 (clients send raw UTF-8 in paths), header fields byte for byte.
+  const lines = fields(r);
+  let body = r.body ?? Buffer.alloc(0);
+  if (r.chunked) {
     const parts: Buffer[] = [];
     // Several chunks of odd sizes: a server must reassemble them, not take the first.
     for (let i = 0; i < body.length; i += 997) {
@@ -59,8 +72,6 @@ function encode(r: Req): Buffer {
     }
     parts.push(Buffer.from('0\r\n\r\n'));
     body = Buffer.concat(parts);
-  } else if (r.body !== undefined && !has(r.headers, 'content-length') && !has(r.headers, 'transfer-encoding')) {
-    lines.push(`Content-Length: ${r.body.length}`);
   }
   return Buffer.concat([
     Buffer.from(`${r.method} ${r.path} HTTP/1.1\r\n`),
