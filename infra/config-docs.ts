@@ -49,7 +49,7 @@ const LOGGING: Group = { title: 'Logging', names: /^LOG_LEVEL$/ };
 const TIERS: Tier[] = [
   {
     title: 'Ingest',
-    command: 'node dist/ingest/bundle.js',
+    command: 'node dist/ingest/main.js',
     schema: IngestConfig,
     groups: [
       {
@@ -69,7 +69,7 @@ const TIERS: Tier[] = [
   },
   {
     title: 'Processors',
-    command: 'node dist/processors/bundle.js',
+    command: 'node dist/processors/main.js',
     schema: ProcessorsConfig,
     groups: [
       { title: 'Status endpoint and worker threads', names: /^PROCESSORS_.*$/ },
@@ -89,7 +89,7 @@ const TIERS: Tier[] = [
   },
   {
     title: 'Core API',
-    command: 'node dist/core-api/bundle.js',
+    command: 'node dist/core-api/main.js',
     schema: CoreApiConfig,
     groups: [
       {
