@@ -38,3 +38,14 @@ t.test('a refused answer after a write is a violation; a write that changes noth
   await db()`UPDATE contacts SET name = 'B' WHERE tenant_id = ${ws.tenant_id}`;
   t.same(await ledger.after(refused), [], 'a column the ledger does not read');
 });
+
+t.test('a table watched WHERE a condition holds sees only the rows that meet it', async (t) => {
+  const ws = await bootstrap();
+  await seed(ws.tenant_id, 2);
+  const ledger = tenantLedger(ws.tenant_id, ["customers (external_id) WHERE x.status = 'active'"]);
+  await ledger.start();
+  await db()`UPDATE customers SET status = 'churned' WHERE tenant_id = ${ws.tenant_id} AND external_id = 'cust-000001'`;
+  t.match(await ledger.after(refused), [{ message: /customers "2:\w*" became "1:/ }], 'a row leaving the condition');
+  await db()`UPDATE customers SET external_id = 'moved' WHERE tenant_id = ${ws.tenant_id} AND status = 'churned'`;
+  t.same(await ledger.after(refused), [], 'a change outside the condition');
+});

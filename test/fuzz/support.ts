@@ -259,7 +259,8 @@ export async function streamCount(t: Teardowns, subjects: string[]): Promise<() 
  * Everything a workspace holds in some tables, as one fingerprint per table (row count and a hash
  * of the rows' text): a refused request must leave every one as it was. A table given as
  * `name (col, …)` is read through those columns only, leaving out what a background process writes
- * (a webhook dispatcher's failure marks).
+ * (a webhook dispatcher's failure marks); `… WHERE <condition on x>` keeps only the rows a request
+ * writes itself, leaving out those a background process adds (deliveries fanned out from events).
  *
  * The rows' text is hashed again only for a table whose row versions changed since the last
  * snapshot (their count, and a sum over each row's xmin and ctid, which any insert, update or
@@ -272,8 +273,9 @@ export function tenantLedger(
   stores?: (a: Answer) => boolean,
 ): Ledger<Record<string, string>> {
   const parts = tables.map((spec) => {
-    const [, name, columns] = /^(\w+)(?:\s*\((.+)\))?$/.exec(spec) ?? [];
+    const [, name, columns, where] = /^(\w+)(?:\s*\(([^)]+)\))?(?:\s+WHERE\s+(.+))?$/.exec(spec) ?? [];
     if (!name) throw new Error(`not a table: ${spec}`);
+    const rows = `FROM ${name} x WHERE x.tenant_id = $1${where ? ` AND (${where})` : ''}`;
     const row = columns
       ? `(${columns
           .split(',')
@@ -284,10 +286,10 @@ export function tenantLedger(
       name,
       versions:
         `(SELECT count(*) || ':' || coalesce(sum(hashtext(x.xmin::text || x.ctid::text)::bigint), 0) ` +
-        `FROM ${name} x WHERE x.tenant_id = $1) AS ${name}`,
+        `${rows}) AS ${name}`,
       content:
         `(SELECT count(*) || ':' || coalesce(md5(string_agg(${row}, ',' ORDER BY ${row})), '') ` +
-        `FROM ${name} x WHERE x.tenant_id = $1) AS ${name}`,
+        `${rows}) AS ${name}`,
     };
   });
   const versionsQuery = `SELECT ${parts.map((p) => p.versions).join(', ')}`;
