@@ -170,11 +170,20 @@ export const ProcessorsConfig = Type.Object({
   }),
   OUTBOX_POLL_MS: Type.Integer({
     minimum: 10,
-    default: 250,
+    default: 2000,
     description:
-      'Pause between polls of event_outbox when it is empty (generated events such as health_changed, relayed to ' +
-      'ev.system.<tenant>, 500 rows per poll, FOR UPDATE SKIP LOCKED so instances share it; published rows are ' +
-      'deleted after 7 days).',
+      'Longest pause between polls of event_outbox and webhook_outbox when they are empty: a relay polls at once ' +
+      'when PostgreSQL notifies that rows were written (LISTEN outbox), so this bounds only the delay after a ' +
+      'notification lost while its connection was down, or behind a pooler that does not pass LISTEN (generated ' +
+      'events such as health_changed are relayed to ev.system.<tenant>, webhook events to wh.event.<tenant>, 500 ' +
+      'rows per poll, FOR UPDATE SKIP LOCKED so instances share them; published rows are deleted after 7 days).',
+  }),
+  OUTBOX_TENANTS: Type.String({
+    default: '',
+    description:
+      'Comma-separated workspace ids whose event_outbox and webhook_outbox rows this instance relays (empty: every ' +
+      'workspace): for instances that serve some workspaces on a NATS of their own, whose outbox rows the other ' +
+      "instances' relays must not publish to theirs.",
   }),
   WEBHOOK_CONCURRENCY: Type.Integer({
     minimum: 1,

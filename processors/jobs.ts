@@ -164,6 +164,7 @@ const relayOptions = (cfg: ProcessorsSettings) => ({
   pollMs: cfg.OUTBOX_POLL_MS,
   batch: 500,
   keepMs: 7 * 24 * 3600_000,
+  tenants: commaList(cfg.OUTBOX_TENANTS),
 });
 
 /** The generated-event outbox relayed to JetStream as system events. */

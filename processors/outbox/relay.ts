@@ -9,13 +9,22 @@ import type { EventRow } from '../../schemas/rows.js';
 import type { OutboxMetrics } from '../metrics.js';
 
 export interface RelayOptions {
-  /** Pause between polls when the outbox was drained. */
+  /**
+   * Longest pause between polls when the outbox was drained: a poll comes sooner when PostgreSQL
+   * notifies that rows were written (channel `outbox`, migration 0089).
+   */
   pollMs: number;
   /** Rows per poll, at most. */
   batch: number;
   /** Published rows older than this are deleted by the daily purge. */
   keepMs: number;
+  /** The workspaces whose rows this relay publishes (OUTBOX_TENANTS); empty: every workspace. */
+  tenants: readonly string[];
 }
+
+/** `AND tenant_id = ANY(tenants)`, or nothing for an empty list: every workspace. */
+export const tenantFilter = (tx: TransactionSql, tenants: readonly string[]) =>
+  tenants.length ? tx`AND tenant_id = ANY(${tenants as string[]}::uuid[])` : tx``;
 
 /**
  * What a relay moves: rows of one outbox table (`id`, `published_at` and an `occurred_at` to order
@@ -23,8 +32,11 @@ export interface RelayOptions {
  */
 export interface RelaySource<R extends { id: string }> {
   table: 'event_outbox' | 'webhook_outbox';
-  /** Up to `batch` unpublished rows, oldest first, locked FOR UPDATE SKIP LOCKED. */
-  lock(tx: TransactionSql, batch: number): Promise<R[]>;
+  /**
+   * Up to `batch` unpublished rows, oldest first, locked FOR UPDATE SKIP LOCKED; of the workspaces in
+   * `tenants` only, unless it is empty (`tenantFilter`).
+   */
+  lock(tx: TransactionSql, batch: number, tenants: readonly string[]): Promise<R[]>;
   publish(r: R, now: number): Promise<void>;
   /**
    * Extra writes, in the poll's transaction, for the rows that were published; what it returns
@@ -58,13 +70,20 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * - the row id is the message's Nats-Msg-Id: a row published twice (a crash between PubAck and
  *   commit) is one message to the stream within its duplicate window, and consumers deduplicate
  *   by it after that;
- * - published rows are deleted after `keepMs` by a daily purge.
+ * - published rows are deleted after `keepMs` by a daily purge;
+ * - a drained relay waits for a notification on channel `outbox` naming its table (sent by a trigger
+ *   when a transaction that inserted rows commits), or `pollMs` at most: a notification lost while
+ *   the listening connection was down delays rows by one poll, never more.
  */
 export class OutboxRelay<R extends { id: string }> {
   private stopping = false;
   private loop?: Promise<void>;
   private purgeTimer?: NodeJS.Timeout;
   private firstPurge?: NodeJS.Timeout;
+  private listening?: Promise<{ unlisten: () => Promise<void> } | undefined>;
+  /** A notification came since the last poll began. */
+  private notified = false;
+  private wakeUp?: () => void;
 
   constructor(
     private readonly sql: Sql,
@@ -75,6 +94,14 @@ export class OutboxRelay<R extends { id: string }> {
   ) {}
 
   start(): void {
+    this.listening = this.sql
+      .listen('outbox', (table) => {
+        if (table === this.source.table) this.wake();
+      })
+      .catch((err) => {
+        this.log.warn({ err: String(err), table: this.source.table }, 'outbox notifications unavailable; polling');
+        return undefined;
+      });
     this.loop = this.run();
     this.firstPurge = setTimeout(() => void this.purge(), 60_000);
     this.purgeTimer = setInterval(() => void this.purge(), DAY_MS);
@@ -84,6 +111,7 @@ export class OutboxRelay<R extends { id: string }> {
     let failures = 0;
     while (!this.stopping) {
       let r = { locked: 0, failed: 0 };
+      this.notified = false;
       try {
         r = await this.once();
       } catch (err) {
@@ -92,15 +120,34 @@ export class OutboxRelay<R extends { id: string }> {
       }
       failures = r.failed ? failures + 1 : 0;
       if (failures) await sleep(Math.min(10_000, this.o.pollMs * 2 ** failures));
-      else if (r.locked < this.o.batch) await sleep(this.o.pollMs);
+      else if (r.locked < this.o.batch) await this.idle();
     }
+  }
+
+  private wake(): void {
+    this.notified = true;
+    this.wakeUp?.();
+  }
+
+  /** Until a notification (at once if one came during the poll), `pollMs` at most, or stop(). */
+  private idle(): Promise<void> {
+    if (this.notified || this.stopping) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wakeUp = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, this.o.pollMs);
+      this.wakeUp = done;
+    });
   }
 
   /** One poll: how many rows it locked, and how many of them could not be published. */
   async once(): Promise<{ locked: number; failed: number }> {
     let committed: (() => void) | undefined;
     const r = (await this.sql.begin(async (tx) => {
-      const rows = await this.source.lock(tx, this.o.batch);
+      const rows = await this.source.lock(tx, this.o.batch, this.o.tenants);
       if (!rows.length) return { locked: 0, failed: 0 };
       const now = Date.now();
       const results = await Promise.allSettled(rows.map((r) => this.source.publish(r, now)));
@@ -159,7 +206,9 @@ export class OutboxRelay<R extends { id: string }> {
     this.stopping = true;
     clearTimeout(this.firstPurge);
     clearInterval(this.purgeTimer);
+    this.wakeUp?.();
     await this.loop;
+    await (await this.listening)?.unlisten().catch(() => {});
   }
 }
 
@@ -191,10 +240,10 @@ export class SystemEvents implements RelaySource<OutboxRow> {
     private readonly publishTimeoutMs: number,
   ) {}
 
-  lock(tx: TransactionSql, batch: number): Promise<OutboxRow[]> {
+  lock(tx: TransactionSql, batch: number, tenants: readonly string[]): Promise<OutboxRow[]> {
     return tx<OutboxRow[]>`
       SELECT id::text, tenant_id::text, customer_id::text, event_name, properties, occurred_at, surface
-      FROM event_outbox WHERE published_at IS NULL
+      FROM event_outbox WHERE published_at IS NULL ${tenantFilter(tx, tenants)}
       ORDER BY occurred_at LIMIT ${batch}
       FOR UPDATE SKIP LOCKED`;
   }

@@ -76,7 +76,6 @@ t.test('a permanent delete leaves no personal data of the customer in any Postgr
     WEBHOOK_RETRY_SCHEDULE: Array.from({ length: 400 }, () => '300').join(','),
     ERASURE_TENANTS: ws.tenant_id,
     ERASURE_POLL_MS: '100',
-    OUTBOX_POLL_MS: '50',
     ...nats.env,
   });
   const c = client(api.url, ws.api_key);

@@ -33,7 +33,6 @@ export async function processorsTier(t: Teardowns, tenants: string[], env: Recor
   const tier = await startTier(t, 'processors', {
     HEALTH_TENANTS: tenants.length ? tenants.join(',') : '00000000-0000-0000-0000-000000000000',
     HEALTH_LEASE_TTL_MS: '5000',
-    OUTBOX_POLL_MS: '100',
     ...env,
   });
   t.teardown(() => tier.stop('SIGTERM'));

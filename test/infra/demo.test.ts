@@ -21,7 +21,7 @@ t.teardown(closeDb);
 const ws = await bootstrap();
 const api = await startTier(t, 'core-api', { PUBLIC_BASE_URL: 'http://127.0.0.1' });
 const ingest = await startTier(t, 'ingest', { EVENTS_BACKFILLS_PER_MIN: '600' });
-await startTier(t, 'processors', { OUTBOX_POLL_MS: '100' });
+await startTier(t, 'processors');
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'demo-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));

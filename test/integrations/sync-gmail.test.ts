@@ -23,7 +23,6 @@ const tiers = {
   INTEGRATION_TENANTS: `${ws.tenant_id},${noScope.tenant_id}`,
   INTEGRATION_SYNC_INTERVAL_MS: '3600000',
   INTEGRATION_SYNC_POLL_MS: '100',
-  OUTBOX_POLL_MS: '100',
 };
 for (const _ of [1, 2]) {
   const tier = await startTier(t, 'processors', tiers);

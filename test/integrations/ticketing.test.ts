@@ -32,10 +32,13 @@ const ws = await bootstrap();
 const other = await bootstrap();
 const third = await bootstrap();
 const fourth = await bootstrap();
+/** The intercom test's workspaces: made before the tier, whose outbox relays name the workspaces they relay. */
+const intercom = [await bootstrap(), await bootstrap(), await bootstrap()];
 await processorsTier(t, [], {
   ...env,
   INTEGRATION_REFRESH_POLL_MS: '100',
   INTEGRATION_TENANTS: [ws, other, third, fourth].map((w) => w.tenant_id).join(','),
+  OUTBOX_TENANTS: [ws, other, third, fourth, ...intercom].map((w) => w.tenant_id).join(','),
 });
 const admin = client(api.url, ws.api_key);
 const entry = async (name: string, c = admin) =>
@@ -204,7 +207,7 @@ t.test(
     t.teardown(() => {
       ic.workspace = ic.home;
     });
-    const [a, b, c] = [await bootstrap(), await bootstrap(), await bootstrap()];
+    const [a, b, c] = intercom;
     const joined: Array<{ ws: typeof a; app: typeof one; customer: string; connection: string }> = [];
     for (const [w, app] of [
       [a, one],

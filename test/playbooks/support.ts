@@ -9,7 +9,6 @@ import { ch, db, startTier, urls, type Teardowns, type Tier } from '../helpers/s
 export async function processorsTier(t: Teardowns, tenants: string[], env: Record<string, string> = {}): Promise<Tier> {
   const tier = await startTier(t, 'processors', {
     PLAYBOOKS_TENANTS: tenants.length ? tenants.join(',') : '00000000-0000-0000-0000-000000000000',
-    OUTBOX_POLL_MS: '100',
     ...env,
   });
   t.teardown(() => tier.stop('SIGTERM'));

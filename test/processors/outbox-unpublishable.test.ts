@@ -17,7 +17,7 @@ t.test('an unpublishable outbox row is set aside; the rows after it are relayed 
   await db()`
     INSERT INTO event_outbox (id, tenant_id, customer_id, event_name, properties, occurred_at, surface)
     VALUES (${poison}, ${ws.tenant_id}, ${customer}, 'email_sent', '{}', '6408-09-18T00:00:00Z', 'integration')`;
-  await startTier(t, 'processors', { OUTBOX_POLL_MS: '100' });
+  await startTier(t, 'processors', { OUTBOX_TENANTS: ws.tenant_id });
 
   const row = (id: string) =>
     db()<Array<{ published_at: Date | null; unpublishable: string | null }>>`

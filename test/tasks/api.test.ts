@@ -27,7 +27,8 @@ const acme = (await admin.post('/v1/customers', { name: 'Acme', owner_email: ws.
 const globex = (await admin.post('/v1/customers', { name: 'Globex' })).body;
 
 t.test('a manual task: owner from the customer, unassigned, events generated', async (t) => {
-  await processorsTier(t, []);
+  // Relays this workspace's outbox (task_created, task_completed); evaluates no playbook.
+  await processorsTier(t, [], { OUTBOX_TENANTS: ws.tenant_id });
   const made = await admin.post('/v1/tasks', { customer_id: acme.id, title: 'Kick-off call', due_date: '2030-01-15' });
   t.equal(made.status, 201, made.text);
   t.match(made.body, {
