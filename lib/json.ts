@@ -16,10 +16,15 @@ export interface DecodeOptions {
   maxDepth?: number;
   /** Keys refused anywhere in the document (prototype pollution). */
   forbiddenKeys?: ReadonlySet<string>;
+  /**
+   * Refuse a number beyond what a 64-bit float holds (`1e400`), which JSON.parse turns into
+   * ±Infinity: JSON cannot write it back (JSON.stringify gives null) and no store takes it.
+   */
+  finiteNumbers?: boolean;
 }
 
 export interface Finding {
-  kind: 'unstorable_text' | 'too_deep' | 'forbidden_key';
+  kind: 'unstorable_text' | 'too_deep' | 'forbidden_key' | 'number_out_of_range';
   path: JsonPath;
 }
 
@@ -40,7 +45,8 @@ export type Decoded =
   | { ok: false; reason: 'syntax'; message: string; position?: number }
   | Refused<'unstorable_text'>
   | Refused<'too_deep'>
-  | Refused<'forbidden_key'>;
+  | Refused<'forbidden_key'>
+  | Refused<'number_out_of_range'>;
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
@@ -52,6 +58,8 @@ export function isJsonContentType(contentType: string | undefined): contentType 
 /** Prefilter: a `\u0000` escape or a surrogate escape somewhere in the text. */
 const SUSPECT_ESCAPE = /\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})/;
 const FORBIDDEN_HINT = /"(?:__proto__|constructor|prototype)"/;
+/** Prefilter: a number JSON.parse makes infinite has an exponent of 3 digits or more, or 309 digits. */
+const HUGE_NUMBER_HINT = /[eE][+-]?\d{3}|\d{309}/;
 
 export const UNSTORABLE_MESSAGE =
   'contains a NUL character (\\u0000) or an unpaired UTF-16 surrogate, which cannot be stored';
@@ -71,15 +79,18 @@ export function decodeJson(body: Buffer, opts: DecodeOptions = {}): Decoded {
   const suspect = escapes && SUSPECT_ESCAPE.test(text);
   // A forbidden key may be spelled with escapes ("\u005f_proto__"): then the hint cannot rule it out.
   const keys = opts.forbiddenKeys && (escapes || FORBIDDEN_HINT.test(text)) ? opts.forbiddenKeys : undefined;
-  if (!suspect && !keys && opts.maxDepth === undefined) return { ok: true, value };
-  const found = inspect(value, { text: suspect, forbiddenKeys: keys, maxDepth: opts.maxDepth });
+  const numbers = opts.finiteNumbers === true && HUGE_NUMBER_HINT.test(text);
+  if (!suspect && !keys && !numbers && opts.maxDepth === undefined) return { ok: true, value };
+  const found = inspect(value, { text: suspect, forbiddenKeys: keys, maxDepth: opts.maxDepth, numbers });
   if (!found) return { ok: true, value };
   const message =
     found.kind === 'unstorable_text'
       ? UNSTORABLE_MESSAGE
       : found.kind === 'too_deep'
         ? `is nested deeper than ${opts.maxDepth} levels of objects and arrays (the body is level 1)`
-        : `uses the key "${found.path[found.path.length - 1]}", which is not allowed`;
+        : found.kind === 'number_out_of_range'
+          ? 'is a number beyond the range of a 64-bit float (about ±1.8e308)'
+          : `uses the key "${found.path[found.path.length - 1]}", which is not allowed`;
   return { ok: false, reason: found.kind, message, path: found.path, value } as Decoded;
 }
 
@@ -109,8 +120,14 @@ const pathOf = (n: Node | undefined, last?: string | number): JsonPath => {
  */
 export function inspect(
   root: unknown,
-  o: { text?: boolean; maxDepth?: number; forbiddenKeys?: ReadonlySet<string> },
+  o: { text?: boolean; maxDepth?: number; forbiddenKeys?: ReadonlySet<string>; numbers?: boolean },
 ): Finding | undefined {
+  /** Whether a child is walked: containers always, strings and numbers when they are checked. */
+  const walked = (c: unknown) =>
+    c !== null &&
+    (typeof c === 'object' ||
+      (o.text === true && typeof c === 'string') ||
+      (o.numbers === true && typeof c === 'number'));
   const pending: Node[] = [{ value: root, depth: 1, key: '', parent: undefined }];
   while (pending.length > 0) {
     const n = pending.pop()!;
@@ -119,14 +136,17 @@ export function inspect(
       if (o.text && unstorable(v)) return { kind: 'unstorable_text', path: pathOf(n) };
       continue;
     }
+    if (typeof v === 'number') {
+      if (o.numbers && !Number.isFinite(v)) return { kind: 'number_out_of_range', path: pathOf(n) };
+      continue;
+    }
     if (v === null || typeof v !== 'object') continue;
     if (o.maxDepth !== undefined && n.depth > o.maxDepth) return { kind: 'too_deep', path: pathOf(n) };
     // Children go on the stack last-first so the walk meets them in document order.
     if (Array.isArray(v)) {
       for (let i = v.length - 1; i >= 0; i--) {
         const c = v[i];
-        if (c !== null && (typeof c === 'object' || (o.text && typeof c === 'string')))
-          pending.push({ value: c, depth: n.depth + 1, key: i, parent: n });
+        if (walked(c)) pending.push({ value: c, depth: n.depth + 1, key: i, parent: n });
       }
       continue;
     }
@@ -137,8 +157,7 @@ export function inspect(
     }
     for (let i = keys.length - 1; i >= 0; i--) {
       const c = (v as Record<string, unknown>)[keys[i]];
-      if (c !== null && (typeof c === 'object' || (o.text && typeof c === 'string')))
-        pending.push({ value: c, depth: n.depth + 1, key: keys[i], parent: n });
+      if (walked(c)) pending.push({ value: c, depth: n.depth + 1, key: keys[i], parent: n });
     }
   }
   return undefined;

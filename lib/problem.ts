@@ -26,7 +26,8 @@ export const ERRORS = {
     docs:
       'The body, query or path failed validation; `errors[]` lists each field with a code and message, e.g. ' +
       '`must_be_positive`, `invalid_unicode` (a NUL character or an unpaired surrogate, which cannot be stored), ' +
-      '`too_deep` (JSON bodies nest at most 32 levels of objects and arrays).',
+      '`too_deep` (JSON bodies nest at most 32 levels of objects and arrays), `too_large` (also a number beyond ' +
+      'what a 64-bit float holds, such as 1e400).',
   },
   malformed_json: {
     status: 400,

@@ -34,7 +34,7 @@ export function parseJson(head: RequestHead, body: Buffer): unknown {
   if (!isJsonContentType(ct))
     throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
   if (body.length === 0) throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object.');
-  const d = decodeJson(body, { maxDepth: MAX_JSON_DEPTH, forbiddenKeys: FORBIDDEN_KEYS });
+  const d = decodeJson(body, { maxDepth: MAX_JSON_DEPTH, forbiddenKeys: FORBIDDEN_KEYS, finiteNumbers: true });
   if (d.ok) return d.value;
   switch (d.reason) {
     case 'not_utf8':
@@ -48,6 +48,10 @@ export function parseJson(head: RequestHead, body: Buffer): unknown {
     case 'too_deep': {
       const field = pathText(d.path);
       throw invalid([{ field, code: 'too_deep', message: `${field} ${d.message}` }]);
+    }
+    case 'number_out_of_range': {
+      const field = pathText(d.path) || 'body';
+      throw invalid([{ field, code: 'too_large', message: `${field} ${d.message}` }]);
     }
     case 'unstorable_text': {
       const field = pathText(d.path) || 'body';

@@ -184,6 +184,18 @@ t.test('objective rules', async (t) => {
   );
   await bad(A, { name: 'x', metric_id: id }, 'target_value', 'required');
   await bad(A, { name: 'x', metric_id: id, target_value: 1, due_date: '31/01/2030' }, 'due_date', 'invalid_date');
+  // 1E400 is valid JSON that JSON.parse reads as Infinity: stored, it made every later list answer
+  // null where the schema promises a number.
+  const before = (await admin.get(`/v1/customers/${A}/objectives`)).body;
+  const huge = await admin.raw(
+    'POST',
+    `/v1/customers/${A}/objectives`,
+    `{"name":"Huge","metric_id":"${id}","target_value":1E400}`,
+    { 'content-type': 'application/json' },
+  );
+  isProblem(t, huge, 400, 'validation_failed');
+  t.match(huge.body.errors, [{ field: 'target_value', code: 'too_large' }], 'target_value: too_large');
+  t.same((await admin.get(`/v1/customers/${A}/objectives`)).body, before, 'nothing stored');
   const zero = await admin.post(`/v1/customers/${A}/objectives`, { name: 'Zero', metric_id: id, target_value: 0 });
   t.equal(zero.status, 201, zero.text);
   await admin.post(`/v1/metrics/${id}/materialize`);

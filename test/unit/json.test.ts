@@ -69,6 +69,27 @@ t.test('forbidden keys are found anywhere', async (t) => {
   t.match(decode('{"a":"__proto__"}', { forbiddenKeys }), { ok: true }, 'as a value it is just text');
 });
 
+t.test('numbers beyond a 64-bit float are found when asked for, with their path', async (t) => {
+  const finiteNumbers = true;
+  t.match(decode('{"target_value":1E400}', { finiteNumbers }), {
+    ok: false,
+    reason: 'number_out_of_range',
+    path: ['target_value'],
+  });
+  t.match(decode('{"a":[1,{"b":-2e+0400}]}', { finiteNumbers }), {
+    reason: 'number_out_of_range',
+    path: ['a', 1, 'b'],
+  });
+  t.match(decode(`[${'9'.repeat(400)}]`, { finiteNumbers }), { reason: 'number_out_of_range', path: [0] });
+  t.match(decode('1e999', { finiteNumbers }), { reason: 'number_out_of_range', path: [] });
+  t.same(decode('{"a":1.7976931348623157e308,"b":-1e308,"c":1e-400}', { finiteNumbers }), {
+    ok: true,
+    value: { a: 1.7976931348623157e308, b: -1e308, c: 0 },
+  });
+  t.match(decode('{"note":"1e400"}', { finiteNumbers }), { ok: true }, 'as text it is just text');
+  t.match(decode('{"a":1e400}'), { ok: true, value: { a: Number.POSITIVE_INFINITY } }, 'not asked for');
+});
+
 t.test('pathText writes paths as errors[].field names them', async (t) => {
   t.equal(pathText(['events', 3, 'properties', 'tier']), 'events[3].properties.tier');
   t.equal(pathText([0, 'a']), '[0].a');
