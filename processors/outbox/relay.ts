@@ -94,6 +94,8 @@ export class OutboxRelay<R extends { id: string }> {
   ) {}
 
   start(): void {
+    // Listening before the first poll: a row written after that poll and before the LISTEN took
+    // effect would wait for the fallback poll.
     this.listening = this.sql
       .listen('outbox', (table) => {
         if (table === this.source.table) this.wake();
@@ -102,7 +104,7 @@ export class OutboxRelay<R extends { id: string }> {
         this.log.warn({ err: String(err), table: this.source.table }, 'outbox notifications unavailable; polling');
         return undefined;
       });
-    this.loop = this.run();
+    this.loop = this.listening.then(() => this.run());
     this.firstPurge = setTimeout(() => void this.purge(), 60_000);
     this.purgeTimer = setInterval(() => void this.purge(), DAY_MS);
   }

@@ -26,7 +26,8 @@ const ids = await customerIds(ws.tenant_id);
 const [c1, c2, c3] = ['cust-000001', 'cust-000002', 'cust-000003'].map((e) => ids.get(e)!);
 const foreign = (await customerIds(other.tenant_id)).get('cust-000001')!;
 const ingest = await ingestTier(t);
-const processors = await processorsTier(t, []);
+// On demand only; relays the health_changed events of both workspaces.
+const processors = await processorsTier(t, [], { OUTBOX_TENANTS: `${ws.tenant_id},${other.tenant_id}` });
 const nc = await natsClient(t);
 const asReply = (h: StoredHealth) => ({
   score: h.score,

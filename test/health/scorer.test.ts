@@ -22,7 +22,8 @@ await seed(ws.tenant_id, 12);
 const ids = await customerIds(ws.tenant_id);
 const id = (n: number) => ids.get(`cust-${String(n).padStart(6, '0')}`)!;
 const ingest = await ingestTier(t);
-await processorsTier(t, []);
+// On demand only; relays this workspace's health_changed events.
+await processorsTier(t, [], { OUTBOX_TENANTS: ws.tenant_id });
 const nc = await natsClient(t);
 
 const ev = (n: number, event_name: string, daysBack: number, user_id?: string): UsageEvent => ({
