@@ -161,6 +161,17 @@ t.test('GET /v1/events while the event store does not answer: 503 with Retry-Aft
   if (a.ok) t.match(header(a, 'retry-after') ?? '', /^\d+$/, 'Retry-After');
 });
 
+t.test('a number beyond a 64-bit float (1E400) is 400 too_large, not stored as null', async (t) => {
+  const a = await send(api.port, {
+    method: 'POST',
+    path: '/v1/customers',
+    headers: [...bearer, ...json],
+    body: Buffer.from('{"name":"Huge numbers","custom_fields":{"seats":1E400}}'),
+  });
+  refused(t, a, [400]);
+  if (a.ok) t.match(a.json, { errors: [{ field: 'custom_fields.seats', code: 'too_large' }] });
+});
+
 t.test('POST /v1/api-keys: an IPv6 zone in ip_allowlist is 400 validation_failed', async (t) => {
   const b = { name: 'CRM sync', scopes: ['customers:read'], ip_allowlist: ['fe80::1%eth0'] };
   const a = await send(api.port, {

@@ -150,4 +150,13 @@ export const FIXED: Array<{ id: string; fix: string }> = [
       'uWS calls the handler before it closes; such a request is now refused before any step runs ' +
       '(test/hardening/length-in-doubt.test.ts)',
   },
+  {
+    id: 'infinite-number-stored',
+    fix:
+      'a number beyond a 64-bit float in a core API body (`1E400`), which JSON.parse reads as Infinity, was ' +
+      'stored: an objective with target_value Infinity made every later list of the customer\'s objectives answer ' +
+      'null where a number is documented, and JSON columns kept null for it. Such a number is now 400 ' +
+      '`too_large` naming its field, and migration 0090 clamps stored infinite targets ' +
+      '(test/metrics/materialize.test.ts, test/unit/json.test.ts)',
+  },
 ];
