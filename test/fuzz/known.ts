@@ -154,7 +154,7 @@ export const FIXED: Array<{ id: string; fix: string }> = [
     id: 'infinite-number-stored',
     fix:
       'a number beyond a 64-bit float in a core API body (`1E400`), which JSON.parse reads as Infinity, was ' +
-      'stored: an objective with target_value Infinity made every later list of the customer\'s objectives answer ' +
+      "stored: an objective with target_value Infinity made every later list of the customer's objectives answer " +
       'null where a number is documented, and JSON columns kept null for it. Such a number is now 400 ' +
       '`too_large` naming its field, and migration 0090 clamps stored infinite targets ' +
       '(test/metrics/materialize.test.ts, test/unit/json.test.ts)',
