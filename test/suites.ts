@@ -33,14 +33,6 @@ export const SERIAL: Readonly<Record<string, string>> = {
   'test/e2e/ingest-restart.test.ts':
     'more than 1,000 of 2,500 requests acknowledged while its ingest tier restarts (6)',
   'test/core-api/housekeeping.test.ts': 'purges every workspace every 2 s (5)',
-  // Its second core-api (private NATS, a ClickHouse address nothing listens on) did not answer
-  // /readyz within 60 s in one full run; it has passed since beside two other files under load.
-  // Alone until it passes in full runs beside the others.
-  'test/health/api.test.ts': 'its isolated core-api start not yet seen to pass beside other files',
-  // Beside the others it lost some of its 15,000 health_changed events in 3 of 4 full runs (25 to
-  // 1,888: published, never stored, and pending for no writer at the end): an open defect under CPU
-  // starvation, not yet found (the stream trimmer's lazily counted pending was one cause, fixed).
-  // Alone it passes; it stays here until the loss is found, so that the suite guards the rest.
   'test/cluster/faults.test.ts': "kills and restarts the cluster's servers (1)",
   'test/cluster/unknown-status.test.ts': "stops the cluster's ClickHouse replicas and ZooKeeper (1)",
   'test/chaos/chaos.test.ts': "kills and restarts the stack's servers (1)",
@@ -55,7 +47,6 @@ export const SERIAL: Readonly<Record<string, string>> = {
  */
 export const ALONE: ReadonlySet<string> = new Set([
   'test/e2e/ingest-restart.test.ts', // rule 6
-  'test/health/api.test.ts',
 ]);
 
 /** What in a test file's source makes it serial, with the rule it falls under. */

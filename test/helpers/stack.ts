@@ -130,6 +130,11 @@ export async function stackUp(): Promise<number | null> {
 const PORTS_DIR = path.join(os.tmpdir(), 'csp-test-ports');
 /** Below Linux's ephemeral range (32768–60999), clear of the profiles' fixed ports (3xxx, 14222 and up) and common servers. */
 const PORT_RANGE = [10_000, 14_000] as const;
+/**
+ * The ports of PORT_RANGE on the Fetch standard's "bad ports" list: Node.js's fetch refuses them
+ * ("fetch failed", cause "bad port") before connecting, so a tier listening there never looks ready.
+ */
+const FETCH_BAD_PORTS: ReadonlySet<number> = new Set([10_080]);
 
 /**
  * A port nothing listens on, reserved for this test process. A port the kernel picks for `listen(0)`
@@ -143,6 +148,7 @@ export async function freePort(): Promise<number> {
   fs.mkdirSync(PORTS_DIR, { recursive: true });
   for (let i = 0; i < 200; i++) {
     const port = PORT_RANGE[0] + Math.floor(Math.random() * (PORT_RANGE[1] - PORT_RANGE[0]));
+    if (FETCH_BAD_PORTS.has(port)) continue;
     const file = path.join(PORTS_DIR, String(port));
     try {
       fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
@@ -181,7 +187,10 @@ export async function waitFor<T>(
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+  // fetch's own message is only "fetch failed": its cause says why (refused, reset, a bad port).
+  const cause = (last as { cause?: unknown } | undefined)?.cause;
+  const why = last ? `: ${String(last)}${cause ? ` (${String(cause)})` : ''}` : '';
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${why}`);
 }
 
 /**
@@ -307,12 +316,21 @@ export async function startTier(
     await stop('SIGKILL');
   });
   const url = `http://127.0.0.1:${port}`;
+  // What /readyz last said, for the failure: a processors tier names the job still starting.
+  let said = 'no answer';
   await waitFor(
     `${tier} /readyz on ${port}`,
-    async () => ended() || (await fetch(`${url}/readyz`)).ok,
+    async () => {
+      if (ended()) return true;
+      const res = await fetch(`${url}/readyz`);
+      said = `${res.status} ${await res.text()}`;
+      return res.ok;
+    },
     // Files run side by side: a start-up can wait its turn for the CPU.
     60_000,
-  );
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; /readyz last answered: ${said}; the tier printed:\n${out.slice(-4000)}`);
+  });
   if (ended()) {
     // A tier that exits while starting fails the start at once, with all it printed.
     await closed;
