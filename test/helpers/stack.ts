@@ -230,6 +230,10 @@ export interface Tier {
  */
 const NO_WORKSPACE = '00000000-0000-0000-0000-000000000000';
 const quiet: Record<string, Record<string, string>> = {
+  // One process serving the port, not one per core: a supervisor and its workers would start two or
+  // three Node processes for every ingest tier of the suite. Files about the supervised processes
+  // (rate-limit, ingest-restart, chaos) ask for 2.
+  ingest: { INGEST_PROCESSES: '1' },
   processors: {
     HEALTH_TENANTS: NO_WORKSPACE,
     METRICS_TENANTS: NO_WORKSPACE,
