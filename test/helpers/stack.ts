@@ -320,7 +320,7 @@ export async function startTier(
     await stop('SIGKILL');
   });
   const url = `http://127.0.0.1:${port}`;
-  // What /readyz last said, for the failure: a processors tier names the job still starting.
+  // What /readyz last said, for the failure (a processors tier counts its stalled writers there).
   let said = 'no answer';
   await waitFor(
     `${tier} /readyz on ${port}`,
