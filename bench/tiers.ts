@@ -129,7 +129,7 @@ export interface Tier {
 }
 
 /**
- * Starts `node dist/<name>/main.js` on a free port in its own process group and waits for
+ * Starts `node dist/<name>/bundle.js` on a free port in its own process group and waits for
  * GET /readyz = 200. A tier that exits or stays unready fails the run with its last output.
  */
 export async function startTier(
@@ -138,7 +138,9 @@ export async function startTier(
   env: Record<string, string>,
   timeoutMs = 60_000,
 ): Promise<Tier> {
-  const script = path.join(tierDist, name, 'main.js');
+  // The bundle the launchers start (infra/bin/bundle-tiers.ts); a build from before it has main.js only.
+  const bundle = path.join(tierDist, name, 'bundle.js');
+  const script = fs.existsSync(bundle) ? bundle : path.join(tierDist, name, 'main.js');
   if (!fs.existsSync(script)) throw new BenchError(`${path.relative(ROOT, script)} does not exist (build it first)`);
   const port = await freePort();
   let out = '';

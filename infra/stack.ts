@@ -55,6 +55,12 @@ export interface StackProfile {
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
+export const TIERS = ['ingest', 'processors', 'core-api'] as const;
+export type TierName = (typeof TIERS)[number];
+
+/** The file a tier is started from, relative to the repository (infra/bin/bundle-tiers.ts writes it). */
+export const tierEntry = (tier: TierName): string => path.join('dist', tier, 'bundle.js');
+
 type Ports = Pick<
   StackProfile,
   | 'natsPort'

@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { integrationTokenKey, ROOT, stackEnv, stackProfile } from './stack.js';
+import { integrationTokenKey, ROOT, stackEnv, stackProfile, tierEntry } from './stack.js';
 import type { DemoReport } from './demo/load.js';
 import { edgeCaFile } from './services.js';
 
@@ -57,23 +57,23 @@ interface TierSpec {
 const specs: TierSpec[] = [
   {
     name: 'ingest',
-    file: 'ingest/main.js',
+    file: tierEntry('ingest'),
     // The demo's 90 days arrive through the backfill endpoint, about 40 requests of 1000 events.
     env: {
       INGEST_PORT: String(profile.ingestPort),
       EVENTS_BACKFILLS_PER_MIN: process.env.EVENTS_BACKFILLS_PER_MIN ?? '600',
     },
   },
-  { name: 'processors', file: 'processors/main.js', env: { PROCESSORS_PORT: String(processorsPort) } },
-  { name: 'core-api', file: 'core-api/main.js', env: { API_PORT: String(profile.apiPort) } },
+  { name: 'processors', file: tierEntry('processors'), env: { PROCESSORS_PORT: String(processorsPort) } },
+  { name: 'core-api', file: tierEntry('core-api'), env: { API_PORT: String(profile.apiPort) } },
 ];
-const tiers = specs.filter((t) => fs.existsSync(dist(t.file)));
+const tiers = specs.filter((t) => fs.existsSync(path.join(ROOT, t.file)));
 
 const children: ChildProcess[] = [];
 let stopping = false;
 for (const t of tiers) {
   // Own process group: Ctrl-C reaches only this launcher, which asks each tier once to drain.
-  const child = spawn(node, [dist(t.file)], {
+  const child = spawn(node, [path.join(ROOT, t.file)], {
     env: { ...env, ...t.env },
     stdio: ['ignore', 'inherit', 'inherit'],
     detached: true,

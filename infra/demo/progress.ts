@@ -77,12 +77,16 @@ export async function billingSent(sql: Sql, p: DemoProgress, n: number): Promise
   p.billingBatches = n;
 }
 
-/** Usage batch `n` is accepted. */
+/**
+ * Usage batch `n` is accepted. Appended to the stored list in the statement, not written as this
+ * process's whole list: two batches are sent at once, and their updates may run in either order
+ * (a whole list written last would drop the batch of the update that ran first).
+ */
 export async function backfillSent(sql: Sql, p: DemoProgress, n: number): Promise<void> {
   p.backfillDone.add(n);
-  const done = JSON.stringify([...p.backfillDone].sort((a, b) => a - b));
   await sql`
-    UPDATE jobs SET params = jsonb_set(params, '{backfill_done}', ${done}::text::jsonb), heartbeat_at = now()
+    UPDATE jobs SET params = jsonb_set(params, '{backfill_done}',
+      coalesce(params->'backfill_done', '[]'::jsonb) || to_jsonb(${n}::int)), heartbeat_at = now()
     WHERE id = ${p.id}`;
 }
 

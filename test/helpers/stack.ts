@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
-import { integrationTokenKey, ROOT, stackEnv, stackProfile, stackUrls } from '../../infra/stack.js';
+import { integrationTokenKey, ROOT, stackEnv, stackProfile, stackUrls, tierEntry } from '../../infra/stack.js';
 import { ClickHouseEndpoints } from '../../lib/clickhouse-endpoints.js';
 import { alive } from '../../infra/proc.js';
 import { propertiesJson } from '../../lib/event-properties.js';
@@ -212,7 +212,7 @@ export interface Tier {
 }
 
 /**
- * Starts `node dist/<tier>/main.js` against the test stack on a free port, waits for /healthz,
+ * Starts `node dist/<tier>/bundle.js` against the test stack on a free port, waits for /healthz,
  * and registers its teardown. `portEnv` names the variable the tier reads its port from.
  */
 /**
@@ -276,7 +276,7 @@ export async function startTier(
   const portEnv = { ingest: 'INGEST_PORT', processors: 'PROCESSORS_PORT', 'core-api': 'API_PORT' }[tier];
   const port = env[portEnv] ? Number(env[portEnv]) : await freePort();
   let out = '';
-  const proc = spawn(...plainNode([dist(`${tier}/main.js`)]), {
+  const proc = spawn(...plainNode([path.join(ROOT, tierEntry(tier))]), {
     env: {
       ...process.env,
       ...stackEnv(profile),
