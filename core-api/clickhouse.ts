@@ -1,4 +1,4 @@
-import { ClickHouseEndpoints } from '../lib/clickhouse-endpoints.js';
+import { type ChAnswer, ClickHouseEndpoints } from '../lib/clickhouse-endpoints.js';
 import type { Logger } from '../lib/logger.js';
 import { ApiError } from '../lib/problem.js';
 
@@ -34,7 +34,7 @@ export class ClickHouseReader {
       max_execution_time: Math.max(1, Math.ceil(timeoutMs / 1000)),
       output_format_json_quote_64bit_integers: 0,
     };
-    let res: Response;
+    let res: ChAnswer;
     let text: string;
     try {
       [res, text] = await this.endpoints.read(`${query}\nFORMAT JSONEachRow`, settings, timeoutMs);

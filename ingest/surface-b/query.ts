@@ -1,5 +1,5 @@
 import { decodeEventCursor, encodeEventCursor, MAX_DATETIME_S } from '../../lib/cursor.js';
-import { ClickHouseEndpoints } from '../../lib/clickhouse-endpoints.js';
+import { type ChAnswer, ClickHouseEndpoints } from '../../lib/clickhouse-endpoints.js';
 import { propertiesJson } from '../../lib/event-properties.js';
 import { isUuid } from '../../lib/ids.js';
 import { ApiError } from '../../lib/problem.js';
@@ -98,7 +98,7 @@ export class EventQuery {
         properties, prop_keys, prop_values, prop_kinds
       FROM ${this.database}.events WHERE ${where.join(' AND ')}
       ORDER BY ts DESC, ts_ms DESC, eid DESC LIMIT ${f.limit + 1} FORMAT JSONEachRow`;
-    let res: Response;
+    let res: ChAnswer;
     let text: string;
     try {
       [res, text] = await this.endpoints.read(query, {}, this.timeoutMs);
