@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { ROOT, type StackProfile, type StackUrls } from '../infra/stack.js';
+import { ROOT, type StackProfile, type StackUrls, tierEntry } from '../infra/stack.js';
 import { freePort } from '../infra/proc.js';
 
 export { freePort };
@@ -129,7 +129,7 @@ export interface Tier {
 }
 
 /**
- * Starts `node dist/<name>/bundle.js` on a free port in its own process group and waits for
+ * Starts the tier's entry (infra/stack.ts `tierEntry`) on a free port in its own process group and waits for
  * GET /readyz = 200. A tier that exits or stays unready fails the run with its last output.
  */
 export async function startTier(
@@ -138,9 +138,9 @@ export async function startTier(
   env: Record<string, string>,
   timeoutMs = 60_000,
 ): Promise<Tier> {
-  // The bundle the launchers start (infra/bin/bundle-tiers.ts); a build from before it has main.js only.
-  const bundle = path.join(tierDist, name, 'bundle.js');
-  const script = fs.existsSync(bundle) ? bundle : path.join(tierDist, name, 'main.js');
+  // The file the launchers start (a bundle for some tiers); a build from before the bundles has main.js only.
+  const entry = path.join(tierDist, name, path.basename(tierEntry(name)));
+  const script = fs.existsSync(entry) ? entry : path.join(tierDist, name, 'main.js');
   if (!fs.existsSync(script)) throw new BenchError(`${path.relative(ROOT, script)} does not exist (build it first)`);
   const port = await freePort();
   let out = '';

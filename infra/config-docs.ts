@@ -69,7 +69,7 @@ const TIERS: Tier[] = [
   },
   {
     title: 'Processors',
-    command: 'node dist/processors/main.js',
+    command: 'node dist/processors/bundle.js',
     schema: ProcessorsConfig,
     groups: [
       { title: 'Status endpoint and worker threads', names: /^PROCESSORS_.*$/ },
@@ -89,7 +89,7 @@ const TIERS: Tier[] = [
   },
   {
     title: 'Core API',
-    command: 'node dist/core-api/main.js',
+    command: 'node dist/core-api/bundle.js',
     schema: CoreApiConfig,
     groups: [
       {

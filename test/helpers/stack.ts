@@ -212,7 +212,7 @@ export interface Tier {
 }
 
 /**
- * Starts `node dist/<tier>/bundle.js` against the test stack on a free port, waits for /healthz,
+ * Starts the tier's entry (infra/stack.ts `tierEntry`) against the test stack on a free port, waits for /healthz,
  * and registers its teardown. `portEnv` names the variable the tier reads its port from.
  */
 /**
