@@ -10,6 +10,8 @@ import { serverGroups } from './context.js';
 import { BenchError, dist, say, sleep, startTier, type Tier } from './tiers.js';
 
 export interface DrainResult {
+  /** WRITER_INSERT_STREAMS of the processors tier that drained it. */
+  insertStreams?: number;
   backlogEvents: number;
   /** Time from spawning processors to its /readyz. */
   readyMs: number;
@@ -33,7 +35,10 @@ export interface SustainedResult {
 }
 
 export interface E2eResult {
+  /** The drain with the writer's default two insert streams (WRITER_INSERT_STREAMS). */
   drain: DrainResult;
+  /** The same drain with one insert stream (absent in results from before it was measured). */
+  drainOneStream?: DrainResult;
   sustained: SustainedResult;
   /** Exact count of the benchmark workspaces' rows against what surface A accepted (less what was purged). */
   check: { accepted: number; stored: number };
@@ -106,7 +111,7 @@ export class LandedPoller {
  * thousands of other workspaces, up to 100k customers each, whose overdue scheduled runs would
  * otherwise start with the tier and compete with the writer being measured.
  */
-export function startProcessors(ctx: BenchContext): Promise<Tier> {
+export function startProcessors(ctx: BenchContext, env: Record<string, string> = {}): Promise<Tier> {
   const ours = ctx.tenants.map((t) => t.tenantId).join(',');
   return startTier(
     'processors',
@@ -120,6 +125,7 @@ export function startProcessors(ctx: BenchContext): Promise<Tier> {
       METRICS_TENANTS: ours,
       PLAYBOOKS_TENANTS: ours,
       WEBHOOK_TENANTS: ours,
+      ...env,
     },
     120_000,
   );
@@ -172,60 +178,13 @@ export async function e2eScenario(ctx: BenchContext): Promise<E2eResult> {
       `SELECT count() FROM csp.events WHERE tenant_id IN (${ctx.tenants.map((t) => `'${t.tenantId}'`).join(',')})`,
     );
 
-    say(`e2e 1/2: queueing ${ctx.opts.backlogEvents.toLocaleString('en-US')} events with processors stopped`);
-    const backlog = await load(
-      ctx,
-      ingest,
-      {},
-      { label: 'e2e-backlog', durationS: 600, maxEvents: ctx.opts.backlogEvents },
-    );
-    failOnErrors(backlog, ingest);
-    let procPid = 0;
-    const drainSampler = new ProcSampler({
-      processors: () => (procPid ? [procPid] : []),
-      ...serverGroups(ctx.profile),
-    }).start();
-    const base1 = await ctx.ch.eventsRows();
-    const poll1 = new LandedPoller(ctx, base1);
-    const spawned = Date.now();
-    processors = await startProcessors(ctx);
-    procPid = processors.pid;
-    say(
-      `e2e: processors ready in ${processors.readyMs} ms; draining ${backlog.accepted.toLocaleString('en-US')} events`,
-    );
-    const drained = await poll1.until(backlog.accepted, 10 * 60_000);
-    await poll1.stop();
-    const drainUsage = drainSampler.stop();
-    let purgedEvents = 0;
-    let stalledAt: number | undefined;
-    if (!drained) {
-      stalledAt = poll1.latest;
-      say(
-        `e2e: processors stopped landing rows at ${stalledAt.toLocaleString('en-US')} of ${backlog.accepted.toLocaleString('en-US')}; restarting it and dropping the rest of the backlog. Its last output:\n${processors.output().trim().split('\n').slice(-5).join('\n')}`,
-      );
-      await processors.stop();
-      processors = undefined;
-      // Each message is one request whose 100 events were all accepted.
-      purgedEvents = (await purgeBenchSubjects(ctx)) * ctx.workload.eventsPerBody;
-      processors = await startProcessors(ctx);
-    }
-    const landed = stalledAt ?? backlog.accepted;
-    const t10 = poll1.firstAt(landed * 0.1)!;
-    const t90 = poll1.firstAt(landed * 0.9)!;
-    const tEnd = poll1.firstAt(landed)!;
-    const drain: DrainResult = {
-      backlogEvents: backlog.accepted,
-      readyMs: processors.readyMs,
-      rowsPerSec: t90 > t10 ? Math.round((landed * 0.8) / ((t90 - t10) / 1000)) : 0,
-      overallRowsPerSec: Math.round(landed / ((tEnd - spawned) / 1000)),
-      seconds: round((tEnd - spawned) / 1000, 1),
-      stalledAt,
-      purgedEvents,
-      usage: drainUsage,
-    };
-    say(
-      `e2e: processors landed ${drain.rowsPerSec.toLocaleString('en-US')} rows/s (steady), ${drain.overallRowsPerSec.toLocaleString('en-US')} rows/s overall`,
-    );
+    // The writer's landing rate with one insert stream, then with two (the default), on backlogs
+    // of the same size: what parallel landing adds, next to the clickhouse-client ceiling.
+    const one = await drainPhase(ctx, ingest, 1);
+    await one.processors.stop();
+    const two = await drainPhase(ctx, ingest, 2);
+    processors = two.processors;
+    const drain = two.drain;
 
     say(`e2e 2/2: ${ctx.opts.e2eRate.toLocaleString('en-US')} events/s offered for ${ctx.opts.e2eDurationS} s`);
     const base2 = await ctx.ch.eventsRows();
@@ -252,12 +211,21 @@ export async function e2eScenario(ctx: BenchContext): Promise<E2eResult> {
       )) - baseCount;
     return {
       drain,
+      drainOneStream: one.drain,
       sustained: {
         load: sustained,
         lag,
         drainAfterStopMs: doneAt === undefined ? null : Math.max(0, doneAt - lastAck),
       },
-      check: { accepted: backlog.accepted - drain.purgedEvents + sustained.accepted, stored },
+      check: {
+        accepted:
+          one.drain.backlogEvents -
+          one.drain.purgedEvents +
+          drain.backlogEvents -
+          drain.purgedEvents +
+          sustained.accepted,
+        stored,
+      },
     };
   } finally {
     await processors?.stop();
@@ -265,4 +233,72 @@ export async function e2eScenario(ctx: BenchContext): Promise<E2eResult> {
     // Leaves nothing for a later writer when the run stopped before processors took it all.
     await purgeBenchSubjects(ctx).catch(() => undefined);
   }
+}
+
+/**
+ * Queues `--backlog-events` events with processors down, then starts processors with
+ * `insertStreams` insert streams and times the drain. The tier is left running.
+ */
+async function drainPhase(
+  ctx: BenchContext,
+  ingest: Tier,
+  insertStreams: number,
+): Promise<{ drain: DrainResult; processors: Tier }> {
+  const streams = `${insertStreams} insert stream${insertStreams === 1 ? '' : 's'}`;
+  say(
+    `e2e 1/2: queueing ${ctx.opts.backlogEvents.toLocaleString('en-US')} events with processors stopped (${streams})`,
+  );
+  const backlog = await load(
+    ctx,
+    ingest,
+    {},
+    { label: 'e2e-backlog', durationS: 600, maxEvents: ctx.opts.backlogEvents },
+  );
+  failOnErrors(backlog, ingest);
+  const env = { WRITER_INSERT_STREAMS: String(insertStreams) };
+  let procPid = 0;
+  const drainSampler = new ProcSampler({
+    processors: () => (procPid ? [procPid] : []),
+    ...serverGroups(ctx.profile),
+  }).start();
+  const base1 = await ctx.ch.eventsRows();
+  const poll1 = new LandedPoller(ctx, base1);
+  const spawned = Date.now();
+  let processors = await startProcessors(ctx, env);
+  procPid = processors.pid;
+  say(`e2e: processors ready in ${processors.readyMs} ms; draining ${backlog.accepted.toLocaleString('en-US')} events`);
+  const drained = await poll1.until(backlog.accepted, 10 * 60_000);
+  await poll1.stop();
+  const drainUsage = drainSampler.stop();
+  let purgedEvents = 0;
+  let stalledAt: number | undefined;
+  if (!drained) {
+    stalledAt = poll1.latest;
+    say(
+      `e2e: processors stopped landing rows at ${stalledAt.toLocaleString('en-US')} of ${backlog.accepted.toLocaleString('en-US')}; restarting it and dropping the rest of the backlog. Its last output:\n${processors.output().trim().split('\n').slice(-5).join('\n')}`,
+    );
+    await processors.stop();
+    // Each message is one request whose 100 events were all accepted.
+    purgedEvents = (await purgeBenchSubjects(ctx)) * ctx.workload.eventsPerBody;
+    processors = await startProcessors(ctx, env);
+  }
+  const landed = stalledAt ?? backlog.accepted;
+  const t10 = poll1.firstAt(landed * 0.1)!;
+  const t90 = poll1.firstAt(landed * 0.9)!;
+  const tEnd = poll1.firstAt(landed)!;
+  const drain: DrainResult = {
+    insertStreams,
+    backlogEvents: backlog.accepted,
+    readyMs: processors.readyMs,
+    rowsPerSec: t90 > t10 ? Math.round((landed * 0.8) / ((t90 - t10) / 1000)) : 0,
+    overallRowsPerSec: Math.round(landed / ((tEnd - spawned) / 1000)),
+    seconds: round((tEnd - spawned) / 1000, 1),
+    stalledAt,
+    purgedEvents,
+    usage: drainUsage,
+  };
+  say(
+    `e2e: processors landed ${drain.rowsPerSec.toLocaleString('en-US')} rows/s (steady, ${streams}), ${drain.overallRowsPerSec.toLocaleString('en-US')} rows/s overall`,
+  );
+  return { drain, processors };
 }
