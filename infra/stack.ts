@@ -55,8 +55,7 @@ export interface StackProfile {
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-export const TIERS = ['ingest', 'processors', 'core-api'] as const;
-export type TierName = (typeof TIERS)[number];
+export type TierName = 'ingest' | 'processors' | 'core-api';
 
 /**
  * The tiers started from one bundle (infra/bin/bundle-tiers.ts). Not ingest: its request path ran

@@ -80,7 +80,7 @@ export class ClickHouseEndpoints {
    * A request for `path` (query string included) on the first endpoint that can be reached, each
    * attempt with its own `timeoutMs`: the answer and its body text.
    */
-  fetchText(
+  requestText(
     path: string,
     init: { method?: string; body?: string; timeoutMs?: number } = {},
   ): Promise<[ChAnswer, string]> {
@@ -130,7 +130,7 @@ export class ClickHouseEndpoints {
   read(sql: string, settings: Record<string, string | number> = {}, timeoutMs?: number): Promise<[ChAnswer, string]> {
     const params = new URLSearchParams({ readonly: '2' });
     for (const [k, v] of Object.entries(settings)) params.set(k, String(v));
-    return this.fetchText(`/?${params}`, { method: 'POST', body: sql, timeoutMs });
+    return this.requestText(`/?${params}`, { method: 'POST', body: sql, timeoutMs });
   }
 }
 

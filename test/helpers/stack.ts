@@ -370,7 +370,7 @@ export const propertiesText = (r: StoredPropertyColumns): string =>
   propertiesJson(r.properties, r.prop_keys, r.prop_values, r.prop_kinds);
 
 export async function ch<T = Record<string, unknown>>(query: string): Promise<T[]> {
-  const [res, text] = await chEndpoints.fetchText('/?database=csp', {
+  const [res, text] = await chEndpoints.requestText('/?database=csp', {
     method: 'POST',
     body: `${query} FORMAT JSONEachRow`,
   });
