@@ -445,31 +445,56 @@ const widths = new WeakMap<Array<[string, ChType]>, Int8Array>();
  * The rows of a payload whose UUID `column` holds none of `drop`: the byte ranges to keep (adjacent
  * rows merged into one range), how many rows they hold and how many were left out. For the
  * writer's drop of erased customers' rows, which reads every row of a workspace that has some: a
- * loop over the column widths (rowSpans's walk costs about four times as much), and a string built
- * only for a row whose value's first four bytes match. Throws RowBinaryError where the bytes cannot
- * be rows of these columns.
+ * string is built only for a row whose value's first four bytes match. Throws RowBinaryError where
+ * the bytes cannot be rows of these columns.
  */
 export function rowsWithout(
   payload: Uint8Array,
   columns: Array<[string, ChType]>,
   column: string,
   drop: UuidSet,
-): { ranges: Array<[number, number]>; kept: number; dropped: number } {
-  let width = widths.get(columns);
-  if (!width) widths.set(columns, (width = Int8Array.from(columns, ([, type]) => WIDTH[type])));
+): KeptRows {
   const target = columns.findIndex(([c]) => c === column);
   if (target < 0 || columns[target][1] !== 'UUID') throw new Error(`no UUID column ${column}`);
+  return filterRows(payload, columns, target, (b, _row, value) => {
+    const head = b[value] | (b[value + 1] << 8) | (b[value + 2] << 16) | (b[value + 3] << 24);
+    return !(drop.head.has(head) && drop.keys.has(b.toString('latin1', value, value + 16)));
+  });
+}
+
+/** What filterRows keeps of a payload: byte ranges (adjacent rows merged), rows kept, rows left out. */
+export interface KeptRows {
+  ranges: Array<[number, number]>;
+  kept: number;
+  dropped: number;
+}
+
+/**
+ * Walks a payload row by row and keeps the rows `keep` accepts. `keep` gets the payload, where the
+ * row starts, and where the value of column `target` starts and ends (a String's text, without its
+ * length). A loop over the column widths with lengths read inline: rowSpans's walk, a call per
+ * value, costs about four times as much. Throws RowBinaryError where the bytes cannot be rows of
+ * these columns.
+ */
+export function filterRows(
+  payload: Uint8Array,
+  columns: Array<[string, ChType]>,
+  target: number,
+  keep: (b: Buffer, row: number, value: number, valueEnd: number) => boolean,
+): KeptRows {
+  let width = widths.get(columns);
+  if (!width) widths.set(columns, (width = Int8Array.from(columns, ([, type]) => WIDTH[type])));
   const b = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
   const end = b.length;
   const ranges: Array<[number, number]> = [];
   let kept = 0;
   let dropped = 0;
   let at = 0;
-  // Lengths are read inline (a call per string costs twice the walk). Past the end, b[at] is
-  // undefined, which ends a length; the row's end is checked once it is read.
+  // Past the end, b[at] is undefined, which ends a length; the row's end is checked once it is read.
   while (at < end) {
     const start = at;
     let value = 0;
+    let valueEnd = 0;
     for (let i = 0; i < width.length; i++) {
       const w = width[i];
       if (i === target) value = at;
@@ -482,8 +507,10 @@ export function rowsWithout(
           x = b[at++];
           n += (x & 0x7f) * 2 ** shift;
         }
-        if (w === STRING) at += n;
-        else
+        if (w === STRING) {
+          if (i === target) value = at;
+          at += n;
+        } else
           for (; n > 0; n--) {
             let y = b[at++];
             let len = y & 0x7f;
@@ -494,10 +521,10 @@ export function rowsWithout(
             at += len;
           }
       }
+      if (i === target) valueEnd = at;
     }
     if (!(at <= end)) throw new RowBinaryError(`row ${kept + dropped} runs past the end of the payload`);
-    const head = b[value] | (b[value + 1] << 8) | (b[value + 2] << 16) | (b[value + 3] << 24);
-    if (drop.head.has(head) && drop.keys.has(b.toString('latin1', value, value + 16))) {
+    if (!keep(b, start, value, valueEnd)) {
       dropped++;
       continue;
     }
