@@ -19,7 +19,7 @@ import { KEY_COLUMNS, WorkspaceKeys } from '../processors/dedup/workspace-keys.j
  *    per key and for 1 billion keys, and the time and CPU to load them into memory when a writer
  *    takes the workspace over.
  *
- *   node dist/bench/dedup-keys.js --keys 5000000 [--profile test]
+ *   node dist/bench/dedup-keys.js --keys 5000000 [--ids seq|random] [--profile test]
  */
 
 const { values: o } = parseArgs({
@@ -29,6 +29,7 @@ const { values: o } = parseArgs({
     rows: { type: 'string', default: '1000' },
     dup: { type: 'string', default: '0.1' },
     customers: { type: 'string', default: '5000' },
+    ids: { type: 'string', default: 'seq' },
   },
 });
 const KEYS = Number(o.keys);
@@ -42,7 +43,8 @@ const say = (line: string) => process.stdout.write(`${line}\n`);
 const f1 = (x: number) => x.toFixed(1);
 
 let next = 0;
-const extId = () => `evt-${String(next++).padStart(12, '0')}`;
+/** `--ids seq`: growing external ids (sequence numbers, time-ordered ids); `--ids random`: UUIDs. */
+const extId = () => (o.ids === 'random' ? randomUUID() : `evt-${String(next++).padStart(12, '0')}`);
 
 /** `count` messages of surface-B rows, `DUP` of their keys taken from earlier rows. */
 function messages(count: number): Buffer[] {

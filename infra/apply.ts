@@ -110,11 +110,27 @@ export interface ClusterTarget {
   nodes: Array<{ url: string; shard: string }>;
 }
 
+/**
+ * Views that feed a table from their creation on, and the statement that fills the table once from
+ * the rows stored before: run right after the view is created (on a cluster, once the Distributed
+ * tables exist). Rows inserted between the two land twice; the tables named here are Replacing.
+ */
+const POPULATE: Record<string, string> = {
+  event_keys_mv:
+    "INSERT INTO csp.event_keys SELECT tenant_id, customer_id, external_id, batch_id FROM csp.events WHERE external_id != ''",
+};
+const MATERIALIZED_VIEW = /^CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+)\.(\w+) /i;
+const tableCount = (db: string, name: string) =>
+  `SELECT count() FROM system.tables WHERE database = '${db}' AND name = '${name}' FORMAT TSVRaw`;
+
 /** Applies schema.sql to a single server, or its cluster form (clusterStatements) to every server of a cluster. */
 export async function applyClickhouse(url: string, cluster?: ClusterTarget): Promise<void> {
   if (cluster) return applyToCluster(url, cluster);
   const ch = clickhouseDdl(url);
   for (const stmt of clickhouseStatements()) {
+    const view = MATERIALIZED_VIEW.exec(stmt);
+    const populate = view && POPULATE[view[2]];
+    const fresh = populate ? (await ch(tableCount(view[1], view[2]))).trim() === '0' : false;
     try {
       await ch(stmt);
     } catch (err) {
@@ -122,6 +138,7 @@ export async function applyClickhouse(url: string, cluster?: ClusterTarget): Pro
       if (/^ALTER TABLE \S+ ADD COLUMN /i.test(stmt) && /already exists/i.test((err as Error).message)) continue;
       throw err;
     }
+    if (fresh && populate) await ch(populate);
     await regranulate(ch, stmt);
   }
 }
@@ -139,8 +156,8 @@ async function applyToCluster(url: string, cluster: ClusterTarget): Promise<void
   const ch = clickhouseDdl(url);
   const everywhere = async (sql: string, want: (answer: string) => boolean) =>
     (await Promise.all(cluster.nodes.map((n) => clickhouseDdl(n.url)(sql)))).every(want);
-  const tableExists = (db: string, name: string) =>
-    `SELECT count() FROM system.tables WHERE database = '${db}' AND name = '${name}' FORMAT TSVRaw`;
+  const tableExists = tableCount;
+  const populates: string[] = [];
   // One server of each shard (a later one overwrites an earlier in the Map): where ALTERs go.
   const onePerShard = [...new Map(cluster.nodes.map((n) => [n.shard, n])).values()];
   for (const stmt of clusterStatements(clickhouseStatements(), cluster.name)) {
@@ -160,6 +177,8 @@ async function applyToCluster(url: string, cluster: ClusterTarget): Promise<void
     await refreshDistributed(ch, stmt);
     if ((m = /^CREATE (?:TABLE|MATERIALIZED VIEW) IF NOT EXISTS (\w+)\.(\w+) /i.exec(stmt))) {
       if (await everywhere(tableExists(m[1], m[2]), (a) => a.trim() === '1')) continue;
+      const populate = POPULATE[m[2]];
+      if (populate && (await everywhere(tableExists(m[1], m[2]), (a) => a.trim() === '0'))) populates.push(populate);
     } else if ((m = /^DROP TABLE IF EXISTS (\w+)\.(\w+) /i.exec(stmt))) {
       if (await everywhere(tableExists(m[1], m[2]), (a) => a.trim() === '0')) continue;
     } else if ((m = /^CREATE DATABASE IF NOT EXISTS (\w+) /i.exec(stmt))) {
@@ -168,6 +187,7 @@ async function applyToCluster(url: string, cluster: ClusterTarget): Promise<void
     }
     await ch(stmt);
   }
+  for (const populate of populates) await ch(populate);
 }
 
 export type Run = (sql: string) => Promise<string>;

@@ -90,6 +90,9 @@ export const consumerConfigs = [
   // consumer because nats-server 2.9 takes one filter subject per consumer.
   { stream: STREAM_EVENTS, config: { ...writer(consumers.backfillWriter, 'ev.backfill.>'), max_ack_pending: 2_000 } },
   { stream: STREAM_EVENTS, config: { ...writer(consumers.catalogBackfill, 'ev.backfill.>'), headers_only: true } },
+  // Keyed surface-B events (SURFACE_B_DEDUP=stream), live and backfilled, in one stream order.
+  { stream: STREAM_EVENTS, config: writer(consumers.keyedWriter, 'ev.keyed.>') },
+  { stream: STREAM_EVENTS, config: { ...writer(consumers.catalogKeyed, 'ev.keyed.>'), headers_only: true } },
   // Events the service generates (health_changed, task_*): few, so a small ack-pending bound.
   { stream: STREAM_EVENTS, config: { ...writer(consumers.systemWriter, 'ev.system.>'), max_ack_pending: 1_000 } },
   { stream: STREAM_WEBHOOKS, config: { ...writer(consumers.webhookFanout, 'wh.>'), max_ack_pending: 5_000 } },

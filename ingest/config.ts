@@ -1,6 +1,7 @@
 import os from 'node:os';
 import Type, { type Static } from '#typebox';
 import { INGEST_LIMITS } from '../schemas/ingest-limits.js';
+import { SurfaceBDedup } from '../lib/config.js';
 
 /**
  * Every variable the ingest tier reads, with its default (STYLE.md: one schema per process);
@@ -30,6 +31,7 @@ export const IngestConfig = Type.Object({
       'PostgreSQL, the source of truth (every tier uses the same database): ingestion keys, customers, ' +
       'deduplication keys, quotas.',
   }),
+  SURFACE_B_DEDUP: SurfaceBDedup,
   INGEST_RATE_LIMIT_PER_MIN: Type.Integer({
     minimum: 1,
     default: INGEST_LIMITS.surfaceARequestsPerMinute,

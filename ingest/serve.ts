@@ -85,6 +85,7 @@ export async function serve(
       idempotencyWaitMs: cfg.IDEMPOTENCY_WAIT_MS,
       // Past the publisher's whole budget (three PubAck waits), with room for the statements around it.
       reservationMs: 3 * cfg.INGEST_PUBLISH_TIMEOUT_MS + 15_000,
+      dedupAt: cfg.SURFACE_B_DEDUP,
     },
     log.child({ mod: 'surface-b' }),
   );

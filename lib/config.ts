@@ -1,4 +1,4 @@
-import type { TSchema, Static } from '#typebox';
+import Type, { type TSchema, type Static } from '#typebox';
 import { Value } from '#typebox/value';
 
 /**
@@ -57,3 +57,16 @@ export function configOrExit<T>(log: { fatal(msg: string): void }, build: () => 
     process.exit(1);
   }
 }
+
+/**
+ * Where surface B's external_id deduplication happens, read by the ingest and processors tiers
+ * alike (set it the same for both).
+ */
+export const SurfaceBDedup = Type.Union([Type.Literal('request'), Type.Literal('stream')], {
+  default: 'request',
+  description:
+    "Where surface B's external_id deduplication happens; set it the same for the ingest and processors tiers. " +
+    'request: each request claims its keys in PostgreSQL before it publishes. stream: every valid event is ' +
+    'published, and one processors instance at a time (the keyed writer) drops duplicates between the stream and ' +
+    'ClickHouse (docs/ingestion.md).',
+});

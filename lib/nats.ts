@@ -43,6 +43,12 @@ export const subjects = {
   billing: (tenant: string) => `ev.billing.${tenant}`,
   /** Surface B backfill: historical events, written by their own consumer so live events never wait behind them. */
   backfill: (tenant: string) => `ev.backfill.${tenant}`,
+  /**
+   * Surface-B events with external_id when their deduplication happens between the stream and the
+   * warehouse (SURFACE_B_DEDUP=stream): one consumer, run by one processors instance at a time,
+   * holds the workspaces' keys (processors/dedup/).
+   */
+  keyed: (tenant: string) => `ev.keyed.${tenant}`,
   /** Events the service generates itself (health_changed, task_*, …), relayed from the PostgreSQL outbox. */
   system: (tenant: string) => `ev.system.${tenant}`,
   dlq: (consumer: string, original: string) => `dlq.${consumer}.${original}`,
@@ -77,6 +83,9 @@ export const consumers = {
   catalog: 'event-catalog',
   backfillWriter: 'clickhouse-writer-backfill',
   catalogBackfill: 'event-catalog-backfill',
+  /** Keyed surface-B events (ev.keyed.>) into csp.events, each key stored once. */
+  keyedWriter: 'clickhouse-writer-keyed',
+  catalogKeyed: 'event-catalog-keyed',
   /** Generated events (ev.system.>) into csp.events. */
   systemWriter: 'clickhouse-writer-system',
   /** Webhook events (wh.>) into webhook_deliveries, one row per matching subscription. */

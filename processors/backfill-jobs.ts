@@ -4,7 +4,9 @@ import type { Sql } from '../lib/pg.js';
 import type { RowsMessage } from './writer/held.js';
 
 /**
- * Completes surface-B backfill jobs as their messages reach ClickHouse. The ingest tier inserts the
+ * Completes surface-B backfill jobs as their messages reach ClickHouse: `stored` and `processed` are
+ * the rows stored, `duplicates` the accepted events that were not (duplicates in the request, and
+ * with SURFACE_B_DEDUP=stream those the writer dropped), final once the job has succeeded. The ingest tier inserts the
  * job row in the transaction that waits for the PubAck, so the row may not be committed yet when
  * the writer gets here: an upsert waits on that row's lock instead of missing it, and creates the
  * row if the request was rolled back after its message was stored anyway.
@@ -19,7 +21,8 @@ export function backfillJobHooks(sql: Sql) {
       if (!isUuid(id)) continue;
       ids.push(id);
       tenants.push(tenantOfSubject(m.subject) ?? '');
-      rows.push(Number(m.headers?.get('Cs-Rows') ?? 0));
+      // What the writer stored: the message's rows less those it dropped as duplicates.
+      rows.push(Number(m.headers?.get('Cs-Rows') ?? 0) - (m.duplicates ?? 0));
     }
     return { ids, tenants, rows };
   };
@@ -35,8 +38,11 @@ export function backfillJobHooks(sql: Sql) {
         SELECT id, tenant, 'events.backfill', 'succeeded', '{}', '[]', n, n, jsonb_build_object('stored', n),
           now(), now(), now()
         FROM unnest(${ids}::uuid[], ${tenants}::uuid[], ${rows}::int[]) AS u(id, tenant, n)
-        ON CONFLICT (id) DO UPDATE SET status = 'succeeded', processed = EXCLUDED.processed,
-          counts = jobs.counts || jsonb_build_object('stored', EXCLUDED.processed),
+        ON CONFLICT (id) DO UPDATE SET status = 'succeeded', total = EXCLUDED.total, processed = EXCLUDED.processed,
+          counts = jobs.counts || jsonb_build_object('stored', EXCLUDED.processed) || CASE
+            WHEN jobs.counts ? 'accepted'
+            THEN jsonb_build_object('duplicates', (jobs.counts->>'accepted')::int - EXCLUDED.processed)
+            ELSE '{}' END,
           started_at = coalesce(jobs.started_at, now()), finished_at = coalesce(jobs.finished_at, now()),
           heartbeat_at = now()`;
     },

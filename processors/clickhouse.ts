@@ -108,6 +108,14 @@ export class ClickHouse {
     return this.each(async (c) => (await c.query({ query, format: 'TabSeparated' })).text());
   }
 
+  /** A query's answer as it arrives (its FORMAT in the query): chunks handed to `chunk` in order. */
+  async stream(query: string, chunk: (b: Buffer) => void): Promise<void> {
+    await this.each(async (c) => {
+      const res = await c.exec({ query });
+      for await (const b of res.stream) chunk(b as Buffer);
+    });
+  }
+
   async command(query: string): Promise<void> {
     await this.each((c) => c.command({ query }));
   }

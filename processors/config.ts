@@ -1,5 +1,6 @@
 import Type, { type Static } from '#typebox';
 import { IntegrationConfig } from '../lib/integrations/config.js';
+import { SurfaceBDedup } from '../lib/config.js';
 
 /**
  * Every variable the processors tier reads, with its default (STYLE.md: one schema per process);
@@ -61,6 +62,14 @@ export const ProcessorsConfig = Type.Object({
     minimum: 1,
     default: 1,
     description: 'Concurrent inserts of the backfill writer (kept below live events).',
+  }),
+  SURFACE_B_DEDUP: SurfaceBDedup,
+  KEYED_WRITER_LEASE_MS: Type.Integer({
+    minimum: 1000,
+    default: 15_000,
+    description:
+      'Lease of the keyed writer (SURFACE_B_DEDUP=stream), which one processors instance at a time runs: when its ' +
+      'holder dies, another instance takes the keyed events over this long after its last renewal.',
   }),
   WRITER_PULL_BYTES: Type.Integer({
     minimum: 65536,

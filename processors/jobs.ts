@@ -9,6 +9,8 @@ import { STREAM_EVENTS, STREAM_WEBHOOKS, consumers } from '../lib/nats.js';
 import type { Sql } from '../lib/pg.js';
 import { evaluateUsageDrops, KeySpikes } from './alerts/alerts.js';
 import { backfillJobHooks } from './backfill-jobs.js';
+import { KeysStore } from './dedup/keys-store.js';
+import { KeyedOwnership } from './dedup/ownership.js';
 import { EventCatalog } from './catalog/catalog.js';
 import type { ClickHouse } from './clickhouse.js';
 import type { ProcessorsSettings } from './config.js';
@@ -123,15 +125,40 @@ export function writersJob(
       deps,
     ),
   ];
+  // Keyed surface-B events: one instance at a time, holding the workspaces' deduplication keys.
+  const keyed = new KeyedOwnership(t.sql, t.log.child({ mod: 'keyed-writer' }), {
+    holder: t.instance,
+    ttlMs: cfg.KEYED_WRITER_LEASE_MS,
+    async start() {
+      const w = new ClickhouseWriter(
+        {
+          ...common,
+          consumer: consumers.keyedWriter,
+          table: 'events',
+          erased,
+          keys: new KeysStore(t.ch, t.log.child({ mod: 'keyed-writer' })),
+          onStored: async (messages, generation) => {
+            eraser.stored(messages, generation);
+            await backfillHooks.onStored(messages);
+          },
+          onDeadLettered: backfillHooks.onDeadLettered,
+        },
+        deps,
+      );
+      await w.start();
+      return w;
+    },
+  });
   return {
     writers,
     async start() {
       // Rows of erased customers are dropped from the first insert on.
       await erased.start();
       for (const w of writers) await w.start();
+      if (cfg.SURFACE_B_DEDUP === 'stream') keyed.start();
     },
     async drain() {
-      await Promise.all(writers.map((w) => w.stop()));
+      await Promise.all([...writers.map((w) => w.stop()), keyed.stop()]);
       await erased.stop();
     },
     close: () => pool.destroy(),
@@ -149,6 +176,13 @@ export function catalogsJob(t: Tier): Job {
       new EventMarks(t.sql, t.log.child({ module: 'playbooks' })),
     ),
     new EventCatalog(t.js, t.sql, consumers.catalogBackfill, t.log),
+    new EventCatalog(
+      t.js,
+      t.sql,
+      consumers.catalogKeyed,
+      t.log,
+      new EventMarks(t.sql, t.log.child({ module: 'playbooks' })),
+    ),
   ];
   return {
     async start() {
@@ -450,6 +484,8 @@ export function backlogJob(t: Tier): Job {
     consumers.systemWriter,
     consumers.catalog,
     consumers.catalogBackfill,
+    consumers.keyedWriter,
+    consumers.catalogKeyed,
   ];
   return {
     start() {

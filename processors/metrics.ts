@@ -27,6 +27,12 @@ export class WriterMetrics {
     labelNames: ['table'],
     registers: [this.registry],
   });
+  private duplicates = new Counter({
+    name: 'writer_duplicate_rows_dropped_total',
+    help: 'Surface-B rows left out of inserts: their (customer_id, external_id) was stored or claimed before',
+    labelNames: ['table'],
+    registers: [this.registry],
+  });
   private dlq = new Counter({
     name: 'writer_dead_lettered_total',
     help: 'Messages published to the dead-letter subject',
@@ -65,6 +71,10 @@ export class WriterMetrics {
 
   droppedErased(table: string, rows: number): void {
     this.erased.inc({ table }, rows);
+  }
+
+  droppedDuplicates(table: string, rows: number): void {
+    this.duplicates.inc({ table }, rows);
   }
 }
 

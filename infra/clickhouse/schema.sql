@@ -144,6 +144,23 @@ SELECT batch_id, 'events' AS tbl, count() AS rows FROM csp.events GROUP BY batch
 CREATE MATERIALIZED VIEW IF NOT EXISTS csp.batch_ledger_billing_mv TO csp.batch_ledger AS
 SELECT batch_id, 'billing_events' AS tbl, count() AS rows FROM csp.billing_events GROUP BY batch_id;
 
+-- Surface B's deduplication keys of the events stored: one row per (workspace, customer_id,
+-- external_id). The writer that owns a workspace loads them into memory when it takes the
+-- workspace (processors/dedup/), then claims keys there. Filled by the view from the events
+-- inserted since it exists, and once from those stored before (infra/apply.ts, POPULATE), so keys
+-- recorded before the deduplication moved off the request path keep deduplicating. Replacing: a
+-- key the populate copies beside the view's row is one key.
+CREATE TABLE IF NOT EXISTS csp.event_keys (
+  tenant_id    UUID,
+  customer_id  UUID,
+  external_id  String,
+  batch_id     UUID
+) ENGINE = ReplacingMergeTree()
+ORDER BY (tenant_id, customer_id, external_id);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS csp.event_keys_mv TO csp.event_keys AS
+SELECT tenant_id, customer_id, external_id, batch_id FROM csp.events WHERE external_id != '';
+
 -- Health history: one point per customer per day, the day's last calculation (ReplacingMergeTree
 -- keeps the row with the latest calculated_at). 1M customers x 730 days is 730M narrow rows:
 -- routine for ClickHouse, a burden for PostgreSQL's row store and vacuum. Kept two years:

@@ -1,4 +1,5 @@
 import { FORMAT_HEADER, ROW_FORMAT } from '../../lib/row-binary.js';
+import { subjects } from '../../lib/nats.js';
 import { type IdempotencyClaim, onceWithKey } from '../../lib/idempotency.js';
 import { ApiError } from '../../lib/problem.js';
 import type { BufferPool } from '../../lib/buffer-pool.js';
@@ -44,6 +45,11 @@ export interface StoreOptions {
   reservationMs: number;
   /** How long a request waits for another request holding the same Idempotency-Key. */
   idempotencyWaitMs: number;
+  /**
+   * request: keys claimed in PostgreSQL before the publish. stream: no claim here; a request with
+   * keys is published on its workspace's keyed subject, where the processors drop duplicates.
+   */
+  dedupAt: 'request' | 'stream';
 }
 
 const pgCode = (err: unknown) => (err as { code?: string })?.code;
@@ -64,7 +70,7 @@ interface Ready {
 }
 
 /**
- * Stores one surface-B request atomically: its deduplication keys, the daily quota, the backfill
+ * Stores one surface-B request atomically: its deduplication keys (SURFACE_B_DEDUP=request), the daily quota, the backfill
  * job row, the Idempotency-Key record and the JetStream publish, the publish last: whatever can
  * fail in PostgreSQL has run before it, so an error answer never follows stored events.
  *
@@ -106,7 +112,11 @@ export class SurfaceBStore {
   }
 
   async store(r: StoreRequest): Promise<StoreResult> {
-    const keyed = r.prepared.keyCustomers.length > 0;
+    if (this.o.dedupAt === 'stream') {
+      if (r.prepared.keyCustomers.length > 0) r = { ...r, subject: subjects.keyed(r.tenantId) };
+      if (!r.idempotency && !r.job) return this.send(await this.charge(r, null));
+    }
+    const keyed = this.o.dedupAt === 'request' && r.prepared.keyCustomers.length > 0;
     if (!r.idempotency && !r.job) return keyed ? this.reserved(r) : this.send(await this.charge(r, null));
     for (let attempt = 0; ; attempt++) {
       try {
@@ -155,7 +165,8 @@ export class SurfaceBStore {
 
   /** Records the request's deduplication keys inside the transaction; what is new goes on. */
   private async dedupe(tx: Sql, r: StoreRequest): Promise<Ready> {
-    const fresh = r.prepared.keyCustomers.length ? await this.keys.claim(tx, keySet(r), false) : null;
+    const claims = this.o.dedupAt === 'request' && r.prepared.keyCustomers.length > 0;
+    const fresh = claims ? await this.keys.claim(tx, keySet(r), false) : null;
     return this.charge(r, fresh, tx);
   }
 

@@ -1,7 +1,10 @@
 import type { JsMsg, Msg, MsgHdrs, NatsConnection } from 'nats';
 
 /** What the writer reads of a message: a JsMsg has it, and so has a Held. */
-export type RowsMessage = Pick<JsMsg, 'seq' | 'subject' | 'data' | 'headers' | 'redelivered'>;
+export type RowsMessage = Pick<JsMsg, 'seq' | 'subject' | 'data' | 'headers' | 'redelivered'> & {
+  /** Rows the writer left out as duplicates of keys stored or claimed before (processors/dedup/). */
+  duplicates?: number;
+};
 
 const ACK = Uint8Array.of(43, 65, 67, 75); // +ACK
 const WPI = Uint8Array.of(43, 87, 80, 73); // +WPI: in progress, restarts the ack wait
@@ -24,6 +27,7 @@ export class Held implements RowsMessage {
   readonly subject: string;
   readonly headers: MsgHdrs | undefined;
   readonly redelivered: boolean;
+  duplicates?: number;
   private readonly reply: string;
   private acked = false;
 

@@ -153,7 +153,8 @@ export class Reconciler {
    * The latter wait has no deadline: while a replica that holds the only copy of a part is down,
    * suspect batches wait for it; new batches go on.
    */
-  private async awaitForeignInserts(): Promise<void> {
+  /** Waits until no insert into the table by another writer (or one of ours that timed out) runs. */
+  async awaitForeignInserts(): Promise<void> {
     const db = this.d.ch.database;
     const table = `${db}.${this.table}`;
     const since = Math.floor(Date.now() / 1000);

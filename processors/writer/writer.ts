@@ -9,9 +9,17 @@ import type { CheckInput } from './check-rows.js';
 import { publishDeadLetter } from './dead-letter.js';
 import { type Arena, Arenas, Held, type Publisher, type RowsMessage } from './held.js';
 import { batchIdOf, body, byFormat, formatOfMessage, isSuspect, rowsOf, withoutCustomers } from './payload.js';
-import { FORMAT_HEADER, type RowFormat } from '../../lib/row-binary.js';
+import {
+  columnsOf,
+  FORMAT_HEADER,
+  ROW_BINARY_V1,
+  ROW_BINARY_V2,
+  type RowBinaryFormat,
+  type RowFormat,
+} from '../../lib/row-binary.js';
 import { Reconciler, type Verdict } from './reconcile.js';
 import { TABLES } from './tables.js';
+import type { KeysStore } from '../dedup/keys-store.js';
 
 export interface WriterOptions {
   consumer: string;
@@ -38,6 +46,17 @@ export interface WriterOptions {
   onStored?: (messages: RowsMessage[], erasedGeneration: number) => Promise<void>;
   /** Called before a message is acked after being dead-lettered. */
   onDeadLettered?: (message: RowsMessage, reason: string) => Promise<void>;
+  /**
+   * Surface-B deduplication (the keyed writer, processors/dedup/): rows whose (customer_id,
+   * external_id) a message earlier in the stream stored or claimed are left out of the insert.
+   */
+  keys?: KeysStore;
+}
+
+/** A batch's place in the order of claims: claims of a batch wait for those of the batch before it. */
+interface Turn {
+  before: Promise<void>;
+  done: () => void;
 }
 
 interface Deps {
@@ -53,6 +72,13 @@ interface Deps {
 }
 
 const STALL_MS = 5_000;
+/** Where external_id is in each RowBinary column list of csp.events. */
+const EXTERNAL_ID = Object.fromEntries(
+  ([ROW_BINARY_V1, ROW_BINARY_V2] as const).map((f) => [
+    f,
+    columnsOf(f, 'events').findIndex(([c]) => c === 'external_id'),
+  ]),
+) as Record<RowBinaryFormat, number>;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -70,7 +96,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  *   and only then acked;
  * - rows of erased customers are left out of the insert (the message is acked as if they were
  *   stored): one map lookup per message of a workspace, and rows are read only in the messages of
- *   a workspace that has erased customers. Nothing at all while no workspace has one.
+ *   a workspace that has erased customers. Nothing at all while no workspace has one;
+ * - with `keys` (the keyed writer), rows whose key an earlier message stored or claimed are left
+ *   out too. Claims follow the stream: each batch claims after the batch taken before it, before
+ *   its insert, so a later batch in another insert stream finds them. Before its first claim the
+ *   writer waits for inserts of other writers still running in ClickHouse (a previous owner's).
  */
 export class ClickhouseWriter {
   private pending: Held[] = [];
@@ -91,12 +121,18 @@ export class ClickhouseWriter {
   /** Running average of message sizes; the first pulls assume 100 events of ~1.6 KB. */
   private avgMessageBytes = 160 * 1024;
   private stopping = false;
+  /** Stopped by `abandon`: nothing more is inserted, whatever is held comes again to another writer. */
+  private abandoned = false;
   private querySeq = 0;
   private timers: NodeJS.Timeout[] = [];
   private loop?: Promise<void>;
   /** Batch ids being written by this writer, and when their write settles. */
   private writing = new Map<string, Promise<void>>();
   private readonly reconciler: Reconciler;
+  /** Settles when the last batch taken has made its claims. */
+  private claimed: Promise<void> = Promise.resolve();
+  /** Settles once other writers' inserts running at start have ended: claims wait for it. */
+  private foreignInserts?: Promise<void>;
 
   constructor(
     private readonly o: WriterOptions,
@@ -219,7 +255,17 @@ export class ClickhouseWriter {
     this.pendingRows = 0;
     this.pendingBytes = 0;
     this.inflight++;
-    void this.write(batch).finally(() => {
+    let turn: Turn | undefined;
+    if (this.o.keys) {
+      let done!: () => void;
+      const before = this.claimed;
+      this.claimed = new Promise<void>((r) => {
+        done = r;
+      });
+      turn = { before, done };
+    }
+    void this.write(batch, turn).finally(() => {
+      turn?.done();
       // Every use of the batch's payloads has ended: inserts, dead letters, checks.
       this.arenas.give(arena);
       this.inflight--;
@@ -229,7 +275,7 @@ export class ClickhouseWriter {
     });
   }
 
-  private async write(batch: Held[]): Promise<void> {
+  private async write(batch: Held[], turn?: Turn): Promise<void> {
     // Copies of a batch id already being written here wait for that write, then find it stored.
     const others: Promise<void>[] = [];
     const mine: string[] = [];
@@ -253,16 +299,20 @@ export class ClickhouseWriter {
         if (formatOfMessage(m)) readable.push(m);
         else await this.deadLetter(m, `unknown row format: ${m.headers?.get(FORMAT_HEADER)}; upgrade processors first`);
       batch = readable;
-      await this.writeOnce(batch, others.length > 0 || batch.some(isSuspect));
+      await this.writeOnce(batch, others.length > 0 || batch.some(isSuspect), turn);
     } finally {
       for (const id of mine) this.writing.delete(id);
       settle();
     }
   }
 
-  private async writeOnce(batch: Held[], thorough: boolean): Promise<void> {
+  private async writeOnce(batch: Held[], thorough: boolean, turn?: Turn): Promise<void> {
     let attempt = 0;
     while (batch.length) {
+      if (this.abandoned) {
+        for (const m of batch) this.held.delete(m.seq);
+        return;
+      }
       const queryId = this.nextQueryId();
       try {
         const v = await this.reconciler.classify(batch, thorough);
@@ -271,6 +321,9 @@ export class ClickhouseWriter {
         if (!v.insert.length) return;
         const generation = this.o.erased?.generation ?? 0;
         const erased = this.dropErased(v);
+        if (turn) await turn.before;
+        const duplicates = await this.dropDuplicates(v, erased.left);
+        turn?.done();
         // One insert per row format (several only while messages of an older format drain after
         // an upgrade). An outage after the first leaves it stored: the retry's reconcile finds it.
         let first = true;
@@ -288,6 +341,7 @@ export class ClickhouseWriter {
         thorough = true;
         await this.done(batch, generation);
         if (erased.dropped) this.d.metrics.droppedErased(this.o.table, erased.dropped);
+        if (duplicates) this.d.metrics.droppedDuplicates(this.o.table, duplicates);
         return;
       } catch (err) {
         if (isDataError(err)) {
@@ -355,11 +409,58 @@ export class ClickhouseWriter {
     return { left, dropped };
   }
 
+  /**
+   * Claims the keys of the messages to insert (keyed writer only) and leaves out the rows whose key
+   * was stored or claimed before: a message left with none is taken out of `insert` (it is
+   * acknowledged with the batch), one left with some is inserted through `override`. `left` (rows per message after
+   * the erased customers' went) is updated; returns the rows dropped.
+   */
+  private async dropDuplicates(v: Verdict<Held>, left: Map<Held, number>): Promise<number> {
+    const store = this.o.keys;
+    if (!store) return 0;
+    this.foreignInserts ??= this.reconciler.awaitForeignInserts();
+    await this.foreignInserts;
+    let dropped = 0;
+    const insert: Held[] = [];
+    for (const m of v.insert) {
+      const format = formatOfMessage(m);
+      const keys = await store.of(tenantOfSubject(m.subject) ?? '');
+      if (!format || format === 'JSONEachRow') {
+        insert.push(m);
+        continue;
+      }
+      const columns = columnsOf(format, 'events');
+      let r: ReturnType<typeof keys.claim>;
+      try {
+        r = keys.claim(m.seq, v.override.get(m) ?? m.data, columns, EXTERNAL_ID[format], rowsOf(m));
+      } catch {
+        // Rows that cannot be read: inserted as they are; ClickHouse refuses them and they are
+        // dead-lettered (isolate).
+        insert.push(m);
+        continue;
+      }
+      m.duplicates = r.dropped;
+      if (r.dropped === 0) {
+        insert.push(m);
+        continue;
+      }
+      dropped += r.dropped;
+      left.set(m, r.kept);
+      if (r.kept === 0) continue;
+      const data = v.override.get(m) ?? m.data;
+      v.override.set(m, Buffer.concat(r.ranges.map(([s, e]) => data.subarray(s, e))));
+      insert.push(m);
+    }
+    v.insert = insert;
+    return dropped;
+  }
+
   private async done(batch: Held[], erasedGeneration: number): Promise<void> {
     if (batch.length && this.o.onStored) await this.o.onStored(batch, erasedGeneration);
     for (const m of batch) {
       m.ack();
       this.held.delete(m.seq);
+      if (this.o.keys) this.o.keys.loaded(tenantOfSubject(m.subject) ?? '')?.landed(m.seq);
     }
   }
 
@@ -369,6 +470,7 @@ export class ClickhouseWriter {
 
   /** Every insert in flight in this process is registered, so reconcile can tell them apart. */
   private async insert(payload: Buffer[], queryId: string, format: RowFormat): Promise<void> {
+    if (this.abandoned) throw new Error('the writer was abandoned');
     this.d.running.add(queryId);
     try {
       await this.d.ch.insert(this.o.table, payload, queryId, format);
@@ -405,6 +507,8 @@ export class ClickhouseWriter {
         }
         const generation = this.o.erased?.generation ?? 0;
         const erased = this.dropErased(v);
+        const duplicates = await this.dropDuplicates(v, erased.left);
+        if (duplicates) this.d.metrics.droppedDuplicates(this.o.table, duplicates);
         if (v.insert.length) {
           const format = formatOfMessage(m)!;
           await this.insert(body([m], format, v.override), this.nextQueryId(), format);
@@ -427,6 +531,7 @@ export class ClickhouseWriter {
     await this.o.onDeadLettered?.(m, reason);
     m.ack();
     this.held.delete(m.seq);
+    if (this.o.keys) this.o.keys.loaded(tenantOfSubject(m.subject) ?? '')?.release(m.seq);
   }
 
   /** Stops pulling, writes what it holds, waits for in-flight inserts (bounded by the caller's grace). */
@@ -436,6 +541,23 @@ export class ClickhouseWriter {
     this.fetching?.stop();
     await this.loop;
     await this.flush();
+    while (this.inflight > 0) await sleep(20);
+  }
+
+  /**
+   * Stops at once without writing what it holds: for a writer whose ownership ran out, whose
+   * messages the next owner must get. Inserts already sent are waited for; none is started.
+   */
+  async abandon(): Promise<void> {
+    this.abandoned = true;
+    this.stopping = true;
+    for (const t of this.timers) clearInterval(t);
+    this.fetching?.stop();
+    await this.loop;
+    for (const m of this.pending) this.held.delete(m.seq);
+    this.pending = [];
+    this.pendingRows = 0;
+    this.pendingBytes = 0;
     while (this.inflight > 0) await sleep(20);
   }
 

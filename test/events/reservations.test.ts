@@ -53,7 +53,7 @@ const newStore = (reservationMs: number) =>
     sql,
     publisher,
     quota,
-    { maxPayloadBytes: 1 << 20, idempotencyWaitMs: 2000, reservationMs },
+    { maxPayloadBytes: 1 << 20, idempotencyWaitMs: 2000, reservationMs, dedupAt: 'request' },
     createLogger('test', 'silent'),
   );
 const store = newStore(30_000);
