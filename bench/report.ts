@@ -27,6 +27,8 @@ export interface Stored {
   ceilings?: Section<CeilingsResult>;
   ingest?: Section<IngestResult>;
   eventsB?: Section<ScenarioBResult>;
+  /** Surface B with SURFACE_B_DEDUP=stream, the same run. */
+  eventsBStream?: Section<ScenarioBResult>;
   e2e?: Section<E2eResult>;
   outage?: Section<OutageResult>;
   health?: Section<HealthResult>;
@@ -208,15 +210,17 @@ export function rows(s: Stored): Row[] {
       bound: '—',
     });
   }
-  const b = s.eventsB?.data;
-  if (b) {
+  for (const b of [s.eventsB?.data, s.eventsBStream?.data]) {
+    if (!b) continue;
     const toA = (x: number) => (i ? `${(x / i.full.eventsPerSec).toFixed(2)} × surface A` : 'no surface A figure');
     const toJs = (x: number) =>
       js ? `${(x / js.eventsPerSec).toFixed(2)} of JetStream ceiling` : 'no ceiling measured';
+    const stream = b.dedupAt === 'stream';
+    const pg = usPerEvent(b.usage, 'postgres', b.storedPerSec);
     out.push({
-      figure: `Surface B, full load (${b.connections} connections, ${b.processes} ingest processes, ${b.batchEvents}-event batches, ${pct(b.duplicateShare)} duplicates)`,
-      measured: `${n(b.eventsPerSec)} events/s accepted, ${n(b.storedPerSec)} events/s stored (${n(b.requests / b.durationS)} req/s), p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms, failures ${b.failures}`,
-      target: '—',
+      figure: `Surface B, full load, deduplication ${stream ? 'after the stream (SURFACE_B_DEDUP=stream)' : 'on the request path'} (${b.connections} connections, ${b.processes} ingest processes, ${b.batchEvents}-event batches, ${pct(b.duplicateShare)} duplicates)`,
+      measured: `${n(b.eventsPerSec)} events/s accepted, ${n(b.storedPerSec)} events/s stored (${n(b.requests / b.durationS)} req/s), p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms, failures ${b.failures}; PostgreSQL ${pg.toFixed(1)} µs per stored event`,
+      target: stream ? '≥ 0.9 × surface A; PostgreSQL ≤ 2 µs per stored event' : '—',
       ratio: `accepted ${toA(b.eventsPerSec)}, ${toJs(b.eventsPerSec)}; stored ${toA(b.storedPerSec)}, ${toJs(b.storedPerSec)}; p50 ${i ? (b.latencyMs.p50 / i.full.latency.p50Ms).toFixed(2) : '?'} × and p99 ${i ? (b.latencyMs.p99 / i.full.latency.p99Ms).toFixed(2) : '?'} × surface A's (per request of 1000 vs 100 events)`,
       bound: boundBy(b.usage, ['load']),
     });
@@ -512,6 +516,7 @@ export function writeResults(dir: string, s: Stored): void {
       'ceilings',
       'ingest',
       'eventsB',
+      'eventsBStream',
       'e2e',
       'outage',
       'health',
@@ -525,7 +530,7 @@ export function writeResults(dir: string, s: Stored): void {
     .map((x) => {
       const sec = s[x]!;
       const m = sec.machine;
-      return `- **${x === 'eventsB' ? 'events-b' : x}**: ${sec.at}, \`${sec.command}\`\n  on ${m.cores} cores (${m.cpu}), ${m.memoryGb} GB RAM, Linux ${m.kernel}, Node ${m.node}, nats-server ${m.natsServer}, ClickHouse ${m.clickhouse}; options ${JSON.stringify(sec.options)}`;
+      return `- **${x === 'eventsB' ? 'events-b' : x === 'eventsBStream' ? 'events-b (stream)' : x}**: ${sec.at}, \`${sec.command}\`\n  on ${m.cores} cores (${m.cpu}), ${m.memoryGb} GB RAM, Linux ${m.kernel}, Node ${m.node}, nats-server ${m.natsServer}, ClickHouse ${m.clickhouse}; options ${JSON.stringify(sec.options)}`;
     });
   const md = `# Benchmark results
 

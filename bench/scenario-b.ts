@@ -7,6 +7,8 @@ import { purgeBenchSubjects } from './ingest-scenario.js';
 import { say, startTier } from './tiers.js';
 
 export interface ScenarioBResult {
+  /** Where the duplicates were dropped: claims in PostgreSQL on the request path, or after the stream. */
+  dedupAt: 'request' | 'stream';
   processes: number;
   connections: number;
   batchEvents: number;
@@ -19,7 +21,10 @@ export interface ScenarioBResult {
   /** Events the 200s listed as rejected (none expected: every event is valid). */
   rejected: number;
   eventsPerSec: number;
-  /** Events the service stored (accepted minus the silently ignored duplicates). */
+  /**
+   * Events the service stores (accepted minus the silently ignored duplicates): with dedupAt
+   * stream, what the keyed writer will store of what was accepted.
+   */
   storedPerSec: number;
   latencyMs: { p50: number; p90: number; p99: number; max: number };
   usage: Usage;
@@ -32,8 +37,10 @@ const DUPLICATES = 0.1;
  * Surface B at full load: `connections` keep-alive clients each send 1000-event batches to
  * POST /v1/events with a bearer API key; every event carries an external_id and 10% repeat an id
  * already sent, so deduplication does real work. No processors run; what was stored is purged.
+ * `dedupAt` is the ingest tier's SURFACE_B_DEDUP: with `stream` nothing is claimed on the request
+ * path and the duplicates are published with the rest, for the keyed writer to drop.
  */
-export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
+export async function scenarioB(ctx: BenchContext, dedupAt: 'request' | 'stream'): Promise<ScenarioBResult> {
   const sql = connectPg(ctx.urls.DATABASE_URL, 2);
   const keys = new Map<string, string>();
   try {
@@ -55,8 +62,9 @@ export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
     INGEST_RATE_LIMIT_PER_MIN: '100000000',
     EVENTS_BATCHES_PER_MIN: '100000000',
     EVENTS_DAILY_QUOTAS: '',
+    SURFACE_B_DEDUP: dedupAt,
   });
-  say(`surface B: ${ctx.opts.ingestProcesses} ingest processes ready on ${ingest.url}`);
+  say(`surface B (deduplication: ${dedupAt}): ${ctx.opts.ingestProcesses} ingest processes ready on ${ingest.url}`);
   const { hostname, port } = new URL(ingest.url);
   const latencies: number[] = [];
   let requests = 0;
@@ -158,6 +166,7 @@ export async function scenarioB(ctx: BenchContext): Promise<ScenarioBResult> {
   const q = (p: number) =>
     Math.round((latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0) * 10) / 10;
   return {
+    dedupAt,
     processes: ctx.opts.ingestProcesses,
     connections: ctx.opts.connections,
     batchEvents: BATCH,
