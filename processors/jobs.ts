@@ -129,7 +129,25 @@ export function writersJob(
   const keyed = new KeyedOwnership(t.sql, t.log.child({ mod: 'keyed-writer' }), {
     holder: t.instance,
     ttlMs: cfg.KEYED_WRITER_LEASE_MS,
-    async start() {
+    async start(signal) {
+      // Messages a previous owner held come again once their ack wait has run out, and JetStream
+      // hands out redeliveries before new messages: pulling only then keeps the stream order.
+      const c = await t.jsm.consumers.info(STREAM_EVENTS, consumers.keyedWriter);
+      if (c.num_ack_pending > 0) {
+        const waitMs = (c.config.ack_wait ?? 30e9) / 1e6 + 3_000;
+        t.log.info(
+          { wait_ms: waitMs, pending: c.num_ack_pending },
+          'keyed writer waits for its messages to come again',
+        );
+        await new Promise((resolve) => {
+          const timer = setTimeout(resolve, waitMs);
+          signal.addEventListener('abort', () => {
+            clearTimeout(timer);
+            resolve(undefined);
+          });
+        });
+        if (signal.aborted) throw new Error('keyed writer lease lost while starting');
+      }
       const w = new ClickhouseWriter(
         {
           ...common,

@@ -15,8 +15,11 @@ export interface OwnershipOptions {
   holder: string;
   /** Lease lifetime: after a holder dies, another instance takes over this long after its last renewal. */
   ttlMs: number;
-  /** Starts the owned work once the lease is held. */
-  start(): Promise<Owned>;
+  /**
+   * Starts the owned work once the lease is held; `signal` aborts when the lease is lost (or the
+   * process stops) before it has started.
+   */
+  start(signal: AbortSignal): Promise<Owned>;
 }
 
 const JOB = 'keyed-writer';
@@ -32,11 +35,13 @@ const NO_WORKSPACE = '00000000-0000-0000-0000-000000000000';
  * early (`abandon`: nothing held is inserted; JetStream hands it to the next owner). PostgreSQL's
  * clock decides when another may take it (`expires_at < now()`), never before the holder's own
  * deadline. The next owner's writer waits for inserts still running in ClickHouse before its first
- * claim (writer.ts).
+ * claim (writer.ts); when the previous owner left messages unacknowledged, the start waits for them
+ * to come again first (processors/jobs.ts), so the stream order holds across the takeover.
  */
 export class KeyedOwnership {
   private readonly ticker: Ticker;
-  private owned?: Owned;
+  /** The owned work while the lease is held: starting, then started (undefined if aborted). */
+  private owned?: { work: Promise<Owned | undefined>; abort: AbortController };
   /** performance.now() past which this instance no longer counts on the lease. */
   private validUntil = 0;
 
@@ -50,10 +55,6 @@ export class KeyedOwnership {
       () => this.tick(),
       (err) => log.warn({ err: String(err) }, 'keyed writer lease check failed'),
     );
-  }
-
-  get holding(): boolean {
-    return this.owned !== undefined;
   }
 
   start(): void {
@@ -72,7 +73,19 @@ export class KeyedOwnership {
       this.validUntil = sent + (this.o.ttlMs * 2) / 3;
       if (!this.owned) {
         this.log.info({ holder: this.o.holder }, 'keyed writer lease taken: landing keyed events');
-        this.owned = await this.o.start();
+        // Not awaited: the start may wait (writer.ts), and the lease is renewed meanwhile.
+        const abort = new AbortController();
+        const work = this.o.start(abort.signal).catch((err: unknown) => {
+          if (!abort.signal.aborted) this.log.error({ err }, 'keyed writer did not start; freeing the lease');
+          return undefined;
+        });
+        this.owned = { work, abort };
+        // A start that failed gives the lease up at once, so the next tick (or another instance) tries again.
+        void work.then((w) => {
+          if (w || abort.signal.aborted || this.owned?.work !== work) return;
+          this.owned = undefined;
+          void this.free();
+        });
       }
       return;
     }
@@ -80,7 +93,8 @@ export class KeyedOwnership {
       const owned = this.owned;
       this.owned = undefined;
       this.log.warn({ holder: this.o.holder }, 'keyed writer lease lost: stopping without inserting more');
-      await owned.abandon();
+      owned.abort.abort();
+      await (await owned.work)?.abandon();
     }
   }
 
@@ -101,7 +115,12 @@ export class KeyedOwnership {
     const owned = this.owned;
     this.owned = undefined;
     if (!owned) return;
-    await owned.stop();
+    owned.abort.abort();
+    await (await owned.work)?.stop();
+    await this.free();
+  }
+
+  private async free(): Promise<void> {
     await this.sql`
       UPDATE job_leases SET holder = NULL, expires_at = '-infinity'
       WHERE job = ${JOB} AND tenant_id = ${NO_WORKSPACE} AND holder = ${this.o.holder}`.catch(() => {});

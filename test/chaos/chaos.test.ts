@@ -57,7 +57,7 @@ if (!process.env.CHAOS) {
     {
       name: 'PostgreSQL down for 30 s',
       expected:
-        'surface B (its deduplication and quota live in PostgreSQL): 503 with Retry-After; surface A none (cached credentials and customers)',
+        'surface B requests whose quota or Idempotency-Key PostgreSQL must answer: 503 with Retry-After; surface A none (cached credentials and customers)',
       ...serverBack(30_000, 'pg/postmaster.pid'),
     },
     {
@@ -110,7 +110,7 @@ if (!process.env.CHAOS) {
     });
     {
       const row = (o: Outcome) =>
-        `| ${o.fault} | ${o.acknowledged} | ${o.lost} | ${o.doubled} | ${
+        `| ${o.fault} | ${o.acknowledged} | ${o.lost} | ${o.doubled} | ${o.keysAcknowledged} | ${o.keysLost} | ${o.keysStoredTwice} | ${
           Object.entries(o.errors)
             .map(([k, v]) => `${v} × ${k}`)
             .join(', ') || 'none'
@@ -120,15 +120,18 @@ if (!process.env.CHAOS) {
         'Chaos',
         [
           `Written by \`npm run test:chaos\` on ${new Date().toISOString().slice(0, 16)}Z (${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB).`,
-          'Steady load: 4 clients sending 50-event surface-A batches and 2 clients sending 100-event surface-B batches',
-          'to an ingest tier of 2 processes, one processors process, one core API; one fault at a time, after 6 s of load,',
+          'Steady load: 4 clients sending 50-event surface-A batches, 2 clients sending 100-event surface-B batches and',
+          '2 more sending 100-event surface-B batches with external_id, a tenth of them repeating a key sent before, to an',
+          'ingest tier of 2 processes, one processors process (deduplication after the stream: SURFACE_B_DEDUP=stream),',
+          'one core API; one fault at a time, after 6 s of load,',
           'with 15 s of load after recovery. "Lost" and "stored twice" count acknowledged requests (202/200) by their',
           'X-Trace-Id, which every stored row carries as batch_id, once the pipeline has stopped making progress (no new',
-          'row for 30 s). "Recovery" is the time from the end of the fault until acknowledged requests per half second',
+          'row for 30 s). The keyed requests are counted by key instead: every key of an acknowledged request stored',
+          'once, none twice. "Recovery" is the time from the end of the fault until acknowledged requests per half second',
           'are back at 80 % of the rate before it.',
           '',
-          '| fault | acknowledged | lost | stored twice | client errors | errors without Retry-After | failed but stored | recovery (s) | tiers recovered by themselves | errors allowed |',
-          '|---|---|---|---|---|---|---|---|---|---|',
+          '| fault | acknowledged | lost | stored twice | keys acknowledged | keys lost | keys stored twice | client errors | errors without Retry-After | failed but stored | recovery (s) | tiers recovered by themselves | errors allowed |',
+          '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
           ...outcomes.map(row),
         ].join('\n'),
       );

@@ -29,6 +29,8 @@ interface Answer {
   trace?: string;
   accepted: number;
   retryAfter?: string | null;
+  /** Surface-B events with external_id: their keys (a tenth repeat earlier ones), counted by key. */
+  keys?: string[];
 }
 
 export interface Stack {
@@ -63,6 +65,10 @@ export interface Outcome {
   errors: Record<string, number>;
   errorsWithoutRetryAfter: number;
   failedButStored: number;
+  /** Keys of acknowledged keyed requests: none stored, or stored more than once. */
+  keysAcknowledged: number;
+  keysLost: number;
+  keysStoredTwice: number;
   recoverySeconds: number;
   /** Seconds from the end of the load until every acknowledged event was stored. */
   settleSeconds: number;
@@ -89,11 +95,14 @@ export function childrenOf(pid: number): number[] {
     .filter((n) => n > 0);
 }
 
+/** Surface B's duplicates are dropped after the stream, by the keyed writer (docs/ingestion.md). */
+const STREAM_DEDUP = { SURFACE_B_DEDUP: 'stream', KEYED_WRITER_LEASE_MS: '3000' };
+
 async function startStack(t: Test): Promise<Stack> {
   const ws = await bootstrap();
   await seed(ws.tenant_id, 200);
   const lim = { INGEST_RATE_LIMIT_PER_MIN: '10000000', EVENTS_BATCHES_PER_MIN: '10000000' };
-  const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '2', ...lim });
+  const ingest = await startTier(t, 'ingest', { INGEST_PROCESSES: '2', ...lim, ...STREAM_DEDUP });
   t.teardown(() => ingest.stop('SIGTERM'));
   const s: Stack = {
     ws,
@@ -101,30 +110,44 @@ async function startStack(t: Test): Promise<Stack> {
     processors: await startTier(t, 'processors', {
       WRITER_BATCH_MS: '50',
       LOG_LEVEL: process.env.CHAOS_LOG_LEVEL ?? 'warn',
+      ...STREAM_DEDUP,
     }),
     api: await startTier(t, 'core-api', { API_READS_PER_MIN: '1000000', API_WRITES_PER_MIN: '1000000' }),
     async restart(tier) {
-      if (tier === 'processors') s.processors = await startTier(t, 'processors', { WRITER_BATCH_MS: '50' });
+      if (tier === 'processors')
+        s.processors = await startTier(t, 'processors', { WRITER_BATCH_MS: '50', ...STREAM_DEDUP });
       else s.api = await startTier(t, 'core-api', { API_READS_PER_MIN: '1000000', API_WRITES_PER_MIN: '1000000' });
     },
   };
   return s;
 }
 
-/** Surface A lanes (50-event batches by external id) and surface B lanes (100 events by UUID). */
+/**
+ * Surface A lanes (50-event batches by external id), surface B lanes (100 events by UUID) and keyed
+ * surface B lanes (100 events with external_id, a tenth of them repeating a key sent before).
+ */
 function startLoad(s: Stack, customerIds: string[]) {
   const answers: Answer[] = [];
   let running = true;
   let seq = 0;
-  const lane = async (surface: 'a' | 'b') => {
+  let nextKey = 0;
+  const keyOf = (k: number) => `k-${k}`;
+  const lane = async (surface: 'a' | 'b' | 'keyed') => {
     while (running) {
       const n = seq++;
       const a = surface === 'a';
+      const keys =
+        surface === 'keyed'
+          ? Array.from({ length: 100 }, (_, i) =>
+              i % 10 === 9 && nextKey > 0 ? Math.floor(Math.random() * nextKey) : nextKey++,
+            )
+          : undefined;
       const events = Array.from({ length: a ? 50 : 100 }, (_, i) => ({
         event_name: ['login', 'report_exported', 'page_view'][(n + i) % 3],
         ...(a
           ? { external_customer_id: `cust-${String(((n * 7 + i) % 200) + 1).padStart(6, '0')}` }
-          : { customer_id: customerIds[(n * 7 + i) % customerIds.length] }),
+          : { customer_id: customerIds[((keys?.[i] ?? n) * 7 + i * (keys ? 0 : 1)) % customerIds.length] }),
+        ...(keys ? { external_id: keyOf(keys[i]) } : {}),
         [a ? 'user_id' : 'user_external_id']: `u${i % 9}`,
         properties: { n, i },
       }));
@@ -145,6 +168,7 @@ function startLoad(s: Stack, customerIds: string[]) {
           trace: res.headers.get('x-trace-id') ?? undefined,
           accepted: body.accepted ?? 0,
           retryAfter: res.headers.get('retry-after'),
+          keys: keys?.map(keyOf),
         });
       } catch {
         answers.push({ at: Date.now(), status: 'network', accepted: 0 });
@@ -152,7 +176,11 @@ function startLoad(s: Stack, customerIds: string[]) {
       }
     }
   };
-  const lanes = [...Array.from({ length: 4 }, () => lane('a')), ...Array.from({ length: 2 }, () => lane('b'))];
+  const lanes = [
+    ...Array.from({ length: 4 }, () => lane('a')),
+    ...Array.from({ length: 2 }, () => lane('b')),
+    ...Array.from({ length: 2 }, () => lane('keyed')),
+  ];
   return {
     answers,
     stop: async () => {
@@ -200,8 +228,24 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
   await load.stop();
   const loadEnd = Date.now();
 
+  // Keyed requests are counted by key: their duplicates are accepted and never stored.
   const acked = new Map<string, number>();
-  for (const a of load.answers) if (ok(a) && a.trace) acked.set(a.trace.toLowerCase(), a.accepted);
+  const ackedKeys = new Set<string>();
+  for (const a of load.answers) {
+    if (!ok(a) || !a.trace) continue;
+    if (a.keys) for (const k of a.keys) ackedKeys.add(k);
+    else acked.set(a.trace.toLowerCase(), a.accepted);
+  }
+  const storedKeys = async () =>
+    new Map(
+      (
+        await ch<{ k: string; c: string }>(
+          `SELECT external_id AS k, count() AS c FROM events WHERE tenant_id = '${s.ws.tenant_id}' AND external_id != '' GROUP BY k`,
+        )
+      ).map((r) => [r.k, Number(r.c)]),
+    );
+  let keyCounts = await storedKeys();
+  const keysMissing = () => [...ackedKeys].some((k) => (keyCounts.get(k) ?? 0) === 0);
   const stored = async () =>
     new Map(
       (
@@ -217,18 +261,20 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
   let progressAt = Date.now();
   const deadline = Date.now() + 900_000;
   while (
-    [...acked].some(([b, n]) => (counts.get(b) ?? 0) < n) &&
+    ([...acked].some(([b, n]) => (counts.get(b) ?? 0) < n) || keysMissing()) &&
     Date.now() - progressAt < (f.stallMs ?? 30_000) &&
     Date.now() < deadline
   ) {
     await sleep(1000);
-    const before = rows(counts);
+    const before = rows(counts) + keyCounts.size;
     counts = await stored();
-    if (rows(counts) > before) progressAt = Date.now();
+    keyCounts = await storedKeys();
+    if (rows(counts) + keyCounts.size > before) progressAt = Date.now();
   }
   const settleSeconds = (Date.now() - loadEnd) / 1000;
   await sleep(1500); // a late second copy would show by now
   counts = await stored();
+  keyCounts = await storedKeys();
 
   const errors: Record<string, number> = {};
   let errorsWithoutRetryAfter = 0;
@@ -265,6 +311,9 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
     errors,
     errorsWithoutRetryAfter,
     failedButStored,
+    keysAcknowledged: ackedKeys.size,
+    keysLost: [...ackedKeys].filter((k) => (keyCounts.get(k) ?? 0) === 0).length,
+    keysStoredTwice: [...keyCounts.values()].filter((c) => c > 1).length,
     recoverySeconds: recoverySeconds(load.answers, start, from, back),
     settleSeconds: Math.round(settleSeconds * 10) / 10,
     recoveredByThemselves: recovered,
@@ -291,6 +340,9 @@ export async function runFaults(
       t.ok(o.acknowledged > 50, `${o.acknowledged} requests acknowledged`);
       t.equal(o.lost, 0, 'no acknowledged request lost');
       t.equal(o.doubled, 0, 'no acknowledged request stored twice');
+      t.ok(o.keysAcknowledged > 500, `${o.keysAcknowledged} keys acknowledged in keyed requests`);
+      t.equal(o.keysLost, 0, 'every acknowledged key stored');
+      t.equal(o.keysStoredTwice, 0, 'no key stored twice');
       t.ok(o.recoveredByThemselves, 'every tier ready again without a restart');
       more(t, f, o);
     });

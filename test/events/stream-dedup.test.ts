@@ -178,3 +178,43 @@ t.test('a backfill job counts the events it did not store as duplicates once it 
     ['live'],
   );
 });
+
+t.test('keys recorded on the request path before the switch keep deduplicating', async (t) => {
+  const { ws: other, ids: customers } = await workspace(1);
+  // The same workspace before the switch: an ingest tier that claims keys in PostgreSQL (the default).
+  const before = await ingest(t, nats.env);
+  const x = xid();
+  const first = await postEvents(before.url, other.api_key, [
+    ev(customers[0], { event_name: 'before_switch', external_id: x }),
+  ]);
+  t.equal(first.status, 200, first.text);
+  await waitFor(
+    'the key in csp.event_keys',
+    async () =>
+      (await ch(`SELECT 1 FROM csp.event_keys WHERE tenant_id = toUUID('${other.tenant_id}') AND external_id = '${x}'`))
+        .length === 1,
+  );
+  const after = await postEvents(a.url, other.api_key, [
+    ev(customers[0], { event_name: 'after_switch', external_id: x }),
+    ev(customers[0], { event_name: 'after_switch_new', external_id: xid() }),
+  ]);
+  t.equal(after.body?.accepted, 2, 'both accepted');
+  await waitFor(
+    'the new event stored',
+    async () =>
+      (
+        await ch(
+          `SELECT 1 FROM csp.events WHERE tenant_id = toUUID('${other.tenant_id}') AND event_name = 'after_switch_new'`,
+        )
+      ).length === 1,
+  );
+  await settled();
+  const names = await ch<{ event_name: string }>(
+    `SELECT event_name FROM csp.events WHERE tenant_id = toUUID('${other.tenant_id}') AND external_id = '${x}'`,
+  );
+  t.same(
+    names.map((r) => r.event_name),
+    ['before_switch'],
+    'the copy sent after the switch is dropped',
+  );
+});
