@@ -9,7 +9,15 @@ import {
   type StreamConfig,
   type ConsumerConfig,
 } from 'nats';
-import { STREAM_DLQ, STREAM_EVENTS, STREAM_WEBHOOKS, consumers } from '../lib/nats.js';
+import {
+  KEYED_PARTITIONS,
+  RETIRED_CONSUMERS,
+  STREAM_DLQ,
+  STREAM_EVENTS,
+  STREAM_WEBHOOKS,
+  consumers,
+  keyedWriter,
+} from '../lib/nats.js';
 
 export interface StreamOptions {
   /**
@@ -90,8 +98,12 @@ export const consumerConfigs = [
   // consumer because nats-server 2.9 takes one filter subject per consumer.
   { stream: STREAM_EVENTS, config: { ...writer(consumers.backfillWriter, 'ev.backfill.>'), max_ack_pending: 2_000 } },
   { stream: STREAM_EVENTS, config: { ...writer(consumers.catalogBackfill, 'ev.backfill.>'), headers_only: true } },
-  // Keyed surface-B events (SURFACE_B_DEDUP=stream), live and backfilled, in one stream order.
-  { stream: STREAM_EVENTS, config: writer(consumers.keyedWriter, 'ev.keyed.>') },
+  // Keyed surface-B events (SURFACE_B_DEDUP=stream), live and backfilled in one stream order, one
+  // consumer per partition of the workspaces.
+  ...Array.from({ length: KEYED_PARTITIONS }, (_, p) => ({
+    stream: STREAM_EVENTS,
+    config: writer(keyedWriter(p), `ev.keyed.*.${p}`),
+  })),
   { stream: STREAM_EVENTS, config: { ...writer(consumers.catalogKeyed, 'ev.keyed.>'), headers_only: true } },
   // Events the service generates (health_changed, task_*): few, so a small ack-pending bound.
   { stream: STREAM_EVENTS, config: { ...writer(consumers.systemWriter, 'ev.system.>'), max_ack_pending: 1_000 } },
@@ -107,6 +119,10 @@ export async function applyStreams(jsm: JetStreamManager, o: StreamOptions): Pro
       await jsm.streams.update(cfg.name, mutable);
     }
   }
+  // Retired consumers would hold the stream's trim floor for ever (nobody acknowledges for them).
+  for (const name of RETIRED_CONSUMERS)
+    if (await jsm.consumers.info(STREAM_EVENTS, name).catch(() => undefined))
+      await jsm.consumers.delete(STREAM_EVENTS, name);
   for (const { stream, config } of consumerConfigs) {
     const existing = await jsm.consumers.info(stream, config.durable_name).catch(() => undefined);
     if (!existing) await jsm.consumers.add(stream, config);

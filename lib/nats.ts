@@ -45,10 +45,11 @@ export const subjects = {
   backfill: (tenant: string) => `ev.backfill.${tenant}`,
   /**
    * Surface-B events with external_id when their deduplication happens between the stream and the
-   * warehouse (SURFACE_B_DEDUP=stream): one consumer, run by one processors instance at a time,
-   * holds the workspaces' keys (processors/dedup/).
+   * warehouse (SURFACE_B_DEDUP=stream), on the workspace's partition: each partition has its own
+   * consumer, run by one processors instance at a time, which holds its workspaces' keys
+   * (processors/dedup/).
    */
-  keyed: (tenant: string) => `ev.keyed.${tenant}`,
+  keyed: (tenant: string) => `ev.keyed.${tenant}.${keyedPartition(tenant)}`,
   /** Events the service generates itself (health_changed, task_*, …), relayed from the PostgreSQL outbox. */
   system: (tenant: string) => `ev.system.${tenant}`,
   dlq: (consumer: string, original: string) => `dlq.${consumer}.${original}`,
@@ -76,6 +77,26 @@ export function tenantOfSubject(subject: string): string | undefined {
   return subject.split('.')[2] || undefined;
 }
 
+/**
+ * How many partitions the keyed events are spread over: as many processors instances can land them
+ * at once. Part of the subjects, so fixed: a change would move workspaces between partitions while
+ * their messages are in flight.
+ */
+export const KEYED_PARTITIONS = 4;
+
+/** A workspace's keyed partition: FNV-1a of its id, modulo KEYED_PARTITIONS. */
+export function keyedPartition(tenant: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < tenant.length; i++) h = Math.imul(h ^ tenant.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % KEYED_PARTITIONS;
+}
+
+/** The consumer of keyed partition `p` (ev.keyed.*.<p>) into csp.events, each key stored once. */
+export const keyedWriter = (p: number) => `clickhouse-writer-keyed-${p}`;
+
+/** Consumers of earlier releases, deleted where they are found (infra/streams.ts). */
+export const RETIRED_CONSUMERS: readonly string[] = ['clickhouse-writer-keyed'];
+
 /** Durable consumers; infra/streams.ts creates them with the stream so no event predates its consumer. */
 export const consumers = {
   usageWriter: 'clickhouse-writer-usage',
@@ -83,8 +104,6 @@ export const consumers = {
   catalog: 'event-catalog',
   backfillWriter: 'clickhouse-writer-backfill',
   catalogBackfill: 'event-catalog-backfill',
-  /** Keyed surface-B events (ev.keyed.>) into csp.events, each key stored once. */
-  keyedWriter: 'clickhouse-writer-keyed',
   catalogKeyed: 'event-catalog-keyed',
   /** Generated events (ev.system.>) into csp.events. */
   systemWriter: 'clickhouse-writer-system',

@@ -68,8 +68,8 @@ export const ProcessorsConfig = Type.Object({
     minimum: 1000,
     default: 15_000,
     description:
-      'Lease of the keyed writer (SURFACE_B_DEDUP=stream), which one processors instance at a time runs: when its ' +
-      'holder dies, another instance takes the keyed events over this long after its last renewal.',
+      'Lease of a partition of the keyed events (SURFACE_B_DEDUP=stream), which one processors instance at a time ' +
+      'lands: when its holder dies, another instance takes the partition over this long after its last renewal.',
   }),
   WRITER_PULL_BYTES: Type.Integer({
     minimum: 65536,

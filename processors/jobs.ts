@@ -5,7 +5,7 @@ import { commaList } from '../lib/comma-list.js';
 import { type DataCipher, isCiphertext } from '../lib/credentials/data-cipher.js';
 import type { Providers } from '../lib/integrations/providers.js';
 import type { Logger } from '../lib/logger.js';
-import { STREAM_EVENTS, STREAM_WEBHOOKS, consumers } from '../lib/nats.js';
+import { KEYED_PARTITIONS, keyedWriter, STREAM_EVENTS, STREAM_WEBHOOKS, consumers } from '../lib/nats.js';
 import type { Sql } from '../lib/pg.js';
 import { evaluateUsageDrops, KeySpikes } from './alerts/alerts.js';
 import { backfillJobHooks } from './backfill-jobs.js';
@@ -125,58 +125,66 @@ export function writersJob(
       deps,
     ),
   ];
-  // Keyed surface-B events: one instance at a time, holding the workspaces' deduplication keys.
-  const keyed = new KeyedOwnership(t.sql, t.log.child({ mod: 'keyed-writer' }), {
-    holder: t.instance,
-    ttlMs: cfg.KEYED_WRITER_LEASE_MS,
-    async start(signal) {
-      // Messages a previous owner held come again once their ack wait has run out, and JetStream
-      // hands out redeliveries before new messages: pulling only then keeps the stream order.
-      const c = await t.jsm.consumers.info(STREAM_EVENTS, consumers.keyedWriter);
-      if (c.num_ack_pending > 0) {
-        const waitMs = (c.config.ack_wait ?? 30e9) / 1e6 + 3_000;
-        t.log.info(
-          { wait_ms: waitMs, pending: c.num_ack_pending },
-          'keyed writer waits for its messages to come again',
-        );
-        await new Promise((resolve) => {
-          const timer = setTimeout(resolve, waitMs);
-          signal.addEventListener('abort', () => {
-            clearTimeout(timer);
-            resolve(undefined);
-          });
-        });
-        if (signal.aborted) throw new Error('keyed writer lease lost while starting');
-      }
-      const w = new ClickhouseWriter(
-        {
-          ...common,
-          consumer: consumers.keyedWriter,
-          table: 'events',
-          erased,
-          keys: new KeysStore(t.ch, t.log.child({ mod: 'keyed-writer' })),
-          onStored: async (messages, generation) => {
-            eraser.stored(messages, generation);
-            await backfillHooks.onStored(messages);
-          },
-          onDeadLettered: backfillHooks.onDeadLettered,
-        },
-        deps,
+  // Keyed surface-B events: each partition landed by one instance at a time, holding its workspaces' keys.
+  let keyed: KeyedOwnership | undefined;
+  const startKeyed = async () => {
+    const stream = await t.jsm.streams.info(STREAM_EVENTS);
+    keyed = new KeyedOwnership(t.sql, t.log.child({ mod: 'keyed-writer' }), {
+      holder: t.instance,
+      partitions: KEYED_PARTITIONS,
+      scope: stream.created,
+      ttlMs: cfg.KEYED_WRITER_LEASE_MS,
+      start: (p, signal) => startKeyedWriter(p, signal),
+    });
+    keyed.start();
+  };
+  const startKeyedWriter = async (p: number, signal: AbortSignal): Promise<ClickhouseWriter> => {
+    // Messages a previous owner held come again once their ack wait has run out, and JetStream
+    // hands out redeliveries before new messages: pulling only then keeps the stream order.
+    const c = await t.jsm.consumers.info(STREAM_EVENTS, keyedWriter(p));
+    if (c.num_ack_pending > 0) {
+      const waitMs = (c.config.ack_wait ?? 30e9) / 1e6 + 3_000;
+      t.log.info(
+        { partition: p, wait_ms: waitMs, pending: c.num_ack_pending },
+        'keyed writer waits for its messages to come again',
       );
-      await w.start();
-      return w;
-    },
-  });
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, waitMs);
+        signal.addEventListener('abort', () => {
+          clearTimeout(timer);
+          resolve(undefined);
+        });
+      });
+      if (signal.aborted) throw new Error('keyed partition lease lost while starting');
+    }
+    const w = new ClickhouseWriter(
+      {
+        ...common,
+        consumer: keyedWriter(p),
+        table: 'events',
+        erased,
+        keys: new KeysStore(t.ch, t.log.child({ mod: 'keyed-writer', partition: p })),
+        onStored: async (messages, generation) => {
+          eraser.stored(messages, generation);
+          await backfillHooks.onStored(messages);
+        },
+        onDeadLettered: backfillHooks.onDeadLettered,
+      },
+      deps,
+    );
+    await w.start();
+    return w;
+  };
   return {
     writers,
     async start() {
       // Rows of erased customers are dropped from the first insert on.
       await erased.start();
       for (const w of writers) await w.start();
-      if (cfg.SURFACE_B_DEDUP === 'stream') keyed.start();
+      if (cfg.SURFACE_B_DEDUP === 'stream') await startKeyed();
     },
     async drain() {
-      await Promise.all([...writers.map((w) => w.stop()), keyed.stop()]);
+      await Promise.all([...writers.map((w) => w.stop()), keyed?.stop()]);
       await erased.stop();
     },
     close: () => pool.destroy(),
@@ -502,8 +510,8 @@ export function backlogJob(t: Tier): Job {
     consumers.systemWriter,
     consumers.catalog,
     consumers.catalogBackfill,
-    consumers.keyedWriter,
     consumers.catalogKeyed,
+    ...(t.cfg.SURFACE_B_DEDUP === 'stream' ? Array.from({ length: KEYED_PARTITIONS }, (_, p) => keyedWriter(p)) : []),
   ];
   return {
     start() {

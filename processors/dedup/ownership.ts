@@ -1,49 +1,68 @@
+import { randomUUID } from 'node:crypto';
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
 import { Ticker } from '../../lib/ticker.js';
 
-/** What runs while this instance owns the keyed events. */
+/** What runs while this instance owns a partition of the keyed events. */
 export interface Owned {
-  /** Ownership ends normally (shutdown): write what is held, then stop. */
+  /** Ownership ends normally (shutdown, or handed to another instance): write what is held, then stop. */
   stop(): Promise<void>;
   /** Ownership was lost: stop without inserting anything more. */
   abandon(): Promise<void>;
 }
 
 export interface OwnershipOptions {
-  /** This process, as the lease's holder. */
+  /** This process, as the leases' holder. */
   holder: string;
+  /** Partitions of the keyed events (KEYED_PARTITIONS). */
+  partitions: number;
+  /**
+   * What the leases are of: the EVENTS stream they guard (its creation time), so that processors on
+   * another stream that share this PostgreSQL never hold them.
+   */
+  scope: string;
   /** Lease lifetime: after a holder dies, another instance takes over this long after its last renewal. */
   ttlMs: number;
   /**
-   * Starts the owned work once the lease is held; `signal` aborts when the lease is lost (or the
-   * process stops) before it has started.
+   * Starts the owned work of partition `p` once its lease is held; `signal` aborts when the lease is
+   * lost (or the process stops) before it has started.
    */
-  start(signal: AbortSignal): Promise<Owned>;
+  start(p: number, signal: AbortSignal): Promise<Owned>;
 }
 
-const JOB = 'keyed-writer';
 const NO_WORKSPACE = '00000000-0000-0000-0000-000000000000';
 
+interface Holding {
+  work: Promise<Owned | undefined>;
+  abort: AbortController;
+  /** performance.now() past which this instance no longer counts on the lease. */
+  validUntil: number;
+  /** Being handed over: its work drains, then the lease is freed. */
+  releasing?: boolean;
+}
+
 /**
- * One processors instance at a time lands the keyed surface-B events (SURFACE_B_DEDUP=stream), so
- * that one process holds each workspace's deduplication keys. Every instance tries for the lease in
- * job_leases every third of its lifetime; the holder renews it there.
+ * Each partition of the keyed surface-B events (SURFACE_B_DEDUP=stream) is landed by one processors
+ * instance at a time, so that one process holds each workspace's deduplication keys, and the
+ * instances share the partitions evenly. Every third of the lease lifetime an instance:
+ * - records that it is alive (a row in job_leases, `processors:<scope>`) and counts the live ones;
+ * - renews the leases it holds, in one statement;
+ * - hands over the partitions it holds beyond its share (⌈partitions / instances⌉): the work
+ *   drains, then the lease is freed;
+ * - takes free partitions (expired leases) up to its share.
  *
- * The holder stops inserting before the lease can pass to another: it counts the lifetime from
- * when it sent its last successful renewal, on its own monotonic clock, and gives up a third of it
- * early (`abandon`: nothing held is inserted; JetStream hands it to the next owner). PostgreSQL's
- * clock decides when another may take it (`expires_at < now()`), never before the holder's own
- * deadline. The next owner's writer waits for inserts still running in ClickHouse before its first
- * claim (writer.ts); when the previous owner left messages unacknowledged, the start waits for them
- * to come again first (processors/jobs.ts), so the stream order holds across the takeover.
+ * A holder stops inserting before a lease can pass to another: it counts the lifetime from when it
+ * sent its last successful renewal, on its own monotonic clock, and gives up a third of it early
+ * (`abandon`: nothing held is inserted; JetStream hands it to the next owner). PostgreSQL's clock
+ * decides when another may take it (`expires_at < now()`), never before the holder's own deadline.
+ * The next owner's writer waits for inserts still running in ClickHouse before its first claim
+ * (writer.ts); when the previous owner left messages unacknowledged, the start waits for them to
+ * come again first (processors/jobs.ts), so the stream order holds across the takeover.
  */
 export class KeyedOwnership {
   private readonly ticker: Ticker;
-  /** The owned work while the lease is held: starting, then started (undefined if aborted). */
-  private owned?: { work: Promise<Owned | undefined>; abort: AbortController };
-  /** performance.now() past which this instance no longer counts on the lease. */
-  private validUntil = 0;
+  private readonly held = new Map<number, Holding>();
+  private readonly instanceId = randomUUID();
 
   constructor(
     private readonly sql: Sql,
@@ -53,76 +72,133 @@ export class KeyedOwnership {
     this.ticker = new Ticker(
       Math.max(200, Math.floor(o.ttlMs / 3)),
       () => this.tick(),
-      (err) => log.warn({ err: String(err) }, 'keyed writer lease check failed'),
+      (err) => log.warn({ err: String(err) }, 'keyed partition leases: check failed'),
     );
+  }
+
+  /** Partitions this instance holds now. */
+  get partitions(): number[] {
+    return [...this.held.keys()].sort((a, b) => a - b);
   }
 
   start(): void {
     this.ticker.start(0);
   }
 
+  private lease(p: number): string {
+    return `keyed-writer:${this.o.scope}:${p}`;
+  }
+
   private async tick(): Promise<void> {
     const sent = performance.now();
-    let held = false;
+    const ttl = this.o.ttlMs;
+    let instances = 1;
+    let renewed = new Set<number>();
     try {
-      held = await this.take();
-    } catch (err) {
-      this.log.warn({ err: String(err) }, 'keyed writer lease not renewed');
-    }
-    if (held) {
-      this.validUntil = sent + (this.o.ttlMs * 2) / 3;
-      if (!this.owned) {
-        this.log.info({ holder: this.o.holder }, 'keyed writer lease taken: landing keyed events');
-        // Not awaited: the start may wait (writer.ts), and the lease is renewed meanwhile.
-        const abort = new AbortController();
-        const work = this.o.start(abort.signal).catch((err: unknown) => {
-          if (!abort.signal.aborted) this.log.error({ err }, 'keyed writer did not start; freeing the lease');
-          return undefined;
-        });
-        this.owned = { work, abort };
-        // A start that failed gives the lease up at once, so the next tick (or another instance) tries again.
-        void work.then((w) => {
-          if (w || abort.signal.aborted || this.owned?.work !== work) return;
-          this.owned = undefined;
-          void this.free();
-        });
+      const [{ n }] = await this.sql<{ n: number }[]>`
+        WITH me AS (
+          INSERT INTO job_leases (job, tenant_id, holder, expires_at)
+          VALUES (${`processors:${this.o.scope}`}, ${this.instanceId}, ${this.o.holder}, now() + (${ttl}::float8 * interval '1 ms'))
+          ON CONFLICT (job, tenant_id) DO UPDATE SET expires_at = EXCLUDED.expires_at
+        ), gone AS (
+          DELETE FROM job_leases
+          WHERE job = ${`processors:${this.o.scope}`} AND expires_at < now() - interval '1 hour'
+        )
+        SELECT count(*)::int + 1 AS n FROM job_leases
+        WHERE job = ${`processors:${this.o.scope}`} AND tenant_id <> ${this.instanceId} AND expires_at > now()`;
+      instances = n;
+      const mine = [...this.held.keys()];
+      if (mine.length) {
+        const rows = await this.sql<{ job: string }[]>`
+          UPDATE job_leases SET expires_at = now() + (${ttl}::float8 * interval '1 ms')
+          WHERE job = ANY(${mine.map((p) => this.lease(p))}) AND tenant_id = ${NO_WORKSPACE} AND holder = ${this.o.holder}
+          RETURNING job`;
+        renewed = new Set(rows.map((r) => Number(r.job.slice(r.job.lastIndexOf(':') + 1))));
       }
-      return;
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'keyed partition leases not renewed');
     }
-    if (this.owned && performance.now() >= this.validUntil) {
-      const owned = this.owned;
-      this.owned = undefined;
-      this.log.warn({ holder: this.o.holder }, 'keyed writer lease lost: stopping without inserting more');
-      owned.abort.abort();
-      await (await owned.work)?.abandon();
+    for (const [p, h] of this.held) {
+      if (renewed.has(p)) h.validUntil = sent + (ttl * 2) / 3;
+      else if (performance.now() >= h.validUntil) await this.lose(p, h);
+    }
+    const share = Math.ceil(this.o.partitions / Math.max(1, instances));
+    const active = [...this.held].filter(([, h]) => !h.releasing);
+    // Beyond the share: the highest partitions go, each drained before its lease is freed.
+    for (const [p, h] of active.slice(share)) {
+      h.releasing = true;
+      this.log.info({ partition: p, share }, 'keyed partition handed over to another instance');
+      void this.release(p, h);
+    }
+    if (active.length >= share) return;
+    // Free partitions, in a random order so that instances starting together take different ones.
+    const free = Array.from({ length: this.o.partitions }, (_, p) => p)
+      .filter((p) => !this.held.has(p))
+      .sort(() => Math.random() - 0.5);
+    let want = share - active.length;
+    for (const p of free) {
+      if (want === 0) break;
+      if (await this.take(p, sent)) want--;
     }
   }
 
-  /** Takes the lease if free, or renews it if ours; true when this instance holds it. */
-  private async take(): Promise<boolean> {
+  /** Takes partition `p`'s lease if it is free, and starts its work (not awaited: a start may wait). */
+  private async take(p: number, sent: number): Promise<boolean> {
+    const ttl = this.o.ttlMs;
     const rows = await this.sql`
       INSERT INTO job_leases AS l (job, tenant_id, holder, expires_at, last_started_at)
-      VALUES (${JOB}, ${NO_WORKSPACE}, ${this.o.holder}, now() + (${this.o.ttlMs}::float8 * interval '1 ms'), now())
-      ON CONFLICT (job, tenant_id) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-        WHERE l.holder = EXCLUDED.holder OR l.expires_at < now()
+      VALUES (${this.lease(p)}, ${NO_WORKSPACE}, ${this.o.holder}, now() + (${ttl}::float8 * interval '1 ms'), now())
+      ON CONFLICT (job, tenant_id) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
+        last_started_at = now()
+      WHERE l.expires_at < now()
       RETURNING 1`;
-    return rows.length === 1;
+    if (rows.length !== 1) return false;
+    this.log.info({ partition: p, holder: this.o.holder }, 'keyed partition taken: landing its events');
+    const abort = new AbortController();
+    const work = this.o.start(p, abort.signal).catch((err: unknown) => {
+      if (!abort.signal.aborted) this.log.error({ err, partition: p }, 'keyed partition did not start; freeing it');
+      return undefined;
+    });
+    const h: Holding = { work, abort, validUntil: sent + (ttl * 2) / 3 };
+    this.held.set(p, h);
+    // A start that failed gives the lease up at once, so that the next tick (or another instance) tries again.
+    void work.then(async (w) => {
+      if (w || abort.signal.aborted || this.held.get(p) !== h) return;
+      this.held.delete(p);
+      await this.free(p);
+    });
+    return true;
   }
 
-  /** Shutdown: the owned work writes what it holds, then the lease is freed for another instance at once. */
-  async stop(): Promise<void> {
-    await this.ticker.stop();
-    const owned = this.owned;
-    this.owned = undefined;
-    if (!owned) return;
-    owned.abort.abort();
-    await (await owned.work)?.stop();
-    await this.free();
+  private async lose(p: number, h: Holding): Promise<void> {
+    this.held.delete(p);
+    this.log.warn({ partition: p }, 'keyed partition lease lost: stopping without inserting more');
+    h.abort.abort();
+    await (await h.work)?.abandon();
   }
 
-  private async free(): Promise<void> {
+  /** Drains the partition's work, then frees its lease for another instance at once. */
+  private async release(p: number, h: Holding): Promise<void> {
+    h.abort.abort();
+    await (await h.work)?.stop();
+    if (this.held.get(p) !== h) return;
+    this.held.delete(p);
+    await this.free(p);
+  }
+
+  private async free(p: number): Promise<void> {
     await this.sql`
       UPDATE job_leases SET holder = NULL, expires_at = '-infinity'
-      WHERE job = ${JOB} AND tenant_id = ${NO_WORKSPACE} AND holder = ${this.o.holder}`.catch(() => {});
+      WHERE job = ${this.lease(p)} AND tenant_id = ${NO_WORKSPACE} AND holder = ${this.o.holder}`.catch(() => {});
+  }
+
+  /** Shutdown: each partition's work writes what it holds, then its lease is freed for another instance. */
+  async stop(): Promise<void> {
+    await this.ticker.stop();
+    await Promise.all([...this.held].map(([p, h]) => this.release(p, h)));
+    await this.sql`
+      DELETE FROM job_leases WHERE job = ${`processors:${this.o.scope}`} AND tenant_id = ${this.instanceId}`.catch(
+      () => {},
+    );
   }
 }

@@ -1,15 +1,16 @@
 import t from '#tap';
 import { AckPolicy, DeliverPolicy, connect } from 'nats';
-import { consumers, STREAM_EVENTS } from '../../lib/nats.js';
+import { KEYED_PARTITIONS, keyedPartition, keyedWriter, STREAM_EVENTS } from '../../lib/nats.js';
 import { columnsOf, decodeRows, FORMAT_HEADER, formatOf, type RowBinaryFormat } from '../../lib/row-binary.js';
 import { jetstream, writersIdle } from '../helpers/observe.js';
 import { ch, closeDb, db, privateJetStream, startTier, waitFor } from '../helpers/stack.js';
 import { BACKFILL, DAY, ev, ingest, postEvents, workspace, xid } from './support.js';
 
-// SURFACE_B_DEDUP=stream: every valid event is published, and the keyed writer, run by one
-// processors instance at a time, stores the first event of each (customer_id, external_id) in
-// stream order and drops the later ones, forever. Two ingest processes and two processors
-// instances; overlapping requests sent at once; the owner killed and the keys taken over.
+// SURFACE_B_DEDUP=stream: every valid event is published, and the keyed writer of the workspace's
+// partition, run by one processors instance at a time, stores the first event of each
+// (customer_id, external_id) in stream order and drops the later ones, forever. Two ingest
+// processes and two processors instances sharing the partitions; overlapping requests sent at
+// once; the owner killed and the keys taken over.
 t.teardown(closeDb);
 const { ws, ids } = await workspace(3);
 const nats = await privateJetStream(t);
@@ -25,13 +26,23 @@ t.teardown(() => nc.close());
 // processors purge what all consumers acknowledged), so `published` reads them all.
 await jsm.consumers.add(STREAM_EVENTS, {
   durable_name: 'test-keep-keyed',
-  filter_subject: `ev.keyed.${ws.tenant_id}`,
+  filter_subject: `ev.keyed.${ws.tenant_id}.*`,
   ack_policy: AckPolicy.Explicit,
   deliver_policy: DeliverPolicy.All,
 });
 
-/** Every keyed message published so far is stored or dropped. */
-const settled = () => writersIdle(jsm, consumers.keyedWriter, 'events');
+const scope = (await jsm.streams.info(STREAM_EVENTS)).created;
+/** Every keyed message of the workspace's partition published so far is stored or dropped. */
+const settled = (tenant = ws.tenant_id) => writersIdle(jsm, keyedWriter(keyedPartition(tenant)), 'events');
+/** The processors instance (its pid) holding each partition's lease. */
+const holders = async () =>
+  new Map(
+    (
+      await db()<{ job: string; holder: string }[]>`
+        SELECT job, holder FROM job_leases WHERE job LIKE ${`keyed-writer:${scope}:%`} AND expires_at > now()`
+    ).map((r) => [Number(r.job.slice(r.job.lastIndexOf(':') + 1)), r.holder]),
+  );
+const pidOf = (tier: { proc: { pid?: number } }) => String(tier.proc.pid);
 
 interface Row {
   customer_id: string;
@@ -44,7 +55,7 @@ async function published(): Promise<Row[]> {
   const name = `t${Date.now()}`;
   await jsm.consumers.add(STREAM_EVENTS, {
     name,
-    filter_subject: `ev.keyed.${ws.tenant_id}`,
+    filter_subject: `ev.keyed.${ws.tenant_id}.*`,
     ack_policy: AckPolicy.None,
     deliver_policy: DeliverPolicy.All,
     inactive_threshold: 10_000_000_000,
@@ -119,32 +130,37 @@ t.test('overlapping requests at once: the first of each key in stream order is s
   t.equal(n, 0, 'no key claimed in PostgreSQL');
 });
 
+t.test('the two instances share the partitions', async (t) => {
+  const shares = await waitFor('each instance holding half the partitions', async () => {
+    const h = [...(await holders()).values()];
+    const count = (tier: typeof first) => h.filter((x) => x.endsWith(pidOf(tier))).length;
+    return h.length === KEYED_PARTITIONS && count(first) === count(second) ? [count(first), count(second)] : undefined;
+  });
+  t.same(shares, [KEYED_PARTITIONS / 2, KEYED_PARTITIONS / 2]);
+});
+
 t.test('the owner killed: another instance loads the stored keys and goes on', async (t) => {
   const pool = Array.from({ length: 30 }, xid);
   await overlapping(pool, 10);
   await settled();
-  // Whichever holds the lease goes; the other takes over once it runs out.
-  const [lease] = await db()<{ holder: string }[]>`SELECT holder FROM job_leases WHERE job = 'keyed-writer'`;
-  t.ok(lease?.holder, 'one instance holds the keyed writer lease');
-  const owner = [first, second].find((x) => lease.holder.endsWith(String(x.proc.pid)))!;
+  // Whichever holds the workspace's partition goes; the other takes it over once its lease runs out.
+  const partition = keyedPartition(ws.tenant_id);
+  const holder = (await holders()).get(partition)!;
+  t.ok(holder, "one instance holds the workspace's partition");
+  const owner = [first, second].find((x) => holder.endsWith(pidOf(x)))!;
   const survivor = owner === first ? second : first;
   await owner.stop('SIGKILL');
   // Keys stored before the kill, sent again, and new overlapping ones.
   const again = [...pool.slice(0, 15), ...Array.from({ length: 15 }, xid)];
   await overlapping(again, 10);
-  await waitFor(
-    'the keyed events of the second round stored',
-    async () => {
-      const c = await jsm.consumers.info(STREAM_EVENTS, consumers.keyedWriter);
-      return c.num_pending === 0 && c.num_ack_pending === 0;
-    },
-    60_000,
-  );
   await settled();
   const rows = await published();
   t.same(await storedIds(), firstOfEach(rows), 'each key stored once, the first in stream order');
-  const [now] = await db()<{ holder: string }[]>`SELECT holder FROM job_leases WHERE job = 'keyed-writer'`;
-  t.ok(now.holder.endsWith(String(survivor.proc.pid)), 'the other instance holds the lease now');
+  const now = await waitFor('the survivor holding every partition', async () => {
+    const h = await holders();
+    return [...h.values()].filter((x) => x.endsWith(pidOf(survivor))).length === KEYED_PARTITIONS ? h : undefined;
+  });
+  t.ok(now.get(partition)?.endsWith(pidOf(survivor)), "the other instance holds the workspace's partition now");
 });
 
 t.test('a backfill job counts the events it did not store as duplicates once it succeeded', async (t) => {
@@ -208,7 +224,7 @@ t.test('keys recorded on the request path before the switch keep deduplicating',
         )
       ).length === 1,
   );
-  await settled();
+  await settled(other.tenant_id);
   const names = await ch<{ event_name: string }>(
     `SELECT event_name FROM csp.events WHERE tenant_id = toUUID('${other.tenant_id}') AND external_id = '${x}'`,
   );
