@@ -153,8 +153,11 @@ export class Reconciler {
    * The latter wait has no deadline: while a replica that holds the only copy of a part is down,
    * suspect batches wait for it; new batches go on.
    */
-  /** Waits until no insert into the table by another writer (or one of ours that timed out) runs. */
-  async awaitForeignInserts(): Promise<void> {
+  /**
+   * Waits until no insert into the table by another writer (or one of ours that timed out) runs;
+   * with `consumer`, only the inserts of that consumer's writers count.
+   */
+  async awaitForeignInserts(consumer?: string): Promise<void> {
     const db = this.d.ch.database;
     const table = `${db}.${this.table}`;
     const since = Math.floor(Date.now() / 1000);
@@ -166,7 +169,7 @@ export class Reconciler {
           ? []
           : this.d.ch.rows<{ q: string }>(
               `SELECT query_id AS q FROM ${db}.processes
-               WHERE query_id LIKE 'cw-%' AND query LIKE 'INSERT INTO ${table} %'
+               WHERE query_id LIKE '${consumer ? `cw-%-${consumer}-%` : 'cw-%'}' AND query LIKE 'INSERT INTO ${table} %'
                SETTINGS skip_unavailable_shards = 1`,
             ),
         this.d.ch.rows<{ r: string }>(

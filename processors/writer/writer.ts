@@ -100,7 +100,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * - with `keys` (the keyed writer), rows whose key an earlier message stored or claimed are left
  *   out too. Claims follow the stream: each batch claims after the batch taken before it, before
  *   its insert, so a later batch in another insert stream finds them. Before its first claim the
- *   writer waits for inserts of other writers still running in ClickHouse (a previous owner's).
+ *   writer waits for inserts of its consumer's other writers still running in ClickHouse (a
+ *   previous owner's).
  */
 export class ClickhouseWriter {
   private pending: Held[] = [];
@@ -418,7 +419,8 @@ export class ClickhouseWriter {
   private async dropDuplicates(v: Verdict<Held>, left: Map<Held, number>): Promise<number> {
     const store = this.o.keys;
     if (!store) return 0;
-    this.foreignInserts ??= this.reconciler.awaitForeignInserts();
+    // A previous owner's inserts: other writers into the table do not touch this partition's keys.
+    this.foreignInserts ??= this.reconciler.awaitForeignInserts(this.o.consumer);
     await this.foreignInserts;
     let dropped = 0;
     const insert: Held[] = [];
