@@ -14,6 +14,8 @@ export class KeySet {
   private slots: Uint32Array;
   private mask: number;
   private used = 0;
+  /** The key of the last `find`, normalized. */
+  private readonly k = new Uint32Array(4);
 
   constructor(expected = 0) {
     let cap = 16;
@@ -34,35 +36,21 @@ export class KeySet {
 
   /** Each method takes the key's words signed or unsigned (`x | 0` or `x >>> 0`: the same key). */
   has(a: number, b: number, c: number, d: number): boolean {
-    a >>>= 0;
-    b >>>= 0;
-    c >>>= 0;
-    d >>>= 0;
-    if ((a | b | c | d) === 0) a = 1;
     return this.find(a, b, c, d) >= 0;
   }
 
   /** Adds the key; false when it was already held. */
   add(a: number, b: number, c: number, d: number): boolean {
-    a >>>= 0;
-    b >>>= 0;
-    c >>>= 0;
-    d >>>= 0;
-    if ((a | b | c | d) === 0) a = 1;
     if (this.find(a, b, c, d) >= 0) return false;
+    const k = this.k;
     if ((this.used + 1) * 4 > (this.mask + 1) * 3) this.grow();
-    this.place(a, b, c, d);
+    this.place(k[0], k[1], k[2], k[3]);
     this.used++;
     return true;
   }
 
   /** Removes the key; false when it was not held. */
   delete(a: number, b: number, c: number, d: number): boolean {
-    a >>>= 0;
-    b >>>= 0;
-    c >>>= 0;
-    d >>>= 0;
-    if ((a | b | c | d) === 0) a = 1;
     let i = this.find(a, b, c, d);
     if (i < 0) return false;
     const s = this.slots;
@@ -88,8 +76,21 @@ export class KeySet {
       if ((s[o] | s[o + 1] | s[o + 2] | s[o + 3]) !== 0) fn(s[o], s[o + 1], s[o + 2], s[o + 3]);
   }
 
-  /** The slot holding the key (its words unsigned, as the table returns them), or -1. */
+  /**
+   * The slot holding the key, or -1. The key is taken as the table holds it (unsigned words, four
+   * zeros as 1, 0, 0, 0) and left in `k` for `add`.
+   */
   private find(a: number, b: number, c: number, d: number): number {
+    a >>>= 0;
+    b >>>= 0;
+    c >>>= 0;
+    d >>>= 0;
+    if ((a | b | c | d) === 0) a = 1;
+    const k = this.k;
+    k[0] = a;
+    k[1] = b;
+    k[2] = c;
+    k[3] = d;
     const s = this.slots;
     for (let i = a & this.mask; ; i = (i + 1) & this.mask) {
       const o = i * 4;
