@@ -11,7 +11,10 @@ export interface HousekeepingOptions {
   intervalMs: number;
   /** This process, as the lease's holder. */
   holder: string;
-  /** A holder that dies mid-run blocks its job this long; runs are single DELETEs, far shorter. */
+  /**
+   * A holder that dies between claiming and freeing blocks its job this long (default 30 s); a live
+   * holder renews its leases every third of it while it runs.
+   */
   leaseTtlMs?: number;
 }
 
@@ -23,8 +26,10 @@ export interface HousekeepingOptions {
  *   are due with one UPDATE … WHERE expires_at < now() RETURNING: the lease is free and the last
  *   run started more than an interval ago. PostgreSQL's row locks let one UPDATE win per row; the
  *   loser re-reads the row, sees the new last_started_at and claims nothing;
- * - the claimer runs them one after another and frees the lease; a run that fails is logged and
- *   waits for the next interval like a successful one (the jobs are idempotent DELETEs).
+ * - the claimer runs them one after another and frees each lease; a run that fails is logged and
+ *   waits for the next interval like a successful one (the jobs are idempotent DELETEs). While it
+ *   runs, the leases it still holds are renewed, so they can be short: a process killed between
+ *   claiming and freeing (a deploy's SIGKILL) blocks its jobs for one lease, not a quarter of an hour.
  * Each process decides "due" by its own interval, so processes configured differently coexist.
  */
 export class Housekeeping {
@@ -37,7 +42,7 @@ export class Housekeeping {
     private readonly log: Logger,
     private readonly o: HousekeepingOptions,
   ) {
-    this.leaseTtlMs = o.leaseTtlMs ?? 15 * 60_000;
+    this.leaseTtlMs = o.leaseTtlMs ?? 30_000;
     this.ticker = new Ticker(
       o.intervalMs,
       () => this.tick(),
@@ -68,6 +73,25 @@ export class Housekeeping {
 
   private async tick(): Promise<void> {
     const claimed = await this.claim();
+    if (claimed.size === 0) return;
+    const held = new Set(claimed.keys());
+    const renew = setInterval(
+      () =>
+        void this.sql`
+          UPDATE job_leases SET expires_at = now() + (${this.leaseTtlMs}::float8 * interval '1 ms')
+          WHERE job = ANY(${[...held]}::text[]) AND tenant_id = ${GLOBAL_TENANT} AND holder = ${this.o.holder}`.catch(
+          (err: unknown) => this.log.warn({ err }, 'housekeeping lease renewal failed'),
+        ),
+      Math.max(1000, Math.floor(this.leaseTtlMs / 3)),
+    );
+    try {
+      await this.runClaimed(claimed, held);
+    } finally {
+      clearInterval(renew);
+    }
+  }
+
+  private async runClaimed(claimed: Map<string, number>, held: Set<string>): Promise<void> {
     for (const job of this.jobs) {
       if (!claimed.has(job.name)) continue;
       const t0 = performance.now();
@@ -78,6 +102,7 @@ export class Housekeeping {
       } catch (err) {
         this.log.warn({ err, job: job.name }, 'housekeeping job failed');
       } finally {
+        held.delete(job.name);
         await this.sql`
           UPDATE job_leases SET holder = NULL, expires_at = '-infinity', last_finished_at = now()
           WHERE job = ${job.name} AND tenant_id = ${GLOBAL_TENANT} AND holder = ${this.o.holder}`.catch(

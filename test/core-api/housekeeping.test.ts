@@ -1,6 +1,9 @@
 import t from '#tap';
 import { bootstrap, closeDb, db, startTier, waitFor, type Tier } from '../helpers/stack.js';
 import { client, startApi } from './_helpers.js';
+import { HOUSEKEEPING_JOBS } from '../../core-api/housekeeping/jobs.js';
+import { GLOBAL_TENANT, Housekeeping } from '../../core-api/housekeeping/schedule.js';
+import { createLogger } from '../../lib/logger.js';
 
 // The hourly purges, run with a short interval: a customer deleted more than 30 days ago is gone
 // for good (its erasure queued and carried out, docs/erasure.md), a younger one can still be
@@ -67,6 +70,25 @@ t.test('a customer deleted 31 days ago is purged; one deleted 29 days ago can st
   await startTier(t, 'processors', { ERASURE_TENANTS: ws.tenant_id, ERASURE_POLL_MS: '50' });
   await waitFor('the erasure completed', async () => (await erasure()).status === 'completed', 60_000, 100);
   t.match(await erasure(), { reason: 'trash_purge', rows_removed: { postgres: { tables: { customers: 1 } } } });
+});
+
+t.test('a process killed between claiming and freeing blocks its jobs for one short lease', async (t) => {
+  // What a SIGKILL right after a claim leaves: the leases taken and never freed. They ran for a
+  // quarter of an hour and held every other process's runs back so long (the next test timed out
+  // waiting for them once); now 30 s, renewed while a live holder runs.
+  const killed = new Housekeeping(db(), HOUSEKEEPING_JOBS, createLogger('test', 'silent'), {
+    intervalMs: INTERVAL,
+    holder: 'core-api-killed-after-claiming',
+  });
+  await db()`UPDATE job_leases SET expires_at = '-infinity', last_started_at = NULL WHERE job = ANY(${JOBS})`;
+  const claimed = await killed.claim();
+  t.same([...claimed.keys()].sort(), [...JOBS].sort(), 'every job claimed');
+  const leases = await db()<Array<{ job: string; s: number }>>`
+    SELECT job, extract(epoch FROM expires_at - now())::float8 AS s FROM job_leases
+    WHERE job = ANY(${JOBS}) AND tenant_id = ${GLOBAL_TENANT} AND holder = 'core-api-killed-after-claiming'`;
+  t.equal(leases.length, JOBS.length);
+  for (const l of leases) t.ok(l.s <= 30, `${l.job}: held ${l.s.toFixed(1)} s more, at most 30 s`);
+  await db()`UPDATE job_leases SET holder = NULL, expires_at = '-infinity' WHERE job = ANY(${JOBS})`;
 });
 
 t.test('two core-api processes never both run a job in one interval', async (t) => {
