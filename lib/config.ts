@@ -63,10 +63,10 @@ export function configOrExit<T>(log: { fatal(msg: string): void }, build: () => 
  * alike (set it the same for both).
  */
 export const SurfaceBDedup = Type.Union([Type.Literal('request'), Type.Literal('stream')], {
-  default: 'request',
+  default: 'stream',
   description:
     "Where surface B's external_id deduplication happens; set it the same for the ingest and processors tiers. " +
-    'request: each request claims its keys in PostgreSQL before it publishes. stream: every valid event is ' +
+    'request (the earlier way): each request claims its keys in PostgreSQL before it publishes. stream: every valid event is ' +
     'published, and the keyed writers (each partition of the workspaces on one processors instance at a time) drop ' +
     'duplicates between the stream and ClickHouse (docs/ingestion.md).',
 });

@@ -2,7 +2,7 @@ import t from '#tap';
 import { consumers } from '../../lib/nats.js';
 import { jetstream, writersIdle } from '../helpers/observe.js';
 import { ch, closeDb, db, privateJetStream, startTier, waitFor } from '../helpers/stack.js';
-import { ev, expect200, ingest, postEvents, workspace, xid } from './support.js';
+import { ev, expect200, ingest, postEvents, REQUEST_PATH, workspace, xid } from './support.js';
 
 // Deduplication by (customer_id, external_id): forever, across requests and ingest processes, and
 // inside one batch (the first copy wins). A silently ignored event counts as accepted.
@@ -10,7 +10,11 @@ t.teardown(closeDb);
 const { ws, ids } = await workspace(2);
 // A JetStream of its own: "everything published so far" is then this file's events only.
 const nats = await privateJetStream(t);
-const [a, b] = await Promise.all([ingest(t, nats.env), ingest(t, nats.env)]);
+// The request path's records in PostgreSQL (after the stream: events/stream-dedup).
+const [a, b] = await Promise.all([
+  ingest(t, { ...nats.env, ...REQUEST_PATH }),
+  ingest(t, { ...nats.env, ...REQUEST_PATH }),
+]);
 await startTier(t, 'processors', nats.env);
 const jsm = await jetstream(t, nats.url);
 /** Everything published so far is in ClickHouse: a copy that got through would be there too. */

@@ -11,6 +11,7 @@ import {
   ingest,
   isProblem,
   postEvents,
+  REQUEST_PATH,
   UUID_RE,
   workspace,
 } from './support.js';
@@ -19,7 +20,8 @@ import {
 // request, and what the stream receives.
 t.teardown(closeDb);
 const [{ ws, ids }, other] = await Promise.all([workspace(3), workspace(1)]);
-const tier = await ingest(t);
+// Keyed requests publish on ev.usage (the request path): one tap sees every message.
+const tier = await ingest(t, REQUEST_PATH);
 const nc = await natsClient(t);
 const tap = await StreamTap.open(t, nc, `ev.usage.${ws.tenant_id}`);
 const post = (events: unknown[], h: Record<string, string> = {}) => postEvents(tier.url, ws.api_key, events, h);

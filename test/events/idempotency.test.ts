@@ -1,13 +1,26 @@
 import t from '#tap';
 import { closeDb, db } from '../helpers/stack.js';
 import { natsClient, StreamTap } from '../ingest/support.js';
-import { BACKFILL, call, DAY, EVENTS, ev, ingest, isProblem, postEvents, workspace, xid } from './support.js';
+import {
+  BACKFILL,
+  call,
+  DAY,
+  EVENTS,
+  ev,
+  ingest,
+  isProblem,
+  postEvents,
+  REQUEST_PATH,
+  workspace,
+  xid,
+} from './support.js';
 
 // Idempotency-Key: the first response is replayed byte for byte for 24 hours and nothing is
 // stored again; the same key with another body is 422; concurrent requests with one key store once.
 t.teardown(closeDb);
 const { ws, ids } = await workspace(2);
-const [a, b] = await Promise.all([ingest(t), ingest(t)]);
+// The request path: every live request on ev.usage, where one tap sees it.
+const [a, b] = await Promise.all([ingest(t, REQUEST_PATH), ingest(t, REQUEST_PATH)]);
 const nc = await natsClient(t);
 const live = await StreamTap.open(t, nc, `ev.usage.${ws.tenant_id}`);
 const backfill = await StreamTap.open(t, nc, `ev.backfill.${ws.tenant_id}`);

@@ -1,15 +1,27 @@
 import t from '#tap';
 import { closeDb, db } from '../helpers/stack.js';
 import { send } from '../ingest/support.js';
-import { BACKFILL, DAY, ev, expect200, ingest, isProblem, postEvents, workspace, xid } from './support.js';
+import {
+  BACKFILL,
+  DAY,
+  ev,
+  expect200,
+  ingest,
+  isProblem,
+  postEvents,
+  REQUEST_PATH,
+  workspace,
+  xid,
+} from './support.js';
 
 // The daily event volume per plan holds across both surfaces and every ingest process; past it,
 // 429 daily_quota_exceeded with Retry-After until the next UTC day.
 t.teardown(closeDb);
 const QUOTAS = 'starter=20,growth=1000,scale=100000,enterprise=unlimited';
 const [a, b] = await Promise.all([
-  ingest(t, { EVENTS_DAILY_QUOTAS: QUOTAS }),
-  ingest(t, { EVENTS_DAILY_QUOTAS: QUOTAS }),
+  // The request path: what a refused request leaves in PostgreSQL's deduplication keys.
+  ingest(t, { EVENTS_DAILY_QUOTAS: QUOTAS, ...REQUEST_PATH }),
+  ingest(t, { EVENTS_DAILY_QUOTAS: QUOTAS, ...REQUEST_PATH }),
 ]);
 const untilTomorrow = () => Math.ceil((Math.floor(Date.now() / DAY) * DAY + DAY - Date.now()) / 1000);
 

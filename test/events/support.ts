@@ -71,6 +71,12 @@ export async function ingest(t: Teardowns, env: Record<string, string> = {}): Pr
   return tier;
 }
 
+/**
+ * The deduplication on the request path (SURFACE_B_DEDUP=request), for the files about what it
+ * records and where it publishes; events/stream-dedup is about the default, after the stream.
+ */
+export const REQUEST_PATH = { SURFACE_B_DEDUP: 'request' };
+
 export const ev = (customerId: string, extra: Record<string, unknown> = {}) => ({
   customer_id: customerId,
   event_name: 'feature_used',
