@@ -41,7 +41,7 @@ import { WebhookFanout } from './webhooks/fanout.js';
 import { WebhookEvents } from './webhooks/outbox.js';
 import { Sender } from './webhooks/send.js';
 import type { RowsMessage } from './writer/held.js';
-import { ClickhouseWriter } from './writer/writer.js';
+import { ClickhouseWriter, PULL_EXPIRES_MS } from './writer/writer.js';
 
 /*
  * The processors tier's jobs, one function each (processors/main.ts composes them). A function
@@ -78,6 +78,16 @@ export interface Job {
   /** Last stage, after the NATS connection drained: worker threads and sockets are released. */
   close?(): void | Promise<void>;
 }
+
+/** Sleeps `ms`, or less when `signal` aborts. */
+const abortableSleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 
 /** The four ClickHouse writers (usage, billing, system events, backfill), behind /readyz. */
 export function writersJob(
@@ -140,7 +150,11 @@ export function writersJob(
   };
   const startKeyedWriter = async (p: number, signal: AbortSignal): Promise<ClickhouseWriter> => {
     // Messages a previous owner held come again once their ack wait has run out, and JetStream
-    // hands out redeliveries before new messages: pulling only then keeps the stream order.
+    // hands out redeliveries before new messages: pulling only then keeps the stream order. Its
+    // last pull may still be open (a handover frees the lease as soon as the writer stopped) and
+    // take messages it will never see: looked at once that pull has expired.
+    await abortableSleep(PULL_EXPIRES_MS + 500, signal);
+    if (signal.aborted) throw new Error('keyed partition lease lost while starting');
     const c = await t.jsm.consumers.info(STREAM_EVENTS, keyedWriter(p));
     if (c.num_ack_pending > 0) {
       const waitMs = (c.config.ack_wait ?? 30e9) / 1e6 + 3_000;
@@ -148,13 +162,7 @@ export function writersJob(
         { partition: p, wait_ms: waitMs, pending: c.num_ack_pending },
         'keyed writer waits for its messages to come again',
       );
-      await new Promise((resolve) => {
-        const timer = setTimeout(resolve, waitMs);
-        signal.addEventListener('abort', () => {
-          clearTimeout(timer);
-          resolve(undefined);
-        });
-      });
+      await abortableSleep(waitMs, signal);
       if (signal.aborted) throw new Error('keyed partition lease lost while starting');
     }
     const w = new ClickhouseWriter(

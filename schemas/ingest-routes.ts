@@ -142,8 +142,10 @@ export const INGEST_ROUTES = {
     description:
       'Answer 200 even with per-event rejections; an event with a NUL character or an unpaired surrogate in any ' +
       'string is rejected on its own (`invalid_unicode`). An event whose `external_id` and `customer_id` match one ' +
-      'already recorded is silently ignored and counted as accepted. Idempotency-Key replays the first answer byte ' +
-      'for byte for 24 hours; the same key with another body is 422 `idempotency_key_reused`.',
+      'already recorded, or one earlier in the stream, is silently ignored and counted as accepted (and against the ' +
+      'daily quota): duplicates are dropped between the stream and the event store, so GET /v1/events shows the ' +
+      'first one only. Idempotency-Key replays the first answer byte for byte for 24 hours; the same key with ' +
+      'another body is 422 `idempotency_key_reused`.',
     headers: [
       {
         name: 'Idempotency-Key',
@@ -179,8 +181,9 @@ export const INGEST_ROUTES = {
     bucket: `backfill (${A.backfillsPerMinute}/min)`,
     summary: 'Backfill usage events up to 2 years old (asynchronous)',
     description:
-      'Same schema and rules as POST /v1/events; written by its own consumer so it never delays live events. Poll ' +
-      'the returned job with GET /v1/jobs/{id}.',
+      'Same schema and rules as POST /v1/events; written by its own consumer so it never delays live events (events ' +
+      'with `external_id` share their workspace\'s stream order with live ones, for deduplication). Poll the ' +
+      'returned job with GET /v1/jobs/{id}: its `duplicates` and `stored` counts are final once it has succeeded.',
     headers: [{ name: 'Idempotency-Key', description: 'As for POST /v1/events.' }],
     body: UsageBatchB,
     responses: { 202: { description: 'Accepted; the job reports progress and counts.', schema: BackfillAccepted } },

@@ -72,6 +72,12 @@ interface Deps {
 }
 
 const STALL_MS = 5_000;
+/**
+ * How long a pull waits for messages. A pull request outlives a writer that stopped while it was
+ * open: the server may still deliver into it (to nobody) until it expires, and those messages come
+ * again only after their ack wait.
+ */
+export const PULL_EXPIRES_MS = 1000;
 /** Where external_id is in each RowBinary column list of csp.events. */
 const EXTERNAL_ID = Object.fromEntries(
   ([ROW_BINARY_V1, ROW_BINARY_V2] as const).map((f) => [
@@ -193,7 +199,7 @@ export class ClickhouseWriter {
         // capped by bytes only when its 1 s expiry runs out, even with a backlog waiting.
         const count = Math.max(1, Math.min(1000, Math.floor(this.o.pullBytes / this.avgMessageBytes)));
         this.fetchStarted = Date.now();
-        this.fetching = await consumer.fetch({ max_messages: count, expires: 1000 });
+        this.fetching = await consumer.fetch({ max_messages: count, expires: PULL_EXPIRES_MS });
         for await (const m of this.fetching) {
           this.avgMessageBytes = this.avgMessageBytes * 0.98 + Math.max(1024, m.data.length) * 0.02;
           this.take(m);

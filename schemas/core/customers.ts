@@ -250,7 +250,8 @@ export const Job = Type.Object({
   counts: Type.Record(Type.String(), Type.Integer(), {
     description:
       'Bulk import: created, updated, skipped, failed. Backfill: accepted, rejected, duplicates (silently ignored, ' +
-      'counted in accepted), stored (rows written to the event store).',
+      'counted in accepted), stored (rows written to the event store); duplicates and stored are final once the job ' +
+      'has succeeded.',
   }),
   errors: Type.Array(
     Type.Object({ index: Type.Integer(), field: Nullable(Type.String()), code: Type.String(), message: Type.String() }),
