@@ -182,7 +182,7 @@ export const INGEST_ROUTES = {
     summary: 'Backfill usage events up to 2 years old (asynchronous)',
     description:
       'Same schema and rules as POST /v1/events; written by its own consumer so it never delays live events (events ' +
-      'with `external_id` share their workspace\'s stream order with live ones, for deduplication). Poll the ' +
+      "with `external_id` share their workspace's stream order with live ones, for deduplication). Poll the " +
       'returned job with GET /v1/jobs/{id}: its `duplicates` and `stored` counts are final once it has succeeded.',
     headers: [{ name: 'Idempotency-Key', description: 'As for POST /v1/events.' }],
     body: UsageBatchB,
