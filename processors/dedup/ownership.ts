@@ -76,11 +76,6 @@ export class KeyedOwnership {
     );
   }
 
-  /** Partitions this instance holds now. */
-  get partitions(): number[] {
-    return [...this.held.keys()].sort((a, b) => a - b);
-  }
-
   start(): void {
     this.ticker.start(0);
   }
