@@ -1,11 +1,13 @@
 import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import http from 'node:http';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { type UsageEvent, Workload } from './workload.js';
 
 /**
  * The producer client's own CPU per event (issue 35, point 5), without the service: a child
  * process serves surface A on localhost and answers every request 202 at once; each measured
- * client runs in a fresh process that tracks `--events` events of about 255 B (closed loop:
+ * client runs in a fresh process that tracks `--events` events of about 255 B (`--workload ingest`:
+ * the ingest benchmark's own events, about 575 B on average) (closed loop:
  * waits for room, as bench/load.ts does) with concurrency 8, batches of 100, no gzip, and reports
  * its process.cpuUsage() from the first track() to the end of close(), after a warm-up.
  *
@@ -67,11 +69,31 @@ function events(): BenchEvent[] {
   return out;
 }
 
-async function measure(clientPath: string, port: number, n: number, warm: number): Promise<void> {
+/**
+ * The ingest benchmark's own events (bench/workload.ts: 100 B–2 KB, about 575 B on average, most of
+ * it in a few long strings), 1,000 of them from one workspace of 1,000 customers.
+ */
+function workloadEvents(): UsageEvent[] {
+  const customers: Array<[string, string]> = Array.from({ length: 1000 }, (_, i) => [
+    `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+    `ext-${String(i).padStart(6, '0')}`,
+  ]);
+  const tenant = { tenantId: '00000000-0000-4000-8000-000000000000', key: 'bench', customers, products: [] };
+  const w = new Workload([tenant], {
+    bodiesPerTenant: 10,
+    eventsPerBody: 100,
+    seed: 42,
+    customerIdShare: 0.2,
+    now: Date.now(),
+  });
+  return w.bodies().flatMap((b) => b.events);
+}
+
+async function measure(clientPath: string, port: number, n: number, warm: number, workload: string): Promise<void> {
   const { IngestClient } = (await import(pathToFileURL(clientPath).href)) as typeof import('../sdk/src/client.js');
-  const pool = events();
+  const pool: object[] = workload === 'ingest' ? workloadEvents() : events();
   const run = async (count: number) => {
-    const client = new IngestClient<BenchEvent>({
+    const client = new IngestClient<object>({
       url: `http://127.0.0.1:${port}`,
       surface: 'a',
       apiKey: 'bench',
@@ -111,7 +133,10 @@ async function main(): Promise<void> {
   if (process.argv[2] === 'serve') return serve();
   const n = Number(arg('events', '300000'));
   const warm = Number(arg('warm', '50000'));
-  if (process.argv[2] === 'measure') return measure(arg('client', THIS_CLIENT), Number(arg('port', '0')), n, warm);
+  const workload = arg('workload', 'small');
+  if (workload !== 'small' && workload !== 'ingest') throw new Error(`--workload is small or ingest, got ${workload}`);
+  if (process.argv[2] === 'measure')
+    return measure(arg('client', THIS_CLIENT), Number(arg('port', '0')), n, warm, workload);
   const rounds = Number(arg('rounds', '1'));
   const other = arg('client', '');
   const server: ChildProcess = fork(HERE, ['serve'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -126,7 +151,8 @@ async function main(): Promise<void> {
         ]
       : [['this', THIS_CLIENT]];
     const got = new Map<string, number[]>(builds.map(([name]) => [name, []]));
-    console.log(`${n} events of 255 B, concurrency 8, batches of 100, gzip off; CPU of the client process`);
+    const what = workload === 'ingest' ? "the ingest benchmark's events (about 575 B)" : 'events of 255 B';
+    console.log(`${n} ${what}, concurrency 8, batches of 100, gzip off; CPU of the client process`);
     for (let r = 1; r <= rounds; r++)
       for (const [name, path] of builds) {
         const cmd = [
@@ -140,6 +166,8 @@ async function main(): Promise<void> {
           String(n),
           '--warm',
           String(warm),
+          '--workload',
+          workload,
         ];
         const out = JSON.parse(execFileSync(process.execPath, cmd, { encoding: 'utf8' })) as {
           usPerEvent: number;

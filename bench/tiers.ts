@@ -207,7 +207,8 @@ export async function startTier(
 export async function runChild<C, R>(script: string, config: C, onStart?: (pid: number) => void): Promise<R> {
   const child = fork(dist(script), [], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    execArgv: ['--max-old-space-size=2048'],
+    // e.g. BENCH_CHILD_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile the load generator.
+    execArgv: ['--max-old-space-size=2048', ...(process.env.BENCH_CHILD_NODE_ARGS?.split(' ').filter(Boolean) ?? [])],
   });
   started.add(child);
   onStart?.(child.pid!);

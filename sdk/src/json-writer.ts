@@ -156,11 +156,30 @@ function number(v: number, b: Buffer, at: number, limit: number): number {
   return at + s.length;
 }
 
+/**
+ * A string of printable ASCII but `"` and `\` is written as it is. Tested by the regular expression
+ * engine's native loop (anchored, about 0.6 ns a character) and copied by Buffer's own latin1
+ * write, it costs about half of the loop below (2.2 ns a character); the two calls cost more than
+ * the loop saves on strings shorter than LONG (event names, ids, timestamps), so those take the loop.
+ */
+const VERBATIM = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+const LONG = 48;
+const latin1Write: (this: Buffer, s: string, at: number, n: number) => number =
+  (Buffer.prototype as unknown as { latin1Write?: (s: string, at: number, n: number) => number }).latin1Write ??
+  function (this: Buffer, s: string, at: number, n: number) {
+    return this.write(s, at, n, 'latin1');
+  };
+
 function string(s: string, b: Buffer, at: number, limit: number): number {
   const n = s.length;
   // At most 3 bytes per UTF-16 unit (a pair takes 4 for 2; an escape 2 for 1), and the quotes.
   if (at + 3 * n + 2 > limit) return NO_ROOM;
   b[at++] = 0x22;
+  if (n >= LONG && VERBATIM.test(s)) {
+    at += latin1Write.call(b, s, at, n);
+    b[at++] = 0x22;
+    return at;
+  }
   for (let i = 0; i < n; i++) {
     const c = s.charCodeAt(i);
     if (c < 0x80) {

@@ -46,9 +46,18 @@ const UNITS = [
   '\udfff',
 ];
 
+/** Every character a JSON string holds as it is. */
+const PRINTABLE = Array.from({ length: 0x5f }, (_, i) => String.fromCharCode(0x20 + i)).filter(
+  (c) => c !== '"' && c !== '\\',
+);
+
 function gen(r: () => number, depth = 0): unknown {
   const pick = <T>(xs: T[]) => xs[Math.floor(r() * xs.length)];
-  const str = () => Array.from({ length: Math.floor(r() * 12) }, () => pick(UNITS)).join('');
+  // Now and then a long one, mostly printable ASCII: what the writer copies whole, unless one unit needs care.
+  const str = () =>
+    r() < 0.15
+      ? Array.from({ length: 40 + Math.floor(r() * 160) }, () => (r() < 0.995 ? pick(PRINTABLE) : pick(UNITS))).join('')
+      : Array.from({ length: Math.floor(r() * 12) }, () => pick(UNITS)).join('');
   const k = Math.floor(r() * (depth > 3 ? 5 : 9));
   switch (k) {
     case 0:
@@ -171,6 +180,16 @@ t.test('the bytes of every character class, next to the two-character escapes', 
   const v = { s: 'a"b\\c\nd\te\rf\bg\fh\u007fé€😀中', n: [-0, 1e21, 1e-7, Number.NaN], d: new Date(0), u: undefined };
   t.same(written(v), Buffer.from(JSON.stringify(v)));
   t.same(written([undefined, () => 1, Symbol('x'), null]), Buffer.from('[null,null,null,null]'));
+  // Long strings: copied whole when nothing in them needs care, else written unit by unit.
+  const long = 'lorem ipsum dolor sit amet, consectetur adipiscing elit; sed do eiusmod tempor';
+  for (const tail of ['', '"', '\\', '\n', '\u007f', 'é', '😀'])
+    t.same(
+      written({ s: long + tail }),
+      Buffer.from(JSON.stringify({ s: long + tail })),
+      `long${tail ? ` ending in ${JSON.stringify(tail)}` : ''}`,
+    );
+  t.equal(written({ s: `${long}\ud800` }), NOT_PLAIN, 'a long one with an unpaired surrogate');
+  t.equal(written({ s: `${long}\u0001` }), NOT_PLAIN, 'a long one with a control character');
 });
 
 t.test('NO_ROOM instead of writing past the limit', async (t) => {
