@@ -11,7 +11,7 @@ export interface BenchOptions {
   profileCpu: boolean;
   /** --empty-event-store: every csp table in ClickHouse emptied before the run. */
   emptyEventStore: boolean;
-  /** --load-client: surface A's load goes through the producer client (sdk/), uncompressed like the raw load. */
+  /** --load-client: surface A's full load again through the producer client (sdk/), uncompressed like the raw load. */
   loadClient: boolean;
   only: Set<
     | 'parse'

@@ -44,8 +44,9 @@ import type { BenchTenant } from './workload.js';
  * that earlier runs' rows (and their background merges) do not weigh on the figures.
  * --profile-cpu writes a V8 CPU profile (.cpuprofile, for Chrome DevTools or speedscope) of every
  * ingest process the run starts, into .data/<profile>/cpu-profiles/<time>/, outside the repository.
- * --load-client sends the ingest scenario's load through the producer client (sdk/, IngestClient) instead of
- * prebuilt request bytes, so that the report's load-generator CPU per event is the client's cost.
+ * --load-client runs the ingest scenario's full load a second time, its events tracked one by one through the
+ * producer client (sdk/, IngestClient) instead of sent as prebuilt request bytes: the report puts the client's
+ * CPU per event next to the prebuilt load's (the other tables stay the prebuilt load's).
  */
 const SCENARIOS = [
   'parse',
