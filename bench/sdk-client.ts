@@ -7,7 +7,7 @@ import { type UsageEvent, Workload } from './workload.js';
  * The producer client's own CPU per event (issue 35, point 5), without the service: a child
  * process serves surface A on localhost and answers every request 202 at once; each measured
  * client runs in a fresh process that tracks `--events` events of about 255 B (`--workload ingest`:
- * the ingest benchmark's own events, about 575 B on average) (closed loop:
+ * the ingest benchmark's own generator, about 530 B on average with its ids) (closed loop:
  * waits for room, as bench/load.ts does) with concurrency 8, batches of 100, no gzip, and reports
  * its process.cpuUsage() from the first track() to the end of close(), after a warm-up.
  *
@@ -70,8 +70,8 @@ function events(): BenchEvent[] {
 }
 
 /**
- * The ingest benchmark's own events (bench/workload.ts: 100 B–2 KB, about 575 B on average, most of
- * it in a few long strings), 1,000 of them from one workspace of 1,000 customers.
+ * The ingest benchmark's own events (bench/workload.ts: 100 B–2 KB, about 530 B on average with
+ * these ids, most of it in a few long strings), 1,000 of them from one workspace of 1,000 customers.
  */
 function workloadEvents(): UsageEvent[] {
   const customers: Array<[string, string]> = Array.from({ length: 1000 }, (_, i) => [
@@ -151,7 +151,7 @@ async function main(): Promise<void> {
         ]
       : [['this', THIS_CLIENT]];
     const got = new Map<string, number[]>(builds.map(([name]) => [name, []]));
-    const what = workload === 'ingest' ? "the ingest benchmark's events (about 575 B)" : 'events of 255 B';
+    const what = workload === 'ingest' ? "the ingest benchmark's events (about 530 B)" : 'events of 255 B';
     console.log(`${n} ${what}, concurrency 8, batches of 100, gzip off; CPU of the client process`);
     for (let r = 1; r <= rounds; r++)
       for (const [name, path] of builds) {
