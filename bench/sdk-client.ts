@@ -8,7 +8,8 @@ import { type UsageEvent, Workload } from './workload.js';
  * process serves surface A on localhost and answers every request 202 at once; each measured
  * client runs in a fresh process that tracks `--events` events of about 255 B (`--workload ingest`:
  * the ingest benchmark's own generator, about 530 B on average with its ids) (closed loop:
- * waits for room, as bench/load.ts does) with concurrency 8, batches of 100, no gzip, and reports
+ * waits for room, as bench/load.ts does) with concurrency 8, batches of 100, no gzip (`--gzip`: the
+ * client's default, level 1), and reports
  * its process.cpuUsage() from the first track() to the end of close(), after a warm-up.
  *
  *   node dist/bench/sdk-client.js                                   # the client in this tree
@@ -89,7 +90,14 @@ function workloadEvents(): UsageEvent[] {
   return w.bodies().flatMap((b) => b.events);
 }
 
-async function measure(clientPath: string, port: number, n: number, warm: number, workload: string): Promise<void> {
+async function measure(
+  clientPath: string,
+  port: number,
+  n: number,
+  warm: number,
+  workload: string,
+  gzip: boolean,
+): Promise<void> {
   const { IngestClient } = (await import(pathToFileURL(clientPath).href)) as typeof import('../sdk/src/client.js');
   const pool: object[] = workload === 'ingest' ? workloadEvents() : events();
   const run = async (count: number) => {
@@ -99,7 +107,7 @@ async function measure(clientPath: string, port: number, n: number, warm: number
       apiKey: 'bench',
       concurrency: 8,
       maxBatchEvents: 100,
-      gzip: false,
+      gzip,
       maxQueueEvents: 100 * 8 * 2,
       flushIntervalMs: 50,
     });
@@ -135,8 +143,9 @@ async function main(): Promise<void> {
   const warm = Number(arg('warm', '50000'));
   const workload = arg('workload', 'small');
   if (workload !== 'small' && workload !== 'ingest') throw new Error(`--workload is small or ingest, got ${workload}`);
+  const gzip = process.argv.includes('--gzip');
   if (process.argv[2] === 'measure')
-    return measure(arg('client', THIS_CLIENT), Number(arg('port', '0')), n, warm, workload);
+    return measure(arg('client', THIS_CLIENT), Number(arg('port', '0')), n, warm, workload, gzip);
   const rounds = Number(arg('rounds', '1'));
   const other = arg('client', '');
   const server: ChildProcess = fork(HERE, ['serve'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -152,7 +161,7 @@ async function main(): Promise<void> {
       : [['this', THIS_CLIENT]];
     const got = new Map<string, number[]>(builds.map(([name]) => [name, []]));
     const what = workload === 'ingest' ? "the ingest benchmark's events (about 530 B)" : 'events of 255 B';
-    console.log(`${n} ${what}, concurrency 8, batches of 100, gzip off; CPU of the client process`);
+    console.log(`${n} ${what}, concurrency 8, batches of 100, gzip ${gzip ? 'on' : 'off'}; CPU of the client process`);
     for (let r = 1; r <= rounds; r++)
       for (const [name, path] of builds) {
         const cmd = [
@@ -168,6 +177,7 @@ async function main(): Promise<void> {
           String(warm),
           '--workload',
           workload,
+          ...(gzip ? ['--gzip'] : []),
         ];
         const out = JSON.parse(execFileSync(process.execPath, cmd, { encoding: 'utf8' })) as {
           usPerEvent: number;
