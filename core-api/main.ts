@@ -7,6 +7,7 @@ import { SharedRateLimiter } from '../lib/rate-limit.js';
 import { onShutdown, supervise } from '../lib/lifecycle.js';
 import { listenOrExit, loadUws } from '../lib/http/uws.js';
 import { drain, traffic as newTraffic } from '../lib/http/traffic.js';
+import { Invalidations } from '../lib/credentials/invalidations.js';
 import { buildRoutes } from './app.js';
 import { ApiKeyStore } from '../lib/credentials/api-keys.js';
 import { AuditLog } from '../lib/credentials/audit.js';
@@ -54,16 +55,18 @@ async function serve(): Promise<void> {
   const uws = loadUws(process.env);
   const sql = connectPg(cfg.DATABASE_URL, 10);
   const nc = await connectNats(cfg.NATS_URL, `core-api-${process.pid}`, log);
-  const notify = new Notifier(nc);
   const baseUrl = cfg.PUBLIC_BASE_URL.replace(/\/+$/, '');
 
   const key = await loadSigningKey(sql, { privatePem: cfg.JWT_PRIVATE_KEY, kid: cfg.JWT_KEY_ID });
   const tokens = new AccessTokens(key, baseUrl, cfg.ACCESS_TOKEN_TTL_S);
   const keys = new ApiKeyStore(sql);
   const revoked = new RevokedFamilies();
-  nc.subscribe(coreSubjects.apiKeyRevoked, { callback: (_e, m) => keys.invalidate(m.string()) });
-  nc.subscribe(coreSubjects.familyRevoked, { callback: (_e, m) => revoked.add(m.string()) });
+  const invalidations = new Invalidations(nc, log.child({ mod: 'invalidations' }))
+    .on(coreSubjects.apiKeyRevoked, (id) => keys.invalidate(id))
+    .on(coreSubjects.familyRevoked, (id) => revoked.add(id));
   await revoked.load(sql, cfg.ACCESS_TOKEN_TTL_S + 60);
+  await invalidations.start({ watch: true });
+  const notify = new Notifier(nc, invalidations);
   // Revocations sent while we were cut off from NATS were missed: forget what we cached.
   void (async () => {
     for await (const s of nc.status())
@@ -150,6 +153,7 @@ async function serve(): Promise<void> {
   onShutdown(log, async () => {
     uws.us_listen_socket_close(listenSocket);
     await drain(traffic, Date.now() + 10_000);
+    invalidations.stop();
     await runner.stop();
     await housekeeping.stop();
     await audit.close();

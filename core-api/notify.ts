@@ -1,4 +1,5 @@
 import type { NatsConnection } from 'nats';
+import type { Invalidations } from '../lib/credentials/invalidations.js';
 import { subjects } from '../lib/nats.js';
 
 /** Core-api's own invalidation subjects: every core-api process listens. */
@@ -13,7 +14,10 @@ export const coreSubjects = {
  * message is covered by each consumer's cache TTL.
  */
 export class Notifier {
-  constructor(private readonly nc: NatsConnection) {}
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly invalidations: Invalidations,
+  ) {}
 
   /** `inv.customers.<tenant>` with `{"tenant_id", "ids", "op"}`: the ingest resolver drops its cache of the tenant. */
   customersChanged(
@@ -24,25 +28,22 @@ export class Notifier {
     this.nc.publish(subjects.customersChanged(tenantId), JSON.stringify({ tenant_id: tenantId, ids, op }));
   }
 
-  /** `inv.ingestion-key` with the tenant id as plain text (what ingest/keys.ts expects). */
-  ingestionKeyChanged(tenantId: string): void {
-    this.nc.publish(subjects.ingestionKeyChanged, tenantId);
+  /** `inv.ingestion-key` with the tenant id as plain text: resolves once every ingest process dropped the old key. */
+  ingestionKeyChanged(tenantId: string): Promise<void> {
+    return this.invalidations.publish(subjects.ingestionKeyChanged, tenantId);
   }
 
-  apiKeyRevoked(keyId: string): void {
-    this.nc.publish(coreSubjects.apiKeyRevoked, keyId);
+  /** Resolves once every process that accepts API keys has dropped the key (lib/credentials/invalidations.ts). */
+  apiKeyRevoked(keyId: string): Promise<void> {
+    return this.invalidations.publish(coreSubjects.apiKeyRevoked, keyId);
   }
 
-  familyRevoked(familyId: string): void {
-    this.nc.publish(coreSubjects.familyRevoked, familyId);
+  /** Resolves once every process that accepts access tokens refuses the family's. */
+  familyRevoked(familyId: string): Promise<void> {
+    return this.invalidations.publish(coreSubjects.familyRevoked, familyId);
   }
 
   jobQueued(jobId: string): void {
     this.nc.publish(coreSubjects.jobQueued, jobId);
-  }
-
-  /** Waits until the server has the messages published so far, so a revocation is out before we answer. */
-  flush(): Promise<void> {
-    return this.nc.flush();
   }
 }

@@ -6,6 +6,7 @@ import { announceListening, onRebalance, onShutdown } from '../lib/lifecycle.js'
 import { listenOrExit, loadUws } from '../lib/http/uws.js';
 import { ingestApp } from './app.js';
 import { drain, rebalance, traffic as newTraffic } from '../lib/http/traffic.js';
+import { Invalidations } from '../lib/credentials/invalidations.js';
 import { IngestionKeys } from './keys.js';
 import { IngestMetrics } from './metrics.js';
 import { Publisher } from './publisher.js';
@@ -50,18 +51,21 @@ export async function serve(
   await tokens.load();
   // Access tokens live an hour at most (SPEC.md); a day covers any configured lifetime.
   await revoked.load(sql, 86_400);
-  nc.subscribe(subjects.apiKeyRevoked, { callback: (_e, m) => apiKeys.invalidate(m.string()) });
-  nc.subscribe(subjects.familyRevoked, { callback: (_e, m) => revoked.add(m.string()) });
+  const invalidations = new Invalidations(nc, log.child({ mod: 'invalidations' }))
+    .on(subjects.apiKeyRevoked, (id) => apiKeys.invalidate(id))
+    .on(subjects.familyRevoked, (id) => revoked.add(id))
+    .on(subjects.ingestionKeyChanged, (tenantId) => keys.invalidate(tenantId));
+  await invalidations.start({ watch: false });
   // Invalidations sent while we were cut off from NATS were missed: forget what we cached.
   void (async () => {
     for await (const s of nc.status())
       if (s.type === 'reconnect') {
         apiKeys.clear();
         resolver.invalidateAll();
+        await keys.load().catch(() => {});
         await revoked.load(sql, 86_400).catch(() => {});
       }
   })();
-  nc.subscribe(subjects.ingestionKeyChanged, { callback: (_e, m) => keys.invalidate(m.string()) });
   nc.subscribe(subjects.customersChanged('*'), {
     callback: (_e, m) => resolver.invalidateCustomers(tenantOfSubject(m.subject) ?? ''),
   });
@@ -153,6 +157,7 @@ export async function serve(
     // answer) until requests stop arriving and every one has its PubAck; only then let NATS go.
     uws.us_listen_socket_close(listenSocket);
     await drain(traffic, Date.now() + 10_000);
+    invalidations.stop();
     await sweeper.stop();
     await audit.close();
     await nc.drain();

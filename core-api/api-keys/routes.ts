@@ -108,8 +108,7 @@ export function apiKeyRoutes(d: Deps): Route[] {
       UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
       WHERE tenant_id = ${c.principal.tenantId} AND id = ${c.params.id} RETURNING id::text`;
     if (!row) throw notFound('API key');
-    d.notify.apiKeyRevoked(row.id);
-    await d.notify.flush();
+    await d.notify.apiKeyRevoked(row.id);
     return noContent();
   }
 
@@ -127,8 +126,7 @@ export function apiKeyRoutes(d: Deps): Route[] {
       VALUES (${c.principal.tenantId}, ${sha256(key)}, ${key.slice(-4)})
       ON CONFLICT (tenant_id) DO UPDATE SET key_hash = EXCLUDED.key_hash, last4 = EXCLUDED.last4, created_at = now()
       RETURNING created_at`;
-    d.notify.ingestionKeyChanged(c.principal.tenantId);
-    await d.notify.flush();
+    await d.notify.ingestionKeyChanged(c.principal.tenantId);
     return json(201, { key, last4: key.slice(-4), created_at: row.created_at.toISOString() });
   }
 

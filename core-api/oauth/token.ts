@@ -221,8 +221,7 @@ export function tokenRoutes(d: OAuthDeps): Route[] {
     if ('scopeFail' in out) throw oauthError('invalid_scope', 'invalid_scope', out.scopeFail);
     if ('fail' in out) {
       if (out.family) {
-        d.notify.familyRevoked(out.family);
-        await d.notify.flush();
+        await d.notify.familyRevoked(out.family);
       }
       throw oauthError('invalid_grant', 'invalid_grant', out.fail);
     }
