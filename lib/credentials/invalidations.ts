@@ -33,11 +33,10 @@ interface Presence {
 
 export class Invalidations {
   readonly id = randomUUID();
-  private readonly handlers = new Map<string, (payload: string) => void>();
+  private readonly subjects: string[] = [];
   private readonly known = new Map<string, { subjects: ReadonlySet<string>; heard: number }>();
   private readonly subs: Subscription[] = [];
   private heartbeat: NodeJS.Timeout | undefined;
-  private watching = false;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -46,7 +45,7 @@ export class Invalidations {
 
   /** Applies `handler` to each invalidation on `subject` and acknowledges it; call before `start`. */
   on(subject: string, handler: (payload: string) => void): this {
-    this.handlers.set(subject, handler);
+    this.subjects.push(subject);
     this.subs.push(
       this.nc.subscribe(subject, {
         callback: (err, m) => {
@@ -65,7 +64,6 @@ export class Invalidations {
    */
   async start(opts: { watch: boolean }): Promise<this> {
     if (opts.watch) {
-      this.watching = true;
       this.subs.push(
         this.nc.subscribe(MEMBERS, {
           callback: (err, m) => {
@@ -93,13 +91,8 @@ export class Invalidations {
    * applied it (or after WAIT_MS). Only a watching process knows the members to wait for.
    */
   async publish(subject: string, payload: string): Promise<void> {
-    const now = Date.now();
-    const waiting = new Set<string>();
-    for (const [id, m] of this.known) {
-      if (now - m.heard > ALIVE_MS) this.known.delete(id);
-      else if (m.subjects.has(subject)) waiting.add(id);
-    }
-    if (!this.watching || waiting.size === 0) {
+    const waiting = new Set(this.live(subject));
+    if (waiting.size === 0) {
       this.nc.publish(subject, payload);
       await this.nc.flush();
       return;
@@ -128,10 +121,7 @@ export class Invalidations {
 
   /** How many live members listen to `subject`, as far as a watching process knows. */
   members(subject: string): number {
-    const now = Date.now();
-    let n = 0;
-    for (const m of this.known.values()) if (now - m.heard <= ALIVE_MS && m.subjects.has(subject)) n++;
-    return n;
+    return this.live(subject).length;
   }
 
   /** Leaves: revokers stop waiting for this process. Call before draining the connection. */
@@ -144,8 +134,19 @@ export class Invalidations {
 
   private announce(): void {
     if (this.nc.isClosed()) return;
-    const p: Presence = { id: this.id, subjects: [...this.handlers.keys()] };
+    const p: Presence = { id: this.id, subjects: this.subjects };
     this.nc.publish(MEMBERS, JSON.stringify(p));
+  }
+
+  /** The ids of the members heard from lately that listen to `subject`; forgets the silent ones. */
+  private live(subject: string): string[] {
+    const now = Date.now();
+    const ids: string[] = [];
+    for (const [id, m] of this.known) {
+      if (now - m.heard > ALIVE_MS) this.known.delete(id);
+      else if (m.subjects.has(subject)) ids.push(id);
+    }
+    return ids;
   }
 
   private heard(p: Presence): void {
