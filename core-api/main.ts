@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { configOrExit, loadConfig, ConfigError } from '../lib/config.js';
 import { createLogger } from '../lib/logger.js';
-import { connectNats } from '../lib/nats.js';
+import { connectNats, subjects } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
 import { SharedRateLimiter } from '../lib/rate-limit.js';
 import { onShutdown, supervise } from '../lib/lifecycle.js';
@@ -26,7 +26,7 @@ import { Recalculator } from './health/recalculate.js';
 import { MaterializeClient } from './metrics/materialize.js';
 import { PlaybookRunClient } from './playbooks/run-client.js';
 import { JobRunner } from './jobs/runner.js';
-import { coreSubjects, Notifier } from './notify.js';
+import { Notifier } from './notify.js';
 import { providersFromConfig } from '../lib/integrations/config.js';
 import { DataCipher } from '../lib/credentials/data-cipher.js';
 import { CoreApiConfig } from './config.js';
@@ -62,8 +62,8 @@ async function serve(): Promise<void> {
   const keys = new ApiKeyStore(sql);
   const revoked = new RevokedFamilies();
   const invalidations = new Invalidations(nc, log.child({ mod: 'invalidations' }))
-    .on(coreSubjects.apiKeyRevoked, (id) => keys.invalidate(id))
-    .on(coreSubjects.familyRevoked, (id) => revoked.add(id));
+    .on(subjects.apiKeyRevoked, (id) => keys.invalidate(id))
+    .on(subjects.familyRevoked, (id) => revoked.add(id));
   await revoked.load(sql, cfg.ACCESS_TOKEN_TTL_S + 60);
   await invalidations.start({ watch: true });
   const notify = new Notifier(nc, invalidations);

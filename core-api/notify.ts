@@ -2,13 +2,6 @@ import type { NatsConnection } from 'nats';
 import type { Invalidations } from '../lib/credentials/invalidations.js';
 import { subjects } from '../lib/nats.js';
 
-/** Core-api's own invalidation subjects: every core-api process listens. */
-export const coreSubjects = {
-  apiKeyRevoked: subjects.apiKeyRevoked,
-  familyRevoked: subjects.familyRevoked,
-  jobQueued: 'core.jobs.queued',
-} as const;
-
 /**
  * Announcements to the other tiers and processes. The payloads are small JSON documents; a lost
  * message is covered by each consumer's cache TTL.
@@ -35,15 +28,11 @@ export class Notifier {
 
   /** Resolves once every process that accepts API keys has dropped the key (lib/credentials/invalidations.ts). */
   apiKeyRevoked(keyId: string): Promise<void> {
-    return this.invalidations.publish(coreSubjects.apiKeyRevoked, keyId);
+    return this.invalidations.publish(subjects.apiKeyRevoked, keyId);
   }
 
   /** Resolves once every process that accepts access tokens refuses the family's. */
   familyRevoked(familyId: string): Promise<void> {
-    return this.invalidations.publish(coreSubjects.familyRevoked, familyId);
-  }
-
-  jobQueued(jobId: string): void {
-    this.nc.publish(coreSubjects.jobQueued, jobId);
+    return this.invalidations.publish(subjects.familyRevoked, familyId);
   }
 }
