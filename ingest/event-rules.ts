@@ -1,12 +1,29 @@
 import { jsonBytesBounds, NO_PROPERTIES, type SplitProperties, splitProperties } from '../lib/event-properties.js';
+import { type InexactNumber, inexactMessage, pathText } from '../lib/json.js';
 import { MAX_PROPERTIES_BYTES } from '../schemas/ingest.js';
 import { RawProperties } from '../lib/json-scan.js';
 import { type RowBinaryWriter, uuidWire } from '../lib/row-binary.js';
 
 /** A per-event rejection, as both surfaces list it in `errors[]`. */
 export interface Rejection {
-  code: 'invalid_timestamp' | 'invalid_properties' | 'properties_too_large';
+  code: 'invalid_timestamp' | 'invalid_properties' | 'properties_too_large' | 'invalid_number';
   message: string;
+}
+
+/**
+ * The events whose properties hold a number that a 64-bit float, and so the stored event, would not
+ * keep as written (lib/json.ts keepsValue), each with its rejection naming the first such number:
+ * index in `events` → rejection. A number anywhere else of the body is in no stored field.
+ */
+export function numberRejections(inexact: readonly InexactNumber[] | undefined): Map<number, Rejection> | undefined {
+  if (inexact === undefined) return undefined;
+  const out = new Map<number, Rejection>();
+  for (const { path, text } of inexact) {
+    const [top, index, field] = path;
+    if (top !== 'events' || typeof index !== 'number' || field !== 'properties' || out.has(index)) continue;
+    out.set(index, { code: 'invalid_number', message: inexactMessage(pathText(path.slice(2)), text) });
+  }
+  return out;
 }
 
 /** The timestamp window: [oldest, newest] in unix ms; `tooOld` is the surface's wording. */

@@ -1,3 +1,4 @@
+import { keepsValue } from './json.js';
 import type { RowBinaryWriter } from './row-binary.js';
 
 /**
@@ -13,6 +14,7 @@ import type { RowBinaryWriter } from './row-binary.js';
  * - a top-level property key holds no escape, does not start with a digit (an index key would
  *   move first in the parsed object) and occurs once;
  * - a top-level property number is written as JSON.stringify writes it (`1`, `0.5`, not `1.0`);
+ * - every number keeps its value in a 64-bit float (lib/json.ts keepsValue: not `1e400`);
  * - objects and arrays nest at most MAX_SCAN_DEPTH deep.
  * A nested value (an object or array property) whose text differs from JSON.stringify's (spaces,
  * `1.0`, a repeated key, a digit key) is rewritten as JSON.stringify writes it.
@@ -281,21 +283,27 @@ export class JsonScanner {
     }
     this.at = i;
     if (!exponent) {
-      // Up to 15 significant digits a decimal is the shortest text of its double, which JS prints
-      // as written when it has no trailing zero and is not below 1e-6 (then it uses an exponent).
-      if (fraction === -1) return integer <= 15 && !(integer === 1 && b[first] === ZERO && first > start);
-      if (b[i - 1] === ZERO) return false;
-      let digits = integer + (i - fraction);
-      if (integer === 1 && b[first] === ZERO) {
+      // Up to 15 significant digits a decimal keeps its value in a double and is its shortest text,
+      // which JS prints as written when it has no trailing zero and is not below 1e-6 (then it uses
+      // an exponent).
+      if (fraction === -1) {
+        if (integer <= 15) return !(integer === 1 && b[first] === ZERO && first > start);
+      } else {
+        let digits = integer + (i - fraction);
         let zeros = 0;
-        while (b[fraction + zeros] === ZERO) zeros++;
-        if (zeros > 5) return false;
-        digits -= 1 + zeros;
+        if (integer === 1 && b[first] === ZERO) {
+          while (b[fraction + zeros] === ZERO) zeros++;
+          digits -= 1 + zeros;
+        }
+        // Far below 1e-6 a double may not hold the value at all (1e-400 is 0): left to the check below.
+        if (digits <= 15 && zeros <= 5) return b[i - 1] !== ZERO;
       }
-      if (digits <= 15) return true;
     }
     const t = (b as Slicing).latin1Slice(start, i);
-    return String(Number(t)) === t;
+    if (String(Number(t)) === t) return true;
+    // A value the double does not keep is refused, with its path, by the general path.
+    if (!keepsValue(t)) throw UNSCANNABLE;
+    return false;
   }
 
   private literal(): void {

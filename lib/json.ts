@@ -17,15 +17,23 @@ export interface DecodeOptions {
   /** Keys refused anywhere in the document (prototype pollution). */
   forbiddenKeys?: ReadonlySet<string>;
   /**
-   * Refuse a number beyond what a 64-bit float holds (`1e400`), which JSON.parse turns into
-   * ±Infinity: JSON cannot write it back (JSON.stringify gives null) and no store takes it.
+   * List the numbers whose value a 64-bit float does not keep (`keepsValue`): `1e400`, which
+   * JSON.parse turns into Infinity and JSON.stringify into null, `1e-400` (0), `123456789012345678901`
+   * (123456789012345680000). The document still decodes; the caller refuses what they belong to.
    */
-  finiteNumbers?: boolean;
+  exactNumbers?: boolean;
 }
 
 export interface Finding {
-  kind: 'unstorable_text' | 'too_deep' | 'forbidden_key' | 'number_out_of_range';
+  kind: 'unstorable_text' | 'too_deep' | 'forbidden_key';
   path: JsonPath;
+}
+
+/** A number of a document whose value a 64-bit float does not keep. */
+export interface InexactNumber {
+  path: JsonPath;
+  /** The number as written. */
+  text: string;
 }
 
 /** A document that parsed but holds what no store takes. */
@@ -37,16 +45,16 @@ type Refused<K extends Finding['kind']> = {
   path: JsonPath;
   /** The parsed document, for surfaces that reject part of it and keep the rest. */
   value: unknown;
+  inexact?: InexactNumber[];
 };
 
 export type Decoded =
-  | { ok: true; value: unknown }
+  | { ok: true; value: unknown; inexact?: InexactNumber[] }
   | { ok: false; reason: 'not_utf8'; message: string }
   | { ok: false; reason: 'syntax'; message: string; position?: number }
   | Refused<'unstorable_text'>
   | Refused<'too_deep'>
-  | Refused<'forbidden_key'>
-  | Refused<'number_out_of_range'>;
+  | Refused<'forbidden_key'>;
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
@@ -58,8 +66,6 @@ export function isJsonContentType(contentType: string | undefined): contentType 
 /** Prefilter: a `\u0000` escape or a surrogate escape somewhere in the text. */
 const SUSPECT_ESCAPE = /\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})/;
 const FORBIDDEN_HINT = /"(?:__proto__|constructor|prototype)"/;
-/** Prefilter: a number JSON.parse makes infinite has an exponent of 3 digits or more, or 309 digits. */
-const HUGE_NUMBER_HINT = /[eE][+-]?\d{3}|\d{309}/;
 
 export const UNSTORABLE_MESSAGE =
   'contains a NUL character (\\u0000) or an unpaired UTF-16 surrogate, which cannot be stored';
@@ -79,19 +85,113 @@ export function decodeJson(body: Buffer, opts: DecodeOptions = {}): Decoded {
   const suspect = escapes && SUSPECT_ESCAPE.test(text);
   // A forbidden key may be spelled with escapes ("\u005f_proto__"): then the hint cannot rule it out.
   const keys = opts.forbiddenKeys && (escapes || FORBIDDEN_HINT.test(text)) ? opts.forbiddenKeys : undefined;
-  const numbers = opts.finiteNumbers === true && HUGE_NUMBER_HINT.test(text);
-  if (!suspect && !keys && !numbers && opts.maxDepth === undefined) return { ok: true, value };
-  const found = inspect(value, { text: suspect, forbiddenKeys: keys, maxDepth: opts.maxDepth, numbers });
-  if (!found) return { ok: true, value };
-  const message =
-    found.kind === 'unstorable_text'
-      ? UNSTORABLE_MESSAGE
-      : found.kind === 'too_deep'
+  const found =
+    suspect || keys || opts.maxDepth !== undefined
+      ? inspect(value, { text: suspect, forbiddenKeys: keys, maxDepth: opts.maxDepth })
+      : undefined;
+  if (found?.kind === 'too_deep' || found?.kind === 'forbidden_key') {
+    const message =
+      found.kind === 'too_deep'
         ? `is nested deeper than ${opts.maxDepth} levels of objects and arrays (the body is level 1)`
-        : found.kind === 'number_out_of_range'
-          ? 'is a number beyond the range of a 64-bit float (about ±1.8e308)'
-          : `uses the key "${found.path[found.path.length - 1]}", which is not allowed`;
-  return { ok: false, reason: found.kind, message, path: found.path, value } as Decoded;
+        : `uses the key "${found.path[found.path.length - 1]}", which is not allowed`;
+    return { ok: false, reason: found.kind, message, path: found.path, value };
+  }
+  const inexact = opts.exactNumbers === true ? inexactNumbers(text) : [];
+  const numbers = inexact.length > 0 ? { inexact } : undefined;
+  if (!found) return { ok: true, value, ...numbers };
+  return { ok: false, reason: found.kind, message: UNSTORABLE_MESSAGE, path: found.path, value, ...numbers };
+}
+
+/**
+ * Whether a JSON number keeps its value through the 64-bit float JSON.parse makes of it, that is
+ * whether JSON.stringify writes back the same decimal value: `1.50` (1.5), `1E2` (100), `-0` (0),
+ * `5e-324` do; `1e400` (Infinity, written null), `1e-400` (0) and `123456789012345678901`
+ * (123456789012345680000) do not. `0.1` keeps its value: every reader of the JSON reads it back
+ * as the same float, and no one writes it otherwise.
+ */
+export function keepsValue(text: string): boolean {
+  const n = Number(text);
+  if (!Number.isFinite(n)) return false;
+  const written = String(n);
+  return written === text || decimal(written) === decimal(text);
+}
+
+const NUMBER_PARTS = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
+
+/** A JSON number's value in one spelling: sign, significant digits, exponent of the last one (`0` for zero). */
+function decimal(text: string): string {
+  const [, sign, int, fraction = '', exponent = '0'] = NUMBER_PARTS.exec(text) ?? [];
+  const all = int + fraction;
+  let first = 0;
+  while (all.charCodeAt(first) === 0x30) first++;
+  if (first === all.length) return '0';
+  let end = all.length;
+  while (all.charCodeAt(end - 1) === 0x30) end--;
+  return `${sign}${all.slice(first, end)}e${Number(exponent) - fraction.length + all.length - end}`;
+}
+
+/** Prefilter: a number that may lose its value has an exponent, or 16 digits or more. */
+const LONG_NUMBER_HINT = /\d[eE]|\d[\d.]{15}/;
+const STRING_TOKEN = /"[^"\\]*(?:\\.[^"\\]*)*"/y;
+const NUMBER_TOKEN = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+
+/**
+ * The numbers of a JSON text (one JSON.parse took) whose value a 64-bit float does not keep, with
+ * their paths, in document order. JSON.parse keeps no trace of the text a number had, so the text
+ * is walked again, but only when it holds something that looks like a long number.
+ */
+export function inexactNumbers(text: string): InexactNumber[] {
+  const found: InexactNumber[] = [];
+  if (!LONG_NUMBER_HINT.test(text)) return found;
+  const path: JsonPath = [];
+  /** Per open container: whether it is an object. */
+  const objects: boolean[] = [];
+  let keyNext = false;
+  for (let i = 0; i < text.length; ) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      STRING_TOKEN.lastIndex = i;
+      STRING_TOKEN.exec(text);
+      const end = STRING_TOKEN.lastIndex;
+      if (keyNext) {
+        const raw = text.slice(i + 1, end - 1);
+        path[path.length - 1] = raw.includes('\\') ? (JSON.parse(text.slice(i, end)) as string) : raw;
+        keyNext = false;
+      }
+      i = end;
+    } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+      NUMBER_TOKEN.lastIndex = i;
+      NUMBER_TOKEN.exec(text);
+      const end = NUMBER_TOKEN.lastIndex;
+      const number = text.slice(i, end);
+      if (!keepsValue(number)) found.push({ path: path.slice(0, MAX_PATH_STEPS), text: number });
+      i = end;
+    } else {
+      if (c === 0x7b || c === 0x5b) {
+        objects.push(c === 0x7b);
+        path.push(c === 0x7b ? '' : 0);
+        keyNext = c === 0x7b;
+      } else if (c === 0x7d || c === 0x5d) {
+        objects.pop();
+        path.pop();
+      } else if (c === 0x2c) {
+        if (objects[objects.length - 1]) keyNext = true;
+        else (path[path.length - 1] as number)++;
+      }
+      i++;
+    }
+  }
+  return found;
+}
+
+/** What an inexact number would become, as an error message's text says it. */
+export function inexactMessage(field: string, text: string): string {
+  const shown = text.length > 40 ? `${text.slice(0, 24)}… (${text.length} characters)` : text;
+  const n = Number(text);
+  const why = Number.isFinite(n)
+    ? `which a 64-bit float cannot hold exactly (it would become ${String(n)})`
+    : 'beyond the range of a 64-bit float (about ±1.8e308)';
+  return `${field} is ${shown}, ${why}; send it as a string to keep it as written`;
 }
 
 /** A string PostgreSQL cannot store: U+0000 or an unpaired surrogate. */
@@ -120,24 +220,16 @@ const pathOf = (n: Node | undefined, last?: string | number): JsonPath => {
  */
 export function inspect(
   root: unknown,
-  o: { text?: boolean; maxDepth?: number; forbiddenKeys?: ReadonlySet<string>; numbers?: boolean },
+  o: { text?: boolean; maxDepth?: number; forbiddenKeys?: ReadonlySet<string> },
 ): Finding | undefined {
-  /** Whether a child is walked: containers always, strings and numbers when they are checked. */
-  const walked = (c: unknown) =>
-    c !== null &&
-    (typeof c === 'object' ||
-      (o.text === true && typeof c === 'string') ||
-      (o.numbers === true && typeof c === 'number'));
+  /** Whether a child is walked: containers always, strings when they are checked. */
+  const walked = (c: unknown) => c !== null && (typeof c === 'object' || (o.text === true && typeof c === 'string'));
   const pending: Node[] = [{ value: root, depth: 1, key: '', parent: undefined }];
   while (pending.length > 0) {
     const n = pending.pop()!;
     const v = n.value;
     if (typeof v === 'string') {
       if (o.text && unstorable(v)) return { kind: 'unstorable_text', path: pathOf(n) };
-      continue;
-    }
-    if (typeof v === 'number') {
-      if (o.numbers && !Number.isFinite(v)) return { kind: 'number_out_of_range', path: pathOf(n) };
       continue;
     }
     if (v === null || typeof v !== 'object') continue;

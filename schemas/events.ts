@@ -85,6 +85,7 @@ export const EVENT_B_ERROR_CODES = [
   'invalid_timestamp',
   'invalid_properties',
   'properties_too_large',
+  'invalid_number',
   'invalid_external_id',
   'invalid_user_email',
   'invalid_user_external_id',

@@ -67,6 +67,14 @@ const surfaceAErrors = {
   503: { description: 'The event store is full: nothing stored; header Retry-After.', schema: ServerFailure },
 };
 
+/** How both surfaces store the numbers of `properties` (docs/ingestion.md#numbers). */
+const NUMBERS =
+  'A number in `properties` is stored as the 64-bit float JSON readers make of it, with the value written ' +
+  '(`1.50` as `1.5`); an event holding a number whose float has another value is rejected on its own with ' +
+  '`invalid_number` naming it: beyond about ±1.8e308 (`1E400`), too small to be told from zero (`1e-400`), or ' +
+  'more digits than a float holds, including integers beyond 2^53 that the float does not write back digit for ' +
+  'digit (`9007199254740993`, `1152921504606846976`). Send such values as strings.';
+
 export const INGEST_ROUTES = {
   usage: {
     method: 'POST',
@@ -79,8 +87,9 @@ export const INGEST_ROUTES = {
       'Answered after NATS JetStream stored one message holding every accepted event (atomic per request). One bad ' +
       'event does not fail the batch: it is listed in `errors` with its `index` and `code` (`invalid_customer_id`, ' +
       '`unknown_customer`, `unknown_external_customer`, `invalid_timestamp`, `properties_too_large`, ' +
-      '`invalid_properties`, `reserved_event_name`). `Content-Encoding: gzip` is accepted. Every response carries ' +
-      'X-Trace-Id.',
+      '`invalid_properties`, `invalid_number`, `reserved_event_name`). ' +
+      NUMBERS +
+      ' `Content-Encoding: gzip` is accepted. Every response carries X-Trace-Id.',
     body: UsageBatchA,
     bodyExample: {
       events: [
@@ -110,7 +119,9 @@ export const INGEST_ROUTES = {
     summary: 'Send 1–50 billing events (surface A)',
     description:
       'Never deduplicated: a retried batch is recorded again. `skipped` is 0 in practice. A billing event for a ' +
-      'customer that does not exist fails the request with 422 `unknown_customer`.',
+      'customer that does not exist fails the request with 422 `unknown_customer`; an `amount` that a 64-bit ' +
+      'float would store with another value (`1E400`, `1e-400`, more than about 17 significant digits) with 422 ' +
+      '`invalid_number`.',
     body: BillingBatch,
     bodyExample: {
       events: [
@@ -141,7 +152,9 @@ export const INGEST_ROUTES = {
     summary: 'Send up to 1000 usage events (surface B)',
     description:
       'Answer 200 even with per-event rejections; an event with a NUL character or an unpaired surrogate in any ' +
-      'string is rejected on its own (`invalid_unicode`). An event whose `external_id` and `customer_id` match one ' +
+      'string is rejected on its own (`invalid_unicode`). ' +
+      NUMBERS +
+      ' An event whose `external_id` and `customer_id` match one ' +
       'already recorded, or one earlier in the stream, is silently ignored and counted as accepted (and against the ' +
       'daily quota): duplicates are dropped between the stream and the event store, so GET /v1/events shows the ' +
       'first one only. Idempotency-Key replays the first answer byte for byte for 24 hours; the same key with ' +

@@ -96,6 +96,7 @@ export const EventError = Type.Object({
     'invalid_timestamp',
     'properties_too_large',
     'invalid_properties',
+    'invalid_number',
     'reserved_event_name',
   ]),
   message: Type.String(),

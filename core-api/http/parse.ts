@@ -1,6 +1,6 @@
 import { isUtf8 } from '../../lib/http/uws.js';
 import type { RequestHead } from '../../lib/http/uws.js';
-import { decodeJson, isJsonContentType, pathText } from '../../lib/json.js';
+import { decodeJson, type InexactNumber, inexactMessage, isJsonContentType, pathText } from '../../lib/json.js';
 import { ApiError, invalid } from '../../lib/problem.js';
 
 // Parsing of the core API's request parts: query strings, JSON bodies and OAuth forms.
@@ -34,8 +34,11 @@ export function parseJson(head: RequestHead, body: Buffer): unknown {
   if (!isJsonContentType(ct))
     throw new ApiError('unsupported_media_type', `Content-Type must be application/json${ct ? `, not ${ct}` : ''}.`);
   if (body.length === 0) throw new ApiError('malformed_json', 'The request body is empty; expected a JSON object.');
-  const d = decodeJson(body, { maxDepth: MAX_JSON_DEPTH, forbiddenKeys: FORBIDDEN_KEYS, finiteNumbers: true });
-  if (d.ok) return d.value;
+  const d = decodeJson(body, { maxDepth: MAX_JSON_DEPTH, forbiddenKeys: FORBIDDEN_KEYS, exactNumbers: true });
+  if (d.ok) {
+    if (d.inexact) throw invalidNumber(d.inexact[0]);
+    return d.value;
+  }
   switch (d.reason) {
     case 'not_utf8':
       throw new ApiError('malformed_json', 'The request body is not valid UTF-8.');
@@ -49,15 +52,18 @@ export function parseJson(head: RequestHead, body: Buffer): unknown {
       const field = pathText(d.path);
       throw invalid([{ field, code: 'too_deep', message: `${field} ${d.message}` }]);
     }
-    case 'number_out_of_range': {
-      const field = pathText(d.path) || 'body';
-      throw invalid([{ field, code: 'too_large', message: `${field} ${d.message}` }]);
-    }
     case 'unstorable_text': {
       const field = pathText(d.path) || 'body';
       throw invalid([{ field, code: 'invalid_unicode', message: `${field} ${d.message}` }]);
     }
   }
+}
+
+/** A number the store would not keep as written: too_large beyond a float's range, else invalid_number. */
+function invalidNumber(n: InexactNumber): ApiError {
+  const field = pathText(n.path) || 'body';
+  const code = Number.isFinite(Number(n.text)) ? 'invalid_number' : 'too_large';
+  return invalid([{ field, code, message: inexactMessage(field, n.text) }]);
 }
 
 const oauthRequestError = (description: string) =>

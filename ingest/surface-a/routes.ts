@@ -8,6 +8,7 @@ import { isPgUnavailable, STORE_RETRY_AFTER_S } from '../../lib/pg.js';
 import { compile } from '../../schemas/ajv.js';
 import { INGEST_ROUTES } from '../../schemas/ingest-routes.js';
 import type { BillingEvent } from '../../schemas/ingest.js';
+import { numberRejections } from '../event-rules.js';
 import { EventStoreFull } from '../publisher.js';
 import { prepareBilling } from './billing.js';
 import { type Answer, answer, answerError, bodyProblem, IngestError } from './errors.js';
@@ -16,6 +17,7 @@ import {
   answerUsage,
   authenticate,
   decode,
+  exactAmounts,
   publishBilling,
   publishUsage,
   quota,
@@ -108,9 +110,11 @@ export function surfaceA(d: SurfaceA) {
       await rateLimit(d, org);
       requireJson(x.head, body!);
       // Read from the bytes when the scanner covers the body, else parsed and validated (ingest/scan.ts).
-      const events =
-        scanUsage(body!) ?? (validate(usageBatch, decode(x.head, body!)) as { events: IncomingUsage[] }).events;
+      const scanned = scanUsage(body!);
+      const decoded = scanned ? undefined : decode(x.head, body!);
+      const events = scanned ?? (validate(usageBatch, decoded!.value) as { events: IncomingUsage[] }).events;
       const p = await prepareUsage(events, {
+        numbers: numberRejections(decoded?.inexact),
         tenantId: org.tenantId,
         batchId: x.traceId,
         now: Date.now(),
@@ -132,7 +136,9 @@ export function surfaceA(d: SurfaceA) {
     async steps(x, body) {
       const org = await authenticate(d, x.head);
       await rateLimit(d, org);
-      const { events } = validate(billingBatch, decode(x.head, body!)) as { events: BillingEvent[] };
+      const decoded = decode(x.head, body!);
+      exactAmounts(decoded.inexact);
+      const { events } = validate(billingBatch, decoded.value) as { events: BillingEvent[] };
       const p = await prepareBilling(events, {
         tenantId: org.tenantId,
         batchId: x.traceId,

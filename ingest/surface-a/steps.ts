@@ -1,5 +1,5 @@
 import { FORMAT_HEADER, ROW_FORMAT } from '../../lib/row-binary.js';
-import { decodeJson, isJsonContentType } from '../../lib/json.js';
+import { decodeJson, type InexactNumber, inexactMessage, isJsonContentType, pathText } from '../../lib/json.js';
 import { subjects } from '../../lib/nats.js';
 import type { SharedRateLimiter } from '../../lib/rate-limit.js';
 import type { RequestHead } from '../../lib/http/uws.js';
@@ -10,7 +10,7 @@ import type { Publisher } from '../publisher.js';
 import type { DailyQuota } from '../quota.js';
 import type { Resolver } from '../resolver.js';
 import type { PreparedBilling } from './billing.js';
-import { type Answer, bodyProblem, fromAjv, IngestError, unprocessable } from './errors.js';
+import { type Answer, bodyProblem, type Detail, fromAjv, IngestError, unprocessable } from './errors.js';
 import type { Prepared } from './usage.js';
 
 /**
@@ -76,17 +76,35 @@ export function requireJson(head: RequestHead, body: Buffer): void {
   if (body.length === 0) throw bodyProblem('missing', 'Request body is empty; expected a JSON object with "events"');
 }
 
-/** The body as JSON: its content type, UTF-8, syntax, and text PostgreSQL can store. */
-export function decode(head: RequestHead, body: Buffer): unknown {
+/**
+ * The body as JSON: its content type, UTF-8, syntax, and text PostgreSQL can store; with the numbers
+ * a 64-bit float would not keep as written, for the request's own rules to refuse.
+ */
+export function decode(head: RequestHead, body: Buffer): { value: unknown; inexact?: InexactNumber[] } {
   requireJson(head, body);
-  const decoded = decodeJson(body);
-  if (decoded.ok) return decoded.value;
+  const decoded = decodeJson(body, { exactNumbers: true });
+  if (decoded.ok) return decoded;
   if (decoded.reason === 'not_utf8') throw bodyProblem('json_invalid', 'Request body is not valid UTF-8');
   if (decoded.reason === 'syntax')
     throw unprocessable([
       { type: 'json_invalid', loc: ['body', decoded.position ?? 0], msg: 'JSON decode error', input: {} },
     ]);
   throw bodyProblem('string_unicode', `String ${decoded.message}`, ['body', ...decoded.path]);
+}
+
+/** Billing amounts a 64-bit float would not keep as written: the batch fails, each one listed. */
+export function exactAmounts(inexact: readonly InexactNumber[] | undefined): void {
+  const details: Detail[] = [];
+  for (const { path, text } of inexact ?? []) {
+    if (path[0] !== 'events' || path[2] !== 'amount' || path.length !== 3) continue;
+    details.push({
+      type: 'invalid_number',
+      loc: ['body', ...path],
+      msg: inexactMessage(pathText(path), text),
+      input: text,
+    });
+  }
+  if (details.length) throw unprocessable(details);
 }
 
 /** The batch against its schema; every rule broken is listed. */

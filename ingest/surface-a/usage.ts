@@ -3,7 +3,7 @@ import { isUuid } from '../../lib/ids.js';
 import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
 import { MAX_EVENT_AGE_MS, UsageBatchA, type UsageEventA } from '../../schemas/ingest.js';
 import { RowBinaryWriter } from '../../lib/row-binary.js';
-import { eventTime, isRejection, rowStamp, storedProperties, writeEventRow } from '../event-rules.js';
+import { eventTime, isRejection, type Rejection, rowStamp, storedProperties, writeEventRow } from '../event-rules.js';
 import { unprocessable, type Detail } from './errors.js';
 import type { Resolver } from '../resolver.js';
 import { BatchScanner, type Incoming } from '../scan.js';
@@ -15,6 +15,7 @@ export type EventErrorCode =
   | 'invalid_timestamp'
   | 'properties_too_large'
   | 'invalid_properties'
+  | 'invalid_number'
   | 'reserved_event_name';
 
 export interface EventError {
@@ -44,6 +45,8 @@ export interface UsageContext {
   resolver: Resolver;
   /** Buffers for the rows (the publisher's; back there after the PubAck). */
   payloads?: BufferPool;
+  /** Events whose properties hold a number a float would not keep, found while decoding: index → rejection. */
+  numbers?: ReadonlyMap<number, Rejection>;
 }
 
 export type IncomingUsage = Incoming<UsageEventA>;
@@ -155,7 +158,7 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
       fail(ts.code, ts.message);
       continue;
     }
-    const props = storedProperties(e.properties);
+    const props = ctx.numbers?.get(i) ?? storedProperties(e.properties);
     if (isRejection(props)) {
       fail(props.code, props.message);
       continue;

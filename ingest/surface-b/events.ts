@@ -12,7 +12,7 @@ import {
   UsageEventB,
   type EventBErrorCode,
 } from '../../schemas/events.js';
-import { eventTime, isRejection, rowStamp, storedProperties, writeEventRow } from '../event-rules.js';
+import { eventTime, isRejection, type Rejection, rowStamp, storedProperties, writeEventRow } from '../event-rules.js';
 import type { Resolver } from '../resolver.js';
 
 export interface EventErrorB {
@@ -66,6 +66,8 @@ export interface ContextB {
   checked?: boolean;
   /** Events holding text no store can hold (NUL, unpaired surrogates), found while decoding: index → field. */
   unstorable?: ReadonlyMap<number, string>;
+  /** Events whose properties hold a number a float would not keep, found while decoding: index → rejection. */
+  numbers?: ReadonlyMap<number, Rejection>;
   /** Where the rows' buffer comes from (the publisher's pool). */
   payloads?: BufferPool;
 }
@@ -188,7 +190,7 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
       errors.push({ index: i, code: ts.code, message: ts.message });
       continue;
     }
-    const props = storedProperties(e.properties);
+    const props = ctx.numbers?.get(i) ?? storedProperties(e.properties);
     if (isRejection(props)) {
       errors.push({ index: i, code: props.code, message: props.message });
       continue;

@@ -218,15 +218,14 @@ export function surfaceB(d: SurfaceBDeps) {
     // Read from the bytes when the scanner covers the body (every event then valid), else parsed
     // and validated, each event then checked on its own in prepareB.
     const scanned = scanEvents(body);
-    const { events, unstorable } = scanned
-      ? { events: scanned, unstorable: undefined }
-      : validate(decode(x.head, body));
+    const { events, unstorable, numbers } = scanned ? { events: scanned } : validate(decode(x.head, body));
     return prepareB(events, {
       tenantId,
       batchId: x.traceId,
       now,
       resolver: d.resolver,
       unstorable,
+      numbers,
       checked: scanned !== undefined,
       payloads: d.store.payloads,
       oldest: now - (backfill ? MAX_BACKFILL_AGE_MS : MAX_EVENT_AGE_MS) - opts.ageGraceMs,

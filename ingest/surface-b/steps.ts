@@ -9,6 +9,7 @@ import type { RequestHead } from '../../lib/http/uws.js';
 import { compile } from '../../schemas/ajv.js';
 import { compileQuery } from '../../schemas/core/validate.js';
 import { BatchShapeB, EventsQuery } from '../../schemas/events.js';
+import { numberRejections, type Rejection } from '../event-rules.js';
 
 /**
  * Surface B's steps, one named function each: authenticate → rate limit → scope (admit) →
@@ -72,12 +73,15 @@ export interface DecodedBatch {
   events: unknown[];
   /** Events holding text no store can hold: index → the field (each rejected alone as invalid_unicode). */
   unstorable?: Map<number, string>;
+  /** Events whose properties hold a number a float would not keep: index → rejection (event-rules.ts). */
+  numbers?: Map<number, Rejection>;
 }
 
-/** The parsed body, and its events holding text no store can hold (as in DecodedBatch). */
+/** The parsed body, and its events holding what no store keeps (as in DecodedBatch). */
 export interface DecodedBody {
   value: unknown;
   unstorable?: Map<number, string>;
+  numbers?: Map<number, Rejection>;
 }
 
 /** A JSON body is there: its content type, and not empty. */
@@ -92,7 +96,7 @@ export function requireJson(head: RequestHead, body: Buffer): void {
 /** The body as JSON; text a store cannot hold costs only the event holding it, anywhere else the request. */
 export function decode(head: RequestHead, body: Buffer): DecodedBody {
   requireJson(head, body);
-  const decoded = decodeJson(body);
+  const decoded = decodeJson(body, { exactNumbers: true });
   if (!decoded.ok && (decoded.reason === 'not_utf8' || decoded.reason === 'syntax')) {
     throw new ApiError(
       'malformed_json',
@@ -101,7 +105,8 @@ export function decode(head: RequestHead, body: Buffer): DecodedBody {
         : `The request body is not valid JSON: ${decoded.message}.`,
     );
   }
-  if (decoded.ok) return { value: decoded.value };
+  const numbers = numberRejections(decoded.inexact);
+  if (decoded.ok) return { value: decoded.value, numbers };
   const [top, first] = decoded.path;
   const events = (decoded.value as { events?: unknown }).events;
   if (top !== 'events' || typeof first !== 'number' || !Array.isArray(events)) {
@@ -113,7 +118,7 @@ export function decode(head: RequestHead, body: Buffer): DecodedBody {
     const found = inspect(events[i], { text: true });
     if (found) unstorable.set(i, pathText(found.path));
   }
-  return { value: decoded.value, unstorable };
+  return { value: decoded.value, unstorable, numbers };
 }
 
 /** The batch's shape (1 to 1000 events); each event's own rules are checked per event later. */
@@ -122,7 +127,8 @@ export function validate(decoded: DecodedBody): DecodedBatch {
     shape.explain(decoded.value);
     throw invalid(fieldErrors(shape.explain.errors ?? shape.check.errors));
   }
-  return { events: (decoded.value as { events: unknown[] }).events, unstorable: decoded.unstorable };
+  const { unstorable, numbers } = decoded;
+  return { events: (decoded.value as { events: unknown[] }).events, unstorable, numbers };
 }
 
 const query = compileQuery(EventsQuery);

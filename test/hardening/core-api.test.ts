@@ -97,8 +97,11 @@ t.test('nesting beyond 32 levels is refused before anything recursive sees it', 
 
 t.test('arr as numeric(16,2) > 0 stores it; keys of custom_fields are not empty', async (t) => {
   const before = await customers();
-  for (const arr of ['1e-9', '4.9e-324', '0.004', '0', '-1'])
+  for (const arr of ['1e-9', '5e-324', '0.004', '0', '-1'])
     fieldError(t, await raw('POST', '/v1/customers', `{"name":"a","arr":${arr}}`), 'arr', 'must_be_positive');
+  // A number a 64-bit float cannot hold as written is refused before any rule of the field reads it.
+  for (const arr of ['4.9e-324', '1e-400', '12345678901234567.891'])
+    fieldError(t, await raw('POST', '/v1/customers', `{"name":"a","arr":${arr}}`), 'arr', 'invalid_number');
   fieldError(t, await raw('PATCH', `/v1/customers/${id}`, '{"arr":1e-9}'), 'arr', 'must_be_positive');
   for (const arr of ['1e14', '1e300'])
     fieldError(t, await raw('POST', '/v1/customers', `{"name":"a","arr":${arr}}`), 'arr', 'too_large');

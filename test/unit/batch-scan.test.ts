@@ -108,7 +108,9 @@ t.test('bodies as clients send them are scanned, and stored as the general path 
       '{"a":{ "x" : 1 },"b":[1.0, 2e2, -0],"c":{"k":1,"k":2},"d":{"b":1,"2":2,"a":3},"e":{"s":"x\\"y"}}',
     ),
     'a __proto__ property': withProps('{"__proto__":{"x":1},"y":2}'),
-    'large integers and decimals': withProps('{"a":123456789012345,"b":[1234567890123456789],"c":0.1,"d":-1.25}'),
+    'large integers and decimals': withProps(
+      '{"a":123456789012345,"b":[9007199254740994,1e+21,0.30000000000000004,1.50],"c":0.1,"d":-1.25}',
+    ),
     'several events': `{"events":[${Array.from({ length: 100 }, (_, i) => `{"event_name":"e_${i}","customer_id":"${CUSTOMER}","properties":{"i":${i}}}`).join(',')}]}`,
     // More spans than a request's first span list holds, and more nested keys than its first key list.
     'many keys in every event': `{"events":[${Array.from({ length: 50 }, (_, i) => `{"event_name":"e","customer_id":"${CUSTOMER}","properties":{${Array.from({ length: 40 }, (_, k) => `"k${k}":${i * k}`).join(',')}}}`).join(',')}]}`,
@@ -150,6 +152,10 @@ t.test('bodies the scanner leaves to the general path', async (t) => {
     'a number not as JSON.stringify writes it': withProps('{"a":1.0}'),
     'an integer past 15 digits that does not print back': withProps('{"a":1234567890123456789}'),
     'minus zero': withProps('{"a":-0}'),
+    'a nested integer a float does not keep': withProps('{"a":[1234567890123456789]}'),
+    'a nested number beyond a float': withProps('{"a":{"b":1E400}}'),
+    'a nested number below a float, as a decimal': withProps(`{"a":[0.${'0'.repeat(400)}1]}`),
+    'a nested decimal of more digits than a float keeps': withProps('{"a":{"b":0.12345678901234567890}}'),
     'properties not an object': withProps('[1]'),
     'properties null': withProps('null'),
     'nesting past the limit': withProps(`${'['.repeat(70)}${']'.repeat(70)}`),

@@ -1,5 +1,5 @@
 import t from '#tap';
-import { decodeJson, isJsonContentType, pathText, unstorable } from '../../lib/json.js';
+import { decodeJson, isJsonContentType, keepsValue, pathText, unstorable } from '../../lib/json.js';
 
 // The decoding step of every JSON body: what the surfaces answer instead of a 500 from a store.
 
@@ -69,25 +69,52 @@ t.test('forbidden keys are found anywhere', async (t) => {
   t.match(decode('{"a":"__proto__"}', { forbiddenKeys }), { ok: true }, 'as a value it is just text');
 });
 
-t.test('numbers beyond a 64-bit float are found when asked for, with their path', async (t) => {
-  const finiteNumbers = true;
-  t.match(decode('{"target_value":1E400}', { finiteNumbers }), {
-    ok: false,
-    reason: 'number_out_of_range',
-    path: ['target_value'],
-  });
-  t.match(decode('{"a":[1,{"b":-2e+0400}]}', { finiteNumbers }), {
-    reason: 'number_out_of_range',
-    path: ['a', 1, 'b'],
-  });
-  t.match(decode(`[${'9'.repeat(400)}]`, { finiteNumbers }), { reason: 'number_out_of_range', path: [0] });
-  t.match(decode('1e999', { finiteNumbers }), { reason: 'number_out_of_range', path: [] });
-  t.same(decode('{"a":1.7976931348623157e308,"b":-1e308,"c":1e-400}', { finiteNumbers }), {
+t.test('numbers a 64-bit float does not keep are found when asked for, with their path and text', async (t) => {
+  const exactNumbers = true;
+  t.same(decode('{"target_value":1E400}', { exactNumbers }), {
     ok: true,
-    value: { a: 1.7976931348623157e308, b: -1e308, c: 0 },
+    value: { target_value: Number.POSITIVE_INFINITY },
+    inexact: [{ path: ['target_value'], text: '1E400' }],
   });
-  t.match(decode('{"note":"1e400"}', { finiteNumbers }), { ok: true }, 'as text it is just text');
-  t.match(decode('{"a":1e400}'), { ok: true, value: { a: Number.POSITIVE_INFINITY } }, 'not asked for');
+  t.same(decode('{"a":[1,{"b":-2e+0400}],"c":{"d":[[0,1e-400]]}}', { exactNumbers }).ok, true);
+  t.same(
+    (decode('{"a":[1,{"b":-2e+0400}],"c":{"d":[[0,1e-400]]},"e":123456789012345678901}', { exactNumbers }) as any)
+      .inexact,
+    [
+      { path: ['a', 1, 'b'], text: '-2e+0400' },
+      { path: ['c', 'd', 0, 1], text: '1e-400' },
+      { path: ['e'], text: '123456789012345678901' },
+    ],
+    'every one, in document order, under keys, indexes and nested arrays',
+  );
+  t.match(decode(`[${'9'.repeat(400)}]`, { exactNumbers }), { inexact: [{ path: [0] }] });
+  t.match(decode('1e999', { exactNumbers }), { inexact: [{ path: [] }] });
+  t.match(decode('{"k\\"\\u0041":[9007199254740993]}', { exactNumbers }), { inexact: [{ path: ['k"A', 0] }] });
+  t.same(
+    decode('{"a":1.7976931348623157e308,"b":-1e308,"c":5e-324,"d":1.50,"e":1E2,"f":-0,"g":9007199254740992}', {
+      exactNumbers,
+    }),
+    { ok: true, value: { a: 1.7976931348623157e308, b: -1e308, c: 5e-324, d: 1.5, e: 100, f: -0, g: 2 ** 53 } },
+    'a number written otherwise but with the value the float holds is kept',
+  );
+  t.same(decode('{"note":"1e400","x":"12345678901234567890"}', { exactNumbers }).ok, true);
+  t.notOk('inexact' in decode('{"note":"1e400 12345678901234567890"}', { exactNumbers }), 'as text it is just text');
+  t.notOk('inexact' in decode('{"a":1e400}'), 'not asked for');
+});
+
+t.test('keepsValue: whether JSON.stringify of the float writes back the value written', async (t) => {
+  for (const kept of ['0', '-0', '0.0', '1.50', '1E2', '1e+21', '0.1', '100000000000000000000000', '5e-324', '2e-323'])
+    t.ok(keepsValue(kept), kept);
+  for (const lost of [
+    '1e400',
+    '-1e400',
+    '1e-400',
+    '123456789012345678901',
+    '9007199254740993',
+    '0.12345678901234567890',
+    '3e-324',
+  ])
+    t.notOk(keepsValue(lost), lost);
 });
 
 t.test('pathText writes paths as errors[].field names them', async (t) => {
