@@ -11,7 +11,10 @@ export interface OpenApiRoute {
   auth: 'bearer' | 'none' | 'ingestionKey';
   /** false: the route answers errors in its own shapes (its `responses`), not problem+json. */
   problems?: boolean;
-  scope?: string | null;
+  /** Scopes of which any one will do (one security requirement object each); null: any credential. */
+  scope?: string | readonly string[] | null;
+  /** The scopes that replace `scope` when the query has these values (`x-security-when`). */
+  scopeWhen?: { query: Record<string, string | number | boolean>; scope: string | readonly string[] };
   role?: string;
   bucket?: string;
   params?: TSchema;
@@ -50,6 +53,25 @@ const STATUS_DESCRIPTIONS: Record<number, string> = {
   503: 'Service unavailable (`service_unavailable`); see Retry-After.',
 };
 
+const listOf = (s: string | readonly string[] | null | undefined): readonly string[] =>
+  s == null ? [] : typeof s === 'string' ? [s] : s;
+
+/**
+ * A bearer operation's `security`: one requirement object per accepted scope and scheme, which
+ * OpenAPI reads as "any of"; none (empty lists) when any valid credential will do.
+ */
+const bearerSecurity = (scopes: readonly string[]) =>
+  scopes.length
+    ? scopes.flatMap((s) => [{ oauth2: [s] }, { bearerApiKey: [s] }])
+    : [{ oauth2: [] }, { bearerApiKey: [] }];
+
+/** The scope note of an operation's description. */
+function scopeNote(scopes: readonly string[], lead = 'Scope'): string {
+  if (!scopes.length) return 'Any valid credential.';
+  const named = scopes.map((s) => `\`${s}\``).join(' or ');
+  return scopes.includes('admin:*') ? `${lead}: ${named}.` : `${lead}: ${named} (or \`admin:*\`).`;
+}
+
 /** Plain JSON of a TypeBox schema (its symbols dropped). */
 const plain = (s: unknown): Record<string, unknown> => JSON.parse(JSON.stringify(s)) as Record<string, unknown>;
 
@@ -73,19 +95,27 @@ export function buildOpenApi(routes: readonly OpenApiRoute[], o: OpenApiOptions)
       summary: r.summary,
       tags: [r.tag],
     };
+    const scopes = listOf(r.scope);
+    const when = r.scopeWhen;
+    const whenText = when
+      ? Object.entries(when.query)
+          .map(([k, v]) => `${k}=${v}`)
+          .join('&')
+      : '';
     const notes: string[] = [];
     if (r.description) notes.push(r.description);
-    if (r.auth === 'bearer') notes.push(r.scope ? `Scope: \`${r.scope}\` (or \`admin:*\`).` : 'Any valid credential.');
+    if (r.auth === 'bearer') notes.push(scopeNote(scopes));
+    if (r.auth === 'bearer' && when) notes.push(scopeNote(listOf(when.scope), `With \`${whenText}\`, scope`));
     if (r.role) notes.push(`Role: ${r.role}.`);
     if (r.auth === 'bearer') notes.push(`Rate-limit bucket: ${r.bucket ?? (r.method === 'GET' ? 'read' : 'write')}.`);
     op.description = notes.join('\n\n');
     op.security =
-      r.auth === 'bearer'
-        ? [{ oauth2: r.scope ? [r.scope] : [] }, { bearerApiKey: r.scope ? [r.scope] : [] }]
-        : r.auth === 'ingestionKey'
-          ? [{ ingestionKey: [] }]
-          : [];
-    if (r.scope) op['x-required-scope'] = r.scope;
+      r.auth === 'bearer' ? bearerSecurity(scopes) : r.auth === 'ingestionKey' ? [{ ingestionKey: [] }] : [];
+    if (scopes.length === 1) op['x-required-scope'] = scopes[0];
+    // OpenAPI has no security that depends on the request; this extension says which query asks for which scopes.
+    if (r.auth === 'bearer' && when)
+      op['x-security-when'] = [{ query: when.query, security: bearerSecurity(listOf(when.scope)) }];
+    if (r.role) op['x-required-role'] = r.role;
     const parameters: unknown[] = [];
     for (const m of r.path.matchAll(/\{(\w+)\}/g)) {
       const schema = (r.params as { properties?: Record<string, unknown> } | undefined)?.properties?.[m[1]] ?? {

@@ -13,7 +13,6 @@ import {
   CustomerPatch,
   DeleteQuery,
 } from '../../schemas/core/customers.js';
-import { holds } from '../../lib/credentials/scopes.js';
 import { json, noContent, type Ctx, type Reply } from '../http/context.js';
 import { decodeCursor, page } from '../../lib/cursor.js';
 import { ApiError, notFound } from '../../lib/problem.js';
@@ -200,13 +199,6 @@ export function customerRoutes(d: Deps): Route[] {
   async function remove(c: Ctx): Promise<Reply> {
     const tenantId = c.principal.tenantId;
     if (c.query.hard) {
-      if (!holds(c.principal, 'admin:*')) {
-        throw new ApiError(
-          'insufficient_scope',
-          'Permanent deletion (hard=true) requires the scope admin:*; the credential holds: ' +
-            `${[...c.principal.scopes].sort().join(' ')}.`,
-        );
-      }
       // The erasure of its data elsewhere is queued in the same statement: no customer is removed
       // without one, and the processors do the slow part (docs/erasure.md).
       const [gone] = await sql<[{ n: number }]>`
@@ -394,6 +386,7 @@ export function customerRoutes(d: Deps): Route[] {
         'health history, metric values, contacts, tasks, …) is queued and runs in the background: ' +
         '`GET /v1/erasures/{customer_id}` follows it. docs/erasure.md.',
       scope: 'customers:delete',
+      scopeWhen: { query: { hard: true }, scope: 'admin:*' },
       params: IdParams,
       query: DeleteQuery,
       handler: remove,

@@ -1,5 +1,6 @@
 import type { TSchema } from '#typebox';
-import type { Role, Scope } from '../../schemas/core/scopes.js';
+import type { ScopeRequirement } from '../../lib/credentials/scopes.js';
+import type { Role } from '../../schemas/core/scopes.js';
 import type { ApiError } from '../../lib/problem.js';
 import type { Ctx, Reply } from './context.js';
 
@@ -22,8 +23,18 @@ export interface Route {
   tag: string;
   /** `bearer`: API key or access token; `none`: public (OAuth endpoints, the OpenAPI document). */
   auth: 'bearer' | 'none';
-  /** Required scope; `null` means any valid credential. `admin:*` satisfies every scope. */
-  scope?: Scope | null;
+  /**
+   * The scopes the route accepts, any one of them (`admin:*` satisfies every scope); `null` means any
+   * valid credential. The server checks it before anything else of the request is read or looked up,
+   * and the OpenAPI document states it (one security requirement object per scope): both from here.
+   */
+  scope?: ScopeRequirement | null;
+  /**
+   * The scopes that replace `scope` when the query string has these values (DELETE
+   * /v1/customers/{id}?hard=true needs admin:*), checked in its place; the document says it in
+   * `x-security-when`.
+   */
+  scopeWhen?: { query: Record<string, string | number | boolean>; scope: ScopeRequirement };
   /** Required role of the actor, on top of the scope. */
   role?: Role;
   bucket?: Bucket;

@@ -59,7 +59,8 @@ export function compileRoute(r: Route): Compiled {
 
 /**
  * The core API on the request kernel (lib/http/kernel.ts). Its steps per request: match → authenticate
- * → rate limit → authorize → parse and validate → handler; every error becomes problem+json.
+ * → rate limit → authorize (the route's scopes, or those of its `scopeWhen`, and its role) → parse and
+ * validate → handler; every error becomes problem+json.
  */
 export function mount(app: TemplatedApp, deps: ServerDeps): TemplatedApp {
   const { router, log, metrics } = deps;
@@ -172,7 +173,10 @@ export function mount(app: TemplatedApp, deps: ServerDeps): TemplatedApp {
       const d = await deps.limits.take(principal.tenantId, bucket);
       x.rate = d;
       if (!d.ok) throw rateLimited(d);
-      if (route.scope) requireScope(principal, route.scope);
+      const when = route.scopeWhen;
+      if (when && queryHas(head.query, when.query))
+        requireScope(principal, when.scope, `With ${queryText(when.query)} this endpoint`);
+      else if (route.scope) requireScope(principal, route.scope);
       if (route.role) requireRole(principal, route.role);
     }
     const c = compiled.get(route)!;
@@ -237,6 +241,23 @@ export function mount(app: TemplatedApp, deps: ServerDeps): TemplatedApp {
       reply(res, { aborted: false }, STATUS_TEXT[known ? 200 : 404], JSON_TYPE, JSON.stringify(body));
     })
     .any('/*', dispatch);
+}
+
+/** `{ hard: true }` → `hard=true`, as the request says it. */
+const queryText = (q: Record<string, unknown>): string =>
+  Object.entries(q)
+    .map(([k, v]) => `${k}=${v}`)
+    .join('&');
+
+/**
+ * Whether the query string has these values, read before the query is validated (a scope is checked
+ * first): the first value of a name, as parseQuery takes it, and written as the validated value
+ * would be (only `true` becomes true).
+ */
+function queryHas(raw: string, want: Record<string, unknown>): boolean {
+  if (!raw) return false;
+  const q = new URLSearchParams(raw);
+  return Object.entries(want).every(([k, v]) => q.get(k) === String(v));
 }
 
 function rateLimited(d: Decision): ApiError {

@@ -3,7 +3,7 @@ import { IdParams } from '../../schemas/core/common.js';
 import { BulkImport, BulkImportAccepted, Job } from '../../schemas/core/customers.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
 import { notFound } from '../../lib/problem.js';
-import { holds, requireScope } from '../../lib/credentials/scopes.js';
+import { requireScope } from '../../lib/credentials/scopes.js';
 import type { Route } from '../http/router.js';
 import type { Deps } from '../deps.js';
 import type { JobRunner } from './runner.js';
@@ -22,6 +22,9 @@ interface JobRow {
   started_at: Date | null;
   finished_at: Date | null;
 }
+
+/** The scopes that read an event backfill job. */
+const EVENT_SCOPES = ['events:read', 'events:write'] as const;
 
 export function jobRoutes(d: Deps & { runner: JobRunner }): Route[] {
   const { sql } = d;
@@ -47,11 +50,11 @@ export function jobRoutes(d: Deps & { runner: JobRunner }): Route[] {
         finished_at
       FROM jobs WHERE tenant_id = ${c.principal.tenantId} AND id = ${c.params.id}`;
     if (!r) throw notFound('Job');
-    // A backfill job belongs to an events:write caller, who need not read customers.
+    // The route took any scope that reads some job; which one reads this job is known only now. A
+    // backfill job belongs to an events:write caller, who need not read customers.
     const backfill = r.type === 'events.backfill';
-    if (!backfill) requireScope(c.principal, 'customers:read');
-    else if (!holds(c.principal, 'events:write') && !holds(c.principal, 'events:read'))
-      requireScope(c.principal, 'events:write');
+    if (backfill) requireScope(c.principal, EVENT_SCOPES, 'An event backfill job');
+    else requireScope(c.principal, 'customers:read', 'A bulk import job');
     const counts = backfill
       ? { accepted: 0, rejected: 0, duplicates: 0, stored: 0, ...r.counts }
       : {
@@ -108,8 +111,11 @@ export function jobRoutes(d: Deps & { runner: JobRunner }): Route[] {
       method: 'GET',
       path: '/v1/jobs/{id}',
       summary: 'Poll a job (bulk import or event backfill)',
-      scope: null,
-      description: 'A bulk import job needs customers:read; an event backfill job needs events:write or events:read.',
+      scope: ['customers:read', ...EVENT_SCOPES],
+      description:
+        'A credential holding none of the scopes below gets 403 before the job is looked up, whether it exists ' +
+        'or not. Then the kind of the job decides: a bulk import needs `customers:read`, an event backfill ' +
+        '`events:read` or `events:write` (403 otherwise).',
       params: IdParams,
       handler: get,
       errors: [404],

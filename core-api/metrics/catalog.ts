@@ -1,4 +1,3 @@
-import { holds } from '../../lib/credentials/scopes.js';
 import { decodeNameCursor, encodeNameCursor } from '../../lib/cursor.js';
 import { str, uuid } from '../../lib/metrics/literal.js';
 import type { Sql } from '../../lib/pg.js';
@@ -6,7 +5,6 @@ import { Page } from '../../schemas/core/common.js';
 import { CatalogEntry, CatalogQuery, MAX_PROPERTY_KEYS } from '../../schemas/core/metrics.js';
 import type { ClickHouseReader } from '../clickhouse.js';
 import { json, type Ctx, type Reply } from '../http/context.js';
-import { ApiError } from '../../lib/problem.js';
 import type { Route } from '../http/router.js';
 
 /**
@@ -57,15 +55,6 @@ export async function seenInClickHouse(ch: ClickHouseReader, tenantId: string, n
 export function catalogRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
   async function list(c: Ctx): Promise<Reply> {
     const p = c.principal;
-    if (!holds(p, 'events:read') && !holds(p, 'analytics:read')) {
-      const held = [...p.scopes].sort().join(' ') || '(none)';
-      throw new ApiError(
-        'insufficient_scope',
-        `This endpoint requires the scope events:read or analytics:read; the credential holds: ${held}.`,
-        undefined,
-        [['WWW-Authenticate', 'Bearer error="insufficient_scope", scope="events:read analytics:read"']],
-      );
-    }
     const limit: number = c.query.limit ?? 50;
     const after = decodeNameCursor(c.query.cursor);
     const rows = await sql<Array<{ event_name: string; first_seen_at: Date }>>`
@@ -103,13 +92,13 @@ export function catalogRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
       path: '/v1/event-catalog',
       summary: 'The workspace event catalog',
       description: [
-        'Scope `events:read` or `analytics:read`. Every event name the workspace has sent (both ingestion',
-        'surfaces and backfills) or the service generated, listed within seconds of its first ingestion, by',
-        'name (byte order), cursor-paginated. `first_seen_at`: when the name was first ingested;',
-        '`last_seen_at`: the latest event time (seconds) stored; `property_keys`: the top-level keys of',
-        `\`properties\` seen on the name's events, the ${MAX_PROPERTY_KEYS} most frequent, most frequent first.`,
+        'Every event name the workspace has sent (both ingestion surfaces and backfills) or the service',
+        'generated, listed within seconds of its first ingestion, by name (byte order), cursor-paginated.',
+        '`first_seen_at`: when the name was first ingested; `last_seen_at`: the latest event time (seconds)',
+        "stored; `property_keys`: the top-level keys of `properties` seen on the name's events, the",
+        `${MAX_PROPERTY_KEYS} most frequent, most frequent first.`,
       ].join(' '),
-      scope: null,
+      scope: ['events:read', 'analytics:read'],
       query: CatalogQuery,
       handler: list,
       responses: { 200: { description: 'A page of event names.', schema: Page(CatalogEntry) } },

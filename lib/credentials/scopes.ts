@@ -4,15 +4,24 @@ import type { Principal } from './principal.js';
 
 export const holds = (p: Principal, scope: string): boolean => p.scopes.has(scope) || p.scopes.has('admin:*');
 
-/** 403 insufficient_scope naming the required and the held scopes. */
-export function requireScope(p: Principal, scope: Scope): void {
-  if (holds(p, scope)) return;
+/** A scope requirement: one scope, or several of which any one will do. */
+export type ScopeRequirement = Scope | readonly Scope[];
+
+export const alternatives = (r: ScopeRequirement): readonly Scope[] => (typeof r === 'string' ? [r] : r);
+
+/**
+ * 403 insufficient_scope naming the accepted scopes and the held ones, unless the credential holds
+ * one of `scope`; `what` names what asks for it ("With hard=true this endpoint").
+ */
+export function requireScope(p: Principal, scope: ScopeRequirement, what = 'This endpoint'): void {
+  const any = alternatives(scope);
+  if (any.some((s) => holds(p, s))) return;
   const held = [...p.scopes].sort().join(' ') || '(none)';
   throw new ApiError(
     'insufficient_scope',
-    `This endpoint requires the scope ${scope}; the credential holds: ${held}.`,
+    `${what} requires the scope ${any.join(' or ')}; the credential holds: ${held}.`,
     undefined,
-    [['WWW-Authenticate', `Bearer error="insufficient_scope", scope="${scope}"`]],
+    [['WWW-Authenticate', `Bearer error="insufficient_scope", scope="${any.join(' ')}"`]],
   );
 }
 
