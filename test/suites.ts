@@ -33,6 +33,7 @@ export const SERIAL: Readonly<Record<string, string>> = {
   'test/e2e/ingest-restart.test.ts':
     'more than 1,000 of 2,500 requests acknowledged while its ingest tier restarts (6)',
   'test/core-api/housekeeping.test.ts': 'purges every workspace every 2 s (5)',
+  'test/processors/outbox-restart.test.ts': "stops and restarts the stack's PostgreSQL (1)",
   'test/cluster/faults.test.ts': "kills and restarts the cluster's servers (1)",
   'test/cluster/unknown-status.test.ts': "stops the cluster's ClickHouse replicas and ZooKeeper (1)",
   'test/chaos/chaos.test.ts': "kills and restarts the stack's servers (1)",

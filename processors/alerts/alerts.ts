@@ -70,11 +70,18 @@ export class KeySpikes extends PollingJob {
 }
 
 /**
- * `usage_drop` for one workspace, run after each of its health runs: one ClickHouse query over the
- * daily rollup gives each customer's events in the last 7 complete days (days 1–7 ago) and in the
- * 30 days before (days 8–37 ago, the baseline, counted per 7 days); a customer whose baseline is at
- * least `dropMinWeekly` and whose last 7 days are below `dropRatio` of it gets an alert (at most
- * one not resolved), and the open alerts of customers no longer below are resolved.
+ * `usage_drop` for one workspace, run after each of its health runs. A customer is below when its
+ * baseline (events in days 8–37 ago, per 7 days) is at least `dropMinWeekly` and its events are
+ * under `dropRatio` of it; two windows are counted:
+ * - raised on the last 7 complete days (days 1–7 ago, the daily rollup), so that what raises an
+ *   alert moves once a day, not with the hours of today; and only while the last 7 × 24 hours are
+ *   below too: an alert that the rule below would resolve at once is not raised (it would be raised
+ *   and resolved again on every run);
+ * - resolved as soon as the last 7 × 24 hours (today included) are no longer below, or the baseline
+ *   fell under the floor: a customer back today does not wait for tomorrow's complete day.
+ * At most one alert per customer is not resolved. One ClickHouse query, set-based: the daily rollup
+ * for every customer, and the raw events of today and of the end of day 7 ago only for the
+ * customers that the rollup's days 1–6 leave below (those days alone clear the others).
  */
 export async function evaluateUsageDrops(
   sql: Sql,
@@ -83,8 +90,10 @@ export async function evaluateUsageDrops(
   t: AlertThresholds,
 ): Promise<{ raised: number; resolved: number }> {
   if (!isUuid(tenantId)) throw new Error(`not a workspace id: ${tenantId}`);
-  const rows = await ch.rows<{ customer_id: string; last7: string; base: string }>(`
-    SELECT toString(customer_id) AS customer_id, sumIf(n, day >= today() - 7) AS last7,
+  const ratio = Number(t.dropRatio);
+  /** Per customer whose baseline counts and whose days 1–6 alone leave it below: last7, days6, base. */
+  const rollup = `
+    SELECT customer_id, sumIf(n, day >= today() - 7) AS last7, sumIf(n, day >= today() - 6) AS days6,
       sumIf(n, day < today() - 7) AS base
     FROM (
       SELECT customer_id, day, countMerge(events) AS n FROM csp.usage_daily
@@ -92,10 +101,28 @@ export async function evaluateUsageDrops(
       GROUP BY customer_id, day
     )
     GROUP BY customer_id
-    HAVING base / 30 * 7 >= ${Number(t.dropMinWeekly)} AND last7 < ${Number(t.dropRatio)} * base / 30 * 7`);
-  const ids = rows.map((r) => r.customer_id);
-  const last7 = rows.map((r) => Number(r.last7));
-  const weekly = rows.map((r) => Math.round((Number(r.base) / 30) * 7 * 100) / 100);
+    HAVING base / 30 * 7 >= ${Number(t.dropMinWeekly)} AND days6 < ${ratio} * base / 30 * 7`;
+  // The rest of the last 7 × 24 hours from the raw events, of those customers only: today, and day 7
+  // ago from this time of day on (events the service generates are not usage, as in the rollup).
+  // One query: today() and now() are the same in all its parts. The customers come in a subquery,
+  // never in a list in the SQL, which max_query_size would bound.
+  const rows = await ch.rows<{ id: string; last7: string; recent: string; base: string }>(`
+    SELECT toString(customer_id) AS id, last7, days6 + partial AS recent, base
+    FROM (${rollup}) ANY LEFT JOIN (
+      SELECT customer_id, count() AS partial FROM csp.events
+      WHERE tenant_id = toUUID('${tenantId}') AND customer_id IN (SELECT customer_id FROM (${rollup}))
+        AND surface != 'system' AND ts >= now() - ${7 * 86_400}
+        AND (ts < toDateTime(today() - 6) OR (ts >= toDateTime(today()) AND ts < toDateTime(today() + 1)))
+      GROUP BY customer_id
+    ) USING (customer_id)
+    WHERE recent < ${ratio} * base / 30 * 7`);
+  /** Still below over the last 7 × 24 hours: their alerts stay open, and only they may be raised. */
+  const below = rows.map((r) => ({ id: r.id, last7: Number(r.last7), weekly: (Number(r.base) / 30) * 7 }));
+  const raise = below.filter((r) => r.last7 < ratio * r.weekly);
+  const ids = raise.map((r) => r.id);
+  const last7 = raise.map((r) => r.last7);
+  const weekly = raise.map((r) => Math.round(r.weekly * 100) / 100);
+  const stillBelow = below.map((r) => r.id);
   return (await sql.begin(async (tx) => {
     const raised = await tx`
       INSERT INTO alerts (tenant_id, type, severity, customer_id, summary, details)
@@ -112,7 +139,7 @@ export async function evaluateUsageDrops(
       UPDATE alerts SET status = 'resolved', resolved_at = now(), updated_at = now(),
         details = details || '{"resolved_by": "recovered"}'
       WHERE tenant_id = ${tenantId} AND type = 'usage_drop' AND status <> 'resolved'
-        AND NOT (customer_id = ANY(${ids}::uuid[]))`;
+        AND NOT (customer_id = ANY(${stillBelow}::uuid[]))`;
     return { raised: raised.count, resolved: resolved.count };
   })) as { raised: number; resolved: number };
 }

@@ -11,7 +11,8 @@ import type { OutboxMetrics } from '../metrics.js';
 export interface RelayOptions {
   /**
    * Longest pause between polls when the outbox was drained: a poll comes sooner when PostgreSQL
-   * notifies that rows were written (channel `outbox`, migration 0089).
+   * notifies that rows were written (channel `outbox`, migration 0089), or when the relay listens
+   * again after its LISTEN was lost.
    */
   pollMs: number;
   /** Rows per poll, at most. */
@@ -57,7 +58,6 @@ export class Unpublishable extends Error {
 }
 
 const DAY_MS = 24 * 3600_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Relays an outbox (rows written in the transaction of the state change that causes them) into
@@ -72,8 +72,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  *   by it after that;
  * - published rows are deleted after `keepMs` by a daily purge;
  * - a drained relay waits for a notification on channel `outbox` naming its table (sent by a trigger
- *   when a transaction that inserted rows commits), or `pollMs` at most: a notification lost while
- *   the listening connection was down delays rows by one poll, never more.
+ *   when a transaction that inserted rows commits), or `pollMs` at most;
+ * - the LISTEN is postgres.js's `sql.listen`, on a connection of its own that it opens again
+ *   whenever that connection closes (a restart of PostgreSQL), or fails to open (a first LISTEN
+ *   while PostgreSQL is down: the failed listener stays registered and is subscribed again), after
+ *   the pool's `backoff` (processors/main.ts bounds it: postgres.js's default grows to 20 s). Its
+ *   `onlisten`, called at every subscription, polls at once, also out of a failed poll's backoff:
+ *   what was notified while nobody listened is relayed as soon as the relay listens again, not a
+ *   poll later. Only a LISTEN refused on a connection that stays open (a standby) is not retried by
+ *   postgres.js; the relay then relays on `pollMs` alone.
  */
 export class OutboxRelay<R extends { id: string }> {
   private stopping = false;
@@ -83,7 +90,12 @@ export class OutboxRelay<R extends { id: string }> {
   private listening?: Promise<{ unlisten: () => Promise<void> } | undefined>;
   /** A notification came since the last poll began. */
   private notified = false;
-  private wakeUp?: () => void;
+  /** The relay listened (again) since the last poll began. */
+  private subscribed = false;
+  /** How many times the LISTEN took effect: the first, then after each loss. */
+  private subscriptions = 0;
+  /** Ends the current pause; `listening`: woken by a new subscription (ends a failed poll's backoff too). */
+  private wakeUp?: (listening: boolean) => void;
 
   constructor(
     private readonly sql: Sql,
@@ -95,13 +107,21 @@ export class OutboxRelay<R extends { id: string }> {
 
   start(): void {
     // Listening before the first poll: a row written after that poll and before the LISTEN took
-    // effect would wait for the fallback poll.
+    // effect would wait for the next subscription's poll.
     this.listening = this.sql
-      .listen('outbox', (table) => {
-        if (table === this.source.table) this.wake();
-      })
+      .listen(
+        'outbox',
+        (table) => {
+          if (table === this.source.table) this.wake();
+        },
+        () => this.listened(),
+      )
       .catch((err) => {
-        this.log.warn({ err: String(err), table: this.source.table }, 'outbox notifications unavailable; polling');
+        // postgres.js subscribes this listener again once its connection opens (see the contract).
+        this.log.warn(
+          { err: String(err), table: this.source.table },
+          'outbox notifications not listened to yet; listening again once PostgreSQL answers, polling meanwhile',
+        );
         return undefined;
       });
     this.loop = this.listening.then(() => this.run());
@@ -114,6 +134,7 @@ export class OutboxRelay<R extends { id: string }> {
     while (!this.stopping) {
       let r = { locked: 0, failed: 0 };
       this.notified = false;
+      this.subscribed = false;
       try {
         r = await this.once();
       } catch (err) {
@@ -121,27 +142,42 @@ export class OutboxRelay<R extends { id: string }> {
         this.log.warn({ err: String(err), table: this.source.table }, 'outbox relay poll failed');
       }
       failures = r.failed ? failures + 1 : 0;
-      if (failures) await sleep(Math.min(10_000, this.o.pollMs * 2 ** failures));
-      else if (r.locked < this.o.batch) await this.idle();
+      // A failed poll's backoff is not cut short by notifications (a busy outbox would retry a
+      // failing publish at their rate), only by a new subscription: PostgreSQL is back.
+      if (failures) await this.pause(Math.min(10_000, this.o.pollMs * 2 ** failures), false);
+      else if (r.locked < this.o.batch) await this.pause(this.o.pollMs, true);
     }
   }
 
   private wake(): void {
+    if (this.stopping) return;
     this.notified = true;
-    this.wakeUp?.();
+    this.wakeUp?.(false);
   }
 
-  /** Until a notification (at once if one came during the poll), `pollMs` at most, or stop(). */
-  private idle(): Promise<void> {
-    if (this.notified || this.stopping) return Promise.resolve();
+  /** postgres.js's `onlisten`: the LISTEN took effect, the first time or again after a loss. */
+  private listened(): void {
+    if (this.stopping) return;
+    if (this.subscriptions++)
+      this.log.info({ table: this.source.table, times: this.subscriptions }, 'outbox notifications listened to again');
+    this.subscribed = true;
+    this.wakeUp?.(true);
+  }
+
+  /**
+   * `ms` at most, or until stop(), a new subscription, or (`notified`) a notification; at once when
+   * one of those came since the poll began.
+   */
+  private pause(ms: number, notified: boolean): Promise<void> {
+    if (this.stopping || this.subscribed || (notified && this.notified)) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
         this.wakeUp = undefined;
         resolve();
       };
-      const timer = setTimeout(done, this.o.pollMs);
-      this.wakeUp = done;
+      const timer = setTimeout(done, ms);
+      this.wakeUp = (listening) => (listening || notified) && done();
     });
   }
 
@@ -208,8 +244,9 @@ export class OutboxRelay<R extends { id: string }> {
     this.stopping = true;
     clearTimeout(this.firstPurge);
     clearInterval(this.purgeTimer);
-    this.wakeUp?.();
+    this.wakeUp?.(true);
     await this.loop;
+    // A listener whose first LISTEN failed has no handle: it stays with the pool, ignored (stopping).
     await (await this.listening)?.unlisten().catch(() => {});
   }
 }

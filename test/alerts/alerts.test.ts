@@ -7,7 +7,8 @@ import { processorsTier } from '../playbooks/support.js';
 
 // Alerts over HTTP with hand-built data: a usage drop raised once for exactly the customer below
 // half its baseline (not for a steady one, not below the baseline floor), an alert.created webhook,
-// playbooks seeing open_alerts, resolution when usage recovers; an API key usage spike raised
+// playbooks seeing open_alerts, resolution when usage recovers (raised on the 7 complete days,
+// resolved as soon as the last 7 × 24 hours, today included, are no longer below); an API key usage spike raised
 // once above the floor and not below it; the admin-only list and its moves; another workspace.
 t.teardown(closeDb);
 const api = await sharedApi(t);
@@ -96,6 +97,57 @@ t.test('usage_drop: raised once for the customer below half its baseline, resolv
   t.equal((await alerts('?status=open,acknowledged&type=usage_drop')).length, 0);
   isProblem(t, await admin.patch(`/v1/alerts/${alert.id}`, { status: 'acknowledged' }), 409, 'invalid_state');
   await admin.del(`/v1/playbooks/${pb.body.id}`);
+});
+
+t.test('usage_drop: raised on complete days, resolved on the last 7 × 24 hours', async (t) => {
+  const w = await bootstrap();
+  const c = client(api.url, w.api_key);
+  const make = async (name: string) => (await c.post('/v1/customers', { name })).body.id as string;
+  const [back, still, todayOnly, todayAbove, early] = await Promise.all(
+    ['Back today', 'Still low', 'Today only', 'Today above', 'Early day 7'].map(make),
+  );
+  // Midnight (UTC, the stack's ClickHouse time zone) 7 days ago: in the complete days, out of the
+  // last 7 × 24 hours.
+  const sinceMidnight = Date.now() % DAY;
+  const now = (customer: string, n: number): StoredEvent[] =>
+    Array.from({ length: n }, () => ({ customer, name: 'login', ago: 1000 }));
+  await storeEvents(w.tenant_id, [
+    // Each 10 a day in days 8–37 ago: 70 a week, below half of it under 35.
+    ...[back, still, todayOnly, todayAbove, early].flatMap((id) => days(id, 10, 8, 37)),
+    ...now(todayOnly, 30), // 30 today, 0 on complete days: raised
+    ...now(todayAbove, 40), // 40 today, 0 on complete days: the resolve rule would clear it at once
+    ...Array.from({ length: 40 }, () => ({ customer: early, name: 'login', ago: 7 * DAY + sinceMidnight })),
+  ]);
+  await processorsTier(t, [], { HEALTH_TENANTS: w.tenant_id, HEALTH_RECALC_INTERVAL_MS: '1000' });
+  const byCustomer = async () =>
+    new Map(((await c.get('/v1/alerts?type=usage_drop')).body.data as Array<any>).map((a) => [a.customer_id, a]));
+  const raised = await waitFor(
+    'usage_drop alerts of the three customers below on complete days',
+    async () => {
+      const a = await byCustomer();
+      return a.has(back) && a.has(still) && a.has(todayOnly) ? a : undefined;
+    },
+    60_000,
+  );
+  t.match(raised.get(todayOnly), { status: 'open', details: { events_last_7_days: 0, baseline_per_week: 70 } });
+  t.notOk(raised.has(early), 'not raised: 40 on complete days (early on day 7), though none in the last 7 × 24 hours');
+  t.notOk(raised.has(todayAbove), 'not raised: below on complete days, but 40 in the last 7 × 24 hours');
+
+  await storeEvents(w.tenant_id, [...now(back, 40), ...now(still, 30)]);
+  const resolved = await waitFor(
+    'Back today resolved by its events of today',
+    async () => {
+      const a = (await byCustomer()).get(back);
+      return a.status === 'resolved' ? a : undefined;
+    },
+    20_000,
+  );
+  t.match(resolved.details, { resolved_by: 'recovered' });
+  await healthRuns(w.tenant_id, 2);
+  const after = await byCustomer();
+  t.equal(after.get(still).status, 'open', 'still below over the last 7 × 24 hours (30 < 35): open');
+  t.equal(after.get(todayOnly).status, 'open', 'Today only (30 < 35): open');
+  t.equal(after.size, 3, 'no other alert');
 });
 
 t.test('api_key_usage_spike: above the floor and the trailing average, once per key', async (t) => {

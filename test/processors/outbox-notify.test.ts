@@ -1,17 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { Registry } from 'prom-client';
-import type { TransactionSql } from 'postgres';
+import postgres, { type TransactionSql } from 'postgres';
 import t from '#tap';
 import { createLogger } from '../../lib/logger.js';
 import { connectPg } from '../../lib/pg.js';
 import { OutboxMetrics } from '../../processors/metrics.js';
+import type { Sql } from '../../lib/pg.js';
 import { OutboxRelay, type RelaySource } from '../../processors/outbox/relay.js';
 import { closeDb, db, urls, waitFor } from '../helpers/stack.js';
 
 // A drained outbox relay waits for PostgreSQL's notification that rows were written (migration
-// 0089), not for its next poll. On a table of this file's own with the migration's trigger: the
-// stack's outboxes are shared by every processors tier running beside this file, whose relays
-// would take the rows first.
+// 0089), not for its next poll, and polls when its LISTEN takes effect again after a loss. On a
+// table of this file's own with the migration's trigger: the stack's outboxes are shared by every
+// processors tier running beside this file, whose relays would take the rows first.
 t.teardown(closeDb);
 const table = `outbox_notify_${randomUUID().replaceAll('-', '')}`;
 await db().unsafe(`
@@ -43,8 +44,8 @@ function source() {
   return s;
 }
 
-function relay(src: ReturnType<typeof source>, pollMs: number) {
-  const r = new OutboxRelay(sql, src, createLogger('test', 'silent'), new OutboxMetrics(new Registry()), {
+function relay(src: ReturnType<typeof source>, pollMs: number, on: Sql = sql) {
+  const r = new OutboxRelay(on, src, createLogger('test', 'silent'), new OutboxMetrics(new Registry()), {
     pollMs,
     batch: 500,
     keepMs: 3_600_000,
@@ -78,6 +79,34 @@ t.test('rows written are relayed at once, not at the next poll', async (t) => {
   const stopped = Date.now();
   await r.stop();
   t.ok(Date.now() - stopped < 5000, 'stop() ends the wait at once');
+});
+
+t.test('a row notified while the LISTEN was lost is relayed once it is back, not at the next poll', async (t) => {
+  // A pool of its own, named, so that only its LISTEN connection is ended (postgres.js listens on a
+  // connection of its own per pool, with the pool's settings).
+  const app = `outbox-notify-${randomUUID()}`;
+  const own = postgres(urls.DATABASE_URL, { max: 2, connection: { application_name: app }, onnotice: () => {} });
+  const src = source();
+  const r = relay(src, 3_600_000, own);
+  t.teardown(async () => {
+    await r.stop();
+    await own.end();
+  });
+  await waitFor('the first poll', () => src.polls === 1);
+  const id = randomUUID();
+  // PostgreSQL ends the relay's LISTEN connection in the transaction that writes the row: at commit
+  // nobody listens (postgres.js subscribes again some milliseconds later), the notification is lost.
+  await db().begin(async (tx) => {
+    await tx.unsafe(`INSERT INTO ${table} (id) VALUES ($1)`, [id]);
+    const [{ ended }] = await tx<Array<{ ended: number }>>`
+      SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS ended FROM pg_stat_activity
+      WHERE application_name = ${app} AND query ILIKE 'listen%'`;
+    t.equal(ended, 1, "the relay's LISTEN connection ended");
+  });
+  const t0 = Date.now();
+  await waitFor('the row relayed', () => src.relayed.includes(id), 30_000, 20);
+  const ms = Date.now() - t0;
+  t.ok(ms < 30_000, `relayed ${ms} ms after its commit, when it listened again; the next poll was due in an hour`);
 });
 
 t.test('a row written without a notification is relayed by the next poll', async (t) => {
