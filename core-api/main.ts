@@ -20,7 +20,7 @@ import { Router } from './http/router.js';
 import { mount } from './http/server.js';
 import { ClickHouseReader } from './clickhouse.js';
 import { HealthHistory } from './health/history.js';
-import { HOUSEKEEPING_JOBS } from './housekeeping/jobs.js';
+import { encryptLegacySecrets, HOUSEKEEPING_JOBS } from './housekeeping/jobs.js';
 import { Housekeeping } from './housekeeping/schedule.js';
 import { Recalculator } from './health/recalculate.js';
 import { MaterializeClient } from './metrics/materialize.js';
@@ -92,6 +92,9 @@ async function serve(): Promise<void> {
   );
   const history = new HealthHistory(clickhouse);
   const recalculator = new Recalculator(nc, cfg.HEALTH_RECALC_TIMEOUT_MS, log.child({ mod: 'health' }));
+  const dataCipher = DataCipher.fromSettings(cfg.DATA_ENCRYPTION_KEY, cfg.INTEGRATION_TOKEN_KEY);
+  const housekeepingLog = log.child({ mod: 'housekeeping' });
+  const secretsUpgrade = dataCipher && encryptLegacySecrets(dataCipher, housekeepingLog);
   const routes = buildRoutes({
     sql,
     notify,
@@ -110,7 +113,7 @@ async function serve(): Promise<void> {
     playbookRunClient: new PlaybookRunClient(nc, cfg.PLAYBOOK_RUN_TIMEOUT_MS, log.child({ mod: 'playbooks' })),
     webhookPolicy: { allowHttp: cfg.WEBHOOK_ALLOW_HTTP, allowPrivate: cfg.WEBHOOK_ALLOW_PRIVATE },
     providers: providersFromConfig(cfg),
-    dataCipher: DataCipher.fromSettings(cfg.DATA_ENCRYPTION_KEY, cfg.INTEGRATION_TOKEN_KEY),
+    dataCipher,
   });
 
   let dbOk = true;
@@ -125,10 +128,15 @@ async function serve(): Promise<void> {
     );
   }, 2000);
   probe.unref();
-  const housekeeping = new Housekeeping(sql, HOUSEKEEPING_JOBS, log.child({ mod: 'housekeeping' }), {
-    intervalMs: cfg.HOUSEKEEPING_INTERVAL_MS,
-    holder: `core-api-${hostname()}-${process.pid}`,
-  });
+  const housekeeping = new Housekeeping(
+    sql,
+    [...HOUSEKEEPING_JOBS, ...(secretsUpgrade ? [secretsUpgrade] : [])],
+    housekeepingLog,
+    {
+      intervalMs: cfg.HOUSEKEEPING_INTERVAL_MS,
+      holder: `core-api-${hostname()}-${process.pid}`,
+    },
+  );
 
   const traffic = newTraffic();
   const app = mount(uws.App(), {
@@ -149,10 +157,19 @@ async function serve(): Promise<void> {
   runner.start();
   housekeeping.start();
   log.info({ host: cfg.API_HOST, port: cfg.API_PORT }, 'core-api listening');
+  // What an older version left unencrypted, finished now rather than at the next housekeeping run.
+  const upgrading = new AbortController();
+  const upgraded = secretsUpgrade
+    ?.run(sql, upgrading.signal)
+    .then((n) => n > 0 && housekeepingLog.info({ rewritten: n }, 'secrets left by an older version encrypted'))
+    .catch((err: unknown) => upgrading.signal.aborted || housekeepingLog.warn({ err }, 'encrypting old secrets failed'));
+  if (!dataCipher) log.warn('no DATA_ENCRYPTION_KEY: secrets an older version stored in clear stay in clear');
 
   onShutdown(log, async () => {
     uws.us_listen_socket_close(listenSocket);
+    upgrading.abort();
     await drain(traffic, Date.now() + 10_000);
+    await upgraded;
     invalidations.stop();
     await runner.stop();
     await housekeeping.stop();

@@ -3,21 +3,19 @@ import postgres from 'postgres';
 export type Sql = postgres.Sql;
 
 /**
- * A pool. `maxBackoffS` bounds the wait before connecting again after failed attempts: postgres.js
- * waits 3^n / 100 s after n failures, up to 20 s, so after PostgreSQL was down for a few seconds its
- * pool (and the LISTEN connection of `sql.listen`, which counts the same failures) came back up to
- * 20 s after PostgreSQL did.
+ * A pool. `maxBackoffS` (default 1 s) bounds the wait before connecting again after failed attempts:
+ * postgres.js's own waits 3^n / 100 s after n failures, up to 20 s, so after PostgreSQL was down for
+ * a few seconds a pool (and the LISTEN connection of `sql.listen`, which counts the same failures)
+ * came back up to 20 s after PostgreSQL did, and every tier answered 503 that long.
  */
 export function connectPg(url: string, max = 10, o: { maxBackoffS?: number } = {}): Sql {
-  const { maxBackoffS } = o;
+  const { maxBackoffS = 1 } = o;
   return postgres(url, {
     max,
     idle_timeout: 30,
     connect_timeout: 10,
     onnotice: () => {},
-    ...(maxBackoffS === undefined
-      ? {}
-      : { backoff: (n: number) => Math.min(0.05 * 2 ** n, maxBackoffS) * (0.5 + Math.random() / 2) }),
+    backoff: (n: number) => Math.min(0.05 * 2 ** n, maxBackoffS) * (0.5 + Math.random() / 2),
   });
 }
 

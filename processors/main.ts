@@ -41,9 +41,8 @@ const tier: Tier = {
   nc,
   js: nc.jetstream(),
   jsm: await nc.jetstreamManager(),
-  // Connected again within a second of PostgreSQL's return, the outbox relays' LISTEN with them.
-  sql: connectPg(cfg.DATABASE_URL, 4, { maxBackoffS: 1 }),
-  webhookSql: connectPg(cfg.DATABASE_URL, 3, { maxBackoffS: 1 }),
+  sql: connectPg(cfg.DATABASE_URL, 4),
+  webhookSql: connectPg(cfg.DATABASE_URL, 3),
   ch: new ClickHouse(cfg.CLICKHOUSE_URL, cfg.CLICKHOUSE_DATABASE, cfg.CLICKHOUSE_TIMEOUT_MS, cfg.CLICKHOUSE_CLUSTER),
   metrics: new WriterMetrics(),
 };

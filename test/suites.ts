@@ -34,6 +34,9 @@ export const SERIAL: Readonly<Record<string, string>> = {
     'more than 1,000 of 2,500 requests acknowledged while its ingest tier restarts (6)',
   'test/core-api/housekeeping.test.ts': 'purges every workspace every 2 s (5)',
   'test/processors/outbox-restart.test.ts': "stops and restarts the stack's PostgreSQL (1)",
+  // Every core-api's start encrypts the secrets any workspace holds in clear, under its own keys.
+  'test/webhooks/legacy-secrets.test.ts': "stores secrets in clear for every core-api's start to encrypt (2)",
+  'test/webhooks/data-key-rotation.test.ts': "stores a secret in clear; its tiers' keys are not the stack's (2)",
   'test/cluster/faults.test.ts': "kills and restarts the cluster's servers (1)",
   'test/cluster/unknown-status.test.ts': "stops the cluster's ClickHouse replicas and ZooKeeper (1)",
   'test/chaos/chaos.test.ts': "kills and restarts the stack's servers (1)",

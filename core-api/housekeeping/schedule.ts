@@ -35,6 +35,8 @@ export interface HousekeepingOptions {
 export class Housekeeping {
   private readonly ticker: Ticker;
   private readonly leaseTtlMs: number;
+  /** Aborted by stop(): a long job gives up between batches instead of holding the shutdown. */
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly sql: Sql,
@@ -96,7 +98,7 @@ export class Housekeeping {
       if (!claimed.has(job.name)) continue;
       const t0 = performance.now();
       try {
-        const deleted = await job.run(this.sql);
+        const deleted = await job.run(this.sql, this.stopping.signal);
         const ms = Math.round(performance.now() - t0);
         this.log.info({ job: job.name, deleted, ms, claimedAt: claimed.get(job.name) }, 'housekeeping job finished');
       } catch (err) {
@@ -113,6 +115,7 @@ export class Housekeeping {
   }
 
   stop(): Promise<void> {
+    this.stopping.abort();
     return this.ticker.stop();
   }
 }

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { connectPg } from '../../lib/pg.js';
 import { DataCipher } from '../../lib/credentials/data-cipher.js';
 import { integrationTokenKey, stackProfile, stackUrls } from '../stack.js';
-import { rotateSecrets } from '../data-keys.js';
+import { rotateSecrets } from '../../lib/credentials/stored-secrets.js';
 
 /**
  * npm run rotate-data-key [-- --tenant ID …]
@@ -28,7 +28,7 @@ if (!cipher) {
 const sql = connectPg(process.env.DATABASE_URL ?? stackUrls(profile).DATABASE_URL, 1);
 try {
   say(`rewriting under key ${cipher.currentKeyId}`);
-  const report = await rotateSecrets(sql, cipher, say, values.tenant);
+  const report = await rotateSecrets(sql, cipher, say, { tenants: values.tenant });
   const unreadable = Object.entries(report.unreadable);
   for (const [column, n] of unreadable) say(`${column}: ${n} value(s) no configured key opens, left as they are`);
   process.stdout.write(`${JSON.stringify({ key_id: cipher.currentKeyId, ...report })}\n`);

@@ -27,7 +27,7 @@ import { startReceiver, verifySignature } from '../helpers/webhook-receiver.js';
 // key is gone deliveries are still signed with the secrets their receivers hold and provider calls
 // still carry the tokens the provider issued, and a Zendesk integration's webhook signing secret
 // still verifies Zendesk's deliveries. A webhook secret kept in clear from before secrets were
-// encrypted is read as it is, then encrypted by the rotation.
+// encrypted is encrypted by the first start (test/webhooks/legacy-secrets covers that upgrade).
 t.teardown(closeDb);
 const run = promisify(execFile);
 const OLD = randomBytes(32).toString('base64');
@@ -114,17 +114,18 @@ const stored = async () => {
 const subs: Array<{ id: string; secret: string; path: string }> = [];
 
 t.test('under the old key: secrets are stored encrypted, deliveries and provider calls work', async (t) => {
-  const { api, stop } = await tiers(OLD);
-  const admin = client(api.url, w.api_key);
-  const made = await admin.post('/v1/webhook-subscriptions', { url: receiver.url('/encrypted'), events: ['*'] });
-  t.equal(made.status, 201, made.text);
-  subs.push({ id: made.body.id, secret: made.body.secret, path: '/encrypted' });
-  // A subscription whose secret was stored in clear, before secrets were encrypted.
+  // A subscription whose secret was stored in clear, before secrets were encrypted: the start encrypts it.
   const clear = newSecret();
   const [legacy] = await db()<Array<{ id: string }>>`
     INSERT INTO webhook_subscriptions (tenant_id, url, events, secret)
     VALUES (${w.tenant_id}, ${receiver.url('/clear')}, '{*}', ${clear}) RETURNING id::text`;
+  const { api, stop } = await tiers(OLD);
+  const admin = client(api.url, w.api_key);
+  const made = await admin.post('/v1/webhook-subscriptions', { url: receiver.url('/encrypted'), events: ['*'] });
+  t.equal(made.status, 201, made.text);
+  // In the order stored() lists them: by creation.
   subs.push({ id: legacy.id, secret: clear, path: '/clear' });
+  subs.push({ id: made.body.id, secret: made.body.secret, path: '/encrypted' });
 
   const started = await admin.post('/v1/integrations/slack/connect');
   t.equal(started.status, 200, started.text);
@@ -139,11 +140,14 @@ t.test('under the old key: secrets are stored encrypted, deliveries and provider
   t.equal(acme.status, 201, acme.text);
   zd.users.set(101, 'bob@acme.example');
 
-  const values = await stored();
+  const values = await waitFor('the secret kept in clear encrypted by the start', async () => {
+    const v = await stored();
+    return !v.includes(clear) && v;
+  });
   t.same(
     values.map((v) => (v.startsWith(`v2.${keyId(OLD)}.`) ? 'old key' : v === clear ? 'clear' : v)),
-    ['old key', 'clear', 'old key', 'old key', 'old key', 'old key'],
-    'the new secret, the tokens and the Zendesk signing secret under the old key',
+    ['old key', 'old key', 'old key', 'old key', 'old key', 'old key'],
+    'the secret kept in clear, the new secret, the tokens and the Zendesk signing secret under the old key',
   );
   t.notOk(values.includes(made.body.secret), 'the secret shown is not what is stored');
   t.notOk(values.includes(zd.webhooks[0].secret), 'nor is the Zendesk signing secret');
