@@ -98,7 +98,7 @@ export async function rotateSecrets(
           });
           if (!changed) continue;
           keys.push(row.row_key!);
-          next.forEach((v, i) => values[i].push(v));
+          for (let i = 0; i < columns.length; i++) values[i].push(next[i]);
         }
         if (keys.length > 0)
           await tx.unsafe(
