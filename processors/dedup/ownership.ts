@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { type Lease, Leases } from '../../lib/lease.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
 import { Ticker } from '../../lib/ticker.js';
@@ -33,10 +34,9 @@ export interface OwnershipOptions {
 const NO_WORKSPACE = '00000000-0000-0000-0000-000000000000';
 
 interface Holding {
+  lease: Lease;
   work: Promise<Owned | undefined>;
   abort: AbortController;
-  /** performance.now() past which this instance no longer counts on the lease. */
-  validUntil: number;
   /** Being handed over: its work drains, then the lease is freed. */
   releasing?: boolean;
 }
@@ -51,9 +51,9 @@ interface Holding {
  *   drains, then the lease is freed;
  * - takes free partitions (expired leases) up to its share.
  *
- * A holder stops inserting before a lease can pass to another: it counts the lifetime from when it
- * sent its last successful renewal, on its own monotonic clock, and gives up a third of it early
- * (`abandon`: nothing held is inserted; JetStream hands it to the next owner). PostgreSQL's clock
+ * A holder stops inserting before a lease can pass to another (lib/lease.ts `valid()`): it counts the
+ * lifetime from when it sent its last successful renewal, on its own monotonic clock, and gives up a
+ * third of it early (`abandon`: nothing held is inserted; JetStream hands it to the next owner). PostgreSQL's clock
  * decides when another may take it (`expires_at < now()`), never before the holder's own deadline.
  * The next owner's writer waits for inserts still running in ClickHouse before its first claim
  * (writer.ts); when the previous owner left messages unacknowledged, the start waits for them to
@@ -63,12 +63,14 @@ export class KeyedOwnership {
   private readonly ticker: Ticker;
   private readonly held = new Map<number, Holding>();
   private readonly instanceId = randomUUID();
+  private readonly leases: Leases;
 
   constructor(
     private readonly sql: Sql,
     private readonly log: Logger,
     private readonly o: OwnershipOptions,
   ) {
+    this.leases = new Leases(sql, log, { holder: o.holder, ttlMs: o.ttlMs });
     this.ticker = new Ticker(
       Math.max(200, Math.floor(o.ttlMs / 3)),
       () => this.tick(),
@@ -85,10 +87,8 @@ export class KeyedOwnership {
   }
 
   private async tick(): Promise<void> {
-    const sent = performance.now();
     const ttl = this.o.ttlMs;
     let instances = 1;
-    let renewed = new Set<number>();
     try {
       const [{ n }] = await this.sql<{ n: number }[]>`
         WITH me AS (
@@ -102,21 +102,12 @@ export class KeyedOwnership {
         SELECT count(*)::int + 1 AS n FROM job_leases
         WHERE job = ${`processors:${this.o.scope}`} AND tenant_id <> ${this.instanceId} AND expires_at > now()`;
       instances = n;
-      const mine = [...this.held.keys()];
-      if (mine.length) {
-        const rows = await this.sql<{ job: string }[]>`
-          UPDATE job_leases SET expires_at = now() + (${ttl}::float8 * interval '1 ms')
-          WHERE job = ANY(${mine.map((p) => this.lease(p))}) AND tenant_id = ${NO_WORKSPACE} AND holder = ${this.o.holder}
-          RETURNING job`;
-        renewed = new Set(rows.map((r) => Number(r.job.slice(r.job.lastIndexOf(':') + 1))));
-      }
+      await this.leases.renew([...this.held.values()].map((h) => h.lease));
     } catch (err) {
       this.log.warn({ err: String(err) }, 'keyed partition leases not renewed');
     }
-    for (const [p, h] of this.held) {
-      if (renewed.has(p)) h.validUntil = sent + (ttl * 2) / 3;
-      else if (performance.now() >= h.validUntil) await this.lose(p, h);
-    }
+    // A lease this instance can no longer count on (not renewed for two thirds of its lifetime) is lost.
+    for (const [p, h] of this.held) if (!h.lease.valid()) await this.lose(p, h);
     const share = Math.ceil(this.o.partitions / Math.max(1, instances));
     const active = [...this.held].filter(([, h]) => !h.releasing);
     // Beyond the share: the highest partitions go, each drained before its lease is freed.
@@ -133,34 +124,27 @@ export class KeyedOwnership {
     let want = share - active.length;
     for (const p of free) {
       if (want === 0) break;
-      if (await this.take(p, sent)) want--;
+      if (await this.take(p)) want--;
     }
   }
 
   /** Takes partition `p`'s lease if it is free, and starts its work (not awaited: a start may wait). */
-  private async take(p: number, sent: number): Promise<boolean> {
-    const ttl = this.o.ttlMs;
-    const rows = await this.sql`
-      INSERT INTO job_leases AS l (job, tenant_id, holder, expires_at, last_started_at)
-      VALUES (${this.lease(p)}, ${NO_WORKSPACE}, ${this.o.holder}, now() + (${ttl}::float8 * interval '1 ms'), now())
-      ON CONFLICT (job, tenant_id) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
-        last_started_at = now()
-      WHERE l.expires_at < now()
-      RETURNING 1`;
-    if (rows.length !== 1) return false;
+  private async take(p: number): Promise<boolean> {
+    const lease = await this.leases.claim(this.lease(p), NO_WORKSPACE);
+    if (!lease) return false;
     this.log.info({ partition: p, holder: this.o.holder }, 'keyed partition taken: landing its events');
     const abort = new AbortController();
     const work = this.o.start(p, abort.signal).catch((err: unknown) => {
       if (!abort.signal.aborted) this.log.error({ err, partition: p }, 'keyed partition did not start; freeing it');
       return undefined;
     });
-    const h: Holding = { work, abort, validUntil: sent + (ttl * 2) / 3 };
+    const h: Holding = { lease, work, abort };
     this.held.set(p, h);
     // A start that failed gives the lease up at once, so that the next tick (or another instance) tries again.
     void work.then(async (w) => {
       if (w || abort.signal.aborted || this.held.get(p) !== h) return;
       this.held.delete(p);
-      await this.free(p);
+      await lease.free().catch(() => {});
     });
     return true;
   }
@@ -178,13 +162,7 @@ export class KeyedOwnership {
     await (await h.work)?.stop();
     if (this.held.get(p) !== h) return;
     this.held.delete(p);
-    await this.free(p);
-  }
-
-  private async free(p: number): Promise<void> {
-    await this.sql`
-      UPDATE job_leases SET holder = NULL, expires_at = '-infinity'
-      WHERE job = ${this.lease(p)} AND tenant_id = ${NO_WORKSPACE} AND holder = ${this.o.holder}`.catch(() => {});
+    await h.lease.free().catch(() => {});
   }
 
   /** Shutdown: each partition's work writes what it holds, then its lease is freed for another instance. */
