@@ -13,6 +13,8 @@ export interface BenchOptions {
   emptyEventStore: boolean;
   /** --load-client: surface A's full load again through the producer client (sdk/), uncompressed like the raw load. */
   loadClient: boolean;
+  /** --wrk: surface A's full load again from wrk, a load generator in C (bench/wrk.ts), beside our own. */
+  wrk: boolean;
   only: Set<
     | 'parse'
     | 'ceilings'

@@ -6,6 +6,7 @@ import type { LoadConfig } from './load.js';
 import type { LoadResult } from './meter.js';
 import type { Usage } from './proc-stats.js';
 import { BenchError, runChild, say, startTier, type Tier } from './tiers.js';
+import { wrkLoad } from './wrk.js';
 
 export type Measured = LoadResult & { usage: Usage };
 
@@ -23,6 +24,8 @@ export interface IngestResult {
    * request bytes, right after `full`: the client's CPU per event next to the prebuilt load's.
    */
   viaClient?: Measured;
+  /** --wrk: the same full load from wrk (bench/wrk.ts), right after `full`. */
+  viaWrk?: Measured;
   half: Measured;
   /**
    * What JetStream stored per request during the full-load run (payload, subject and headers, from
@@ -127,6 +130,11 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
       );
       failOnErrors(viaClient, ingest);
     }
+    let viaWrk: Measured | undefined;
+    if (ctx.opts.wrk) {
+      viaWrk = await wrkLoad(ctx, ingest, ctx.opts.durationS);
+      failOnErrors(viaWrk, ingest);
+    }
     const messages = after.messages - before.messages;
     const stored =
       messages > 0 && full.requests > 0
@@ -156,6 +164,7 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
       connections: ctx.opts.connections,
       full,
       viaClient,
+      viaWrk,
       half,
       stored,
     };

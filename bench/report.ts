@@ -173,6 +173,17 @@ export function rows(s: Stored): Row[] {
       ratio: `${(usPerEvent(i.full.usage, 'ingest', i.full.eventsPerSec) / 6).toFixed(2)} × target`,
       bound: '—',
     });
+    const w = i.viaWrk;
+    if (w) {
+      const ingestUs = (m: Measured) => usPerEvent(m.usage, 'ingest', m.eventsPerSec);
+      out.push({
+        figure: `Surface A, full load from wrk (a load generator in C, ${i.connections} connections, the same bodies; --wrk)`,
+        measured: `${n(w.eventsPerSec)} events/s (${n(w.requestsPerSec)} req/s), p50 ${w.latency.p50Ms} ms, p99 ${w.latency.p99Ms} ms, errors ${w.errors}; ${cpuPerEvent(w.usage, w.eventsPerSec, ['ingest', 'nats-server'])}; wrk ${usPerEvent(w.usage, 'load', w.eventsPerSec).toFixed(2)} µs per event`,
+        target: 'ingest ≤ 6 µs',
+        ratio: `${(w.eventsPerSec / i.full.eventsPerSec).toFixed(2)} × our generator's rate, ingest CPU per event ${(ingestUs(w) / ingestUs(i.full)).toFixed(2)} × its; ${jb ? `${(w.eventsPerSec / jb.eventsPerSec).toFixed(2)} of the bodies ceiling` : 'no bodies ceiling'}; ${(ingestUs(w) / 6).toFixed(2)} × target`,
+        bound: boundBy(w.usage, ['load']),
+      });
+    }
     const load = usPerEvent(i.full.usage, 'load', i.full.eventsPerSec);
     const producer = (m: Measured) =>
       `${usPerEvent(m.usage, 'load', m.eventsPerSec).toFixed(2)} µs (${m.usage.groups.load?.cpuPct ?? '?'} % of a core at ${n(m.eventsPerSec)} events/s; ingest ${usPerEvent(m.usage, 'ingest', m.eventsPerSec).toFixed(1)} µs)`;

@@ -38,7 +38,7 @@ import type { BenchTenant } from './workload.js';
  *   [--outage-events N] [--connections N] [--profile dev|test] [--health-customers N] [--health-events N]
  *   [--metrics-customers N] [--metrics-events N] [--metrics-count N] [--metrics-test-requests N]
  *   [--playbooks-customers N] [--playbooks-events N] [--playbooks-count N] [--playbooks-kinds condition,…]
- *   [--analytics-customers N] [--analytics-requests N] [--analytics-callers N] [--profile-cpu] [--load-client]
+ *   [--analytics-customers N] [--analytics-requests N] [--analytics-callers N] [--profile-cpu] [--load-client] [--wrk]
  * Every option also reads from BENCH_<NAME> (e.g. BENCH_DURATION=30, BENCH_PROFILE=test).
  * --empty-event-store (test profile only) drops and recreates the csp database in ClickHouse before the run, so
  * that earlier runs' rows (and their background merges) do not weigh on the figures.
@@ -100,9 +100,10 @@ function options(): BenchOptions {
       'profile-cpu': { type: 'boolean' },
       'empty-event-store': { type: 'boolean' },
       'load-client': { type: 'boolean' },
+      wrk: { type: 'boolean' },
     },
   });
-  type Named = Exclude<keyof typeof values, 'profile-cpu' | 'empty-event-store' | 'load-client'>;
+  type Named = Exclude<keyof typeof values, 'profile-cpu' | 'empty-event-store' | 'load-client' | 'wrk'>;
   const get = (name: Named) =>
     (values[name] as string | undefined) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`];
   const num = (name: Named, def: number) => {
@@ -128,6 +129,7 @@ function options(): BenchOptions {
     profileCpu: values['profile-cpu'] === true || process.env.BENCH_PROFILE_CPU === '1',
     emptyEventStore: values['empty-event-store'] === true || process.env.BENCH_EMPTY_EVENT_STORE === '1',
     loadClient: values['load-client'] === true || process.env.BENCH_LOAD_CLIENT === '1',
+    wrk: values.wrk === true,
     only: new Set(only as Scenario[]),
     durationS: num('duration', 20),
     e2eDurationS: num('e2e-duration', 60),

@@ -149,6 +149,13 @@ export const CoreApiConfig = Type.Object({
       'How often the purges run (customers deleted over 30 days ago, idempotency keys after 24 h, OAuth codes a ' +
       'day after expiry), each by one process at a time (job_leases).',
   }),
+  GAUGES_INTERVAL_MS: Type.Integer({
+    minimum: 100,
+    default: 15_000,
+    description:
+      "How often /metrics' sampled gauges are refreshed: the age of each housekeeping job's last run and the " +
+      'PostgreSQL pool probe (docs/operations.md).',
+  }),
   ANALYTICS_CACHE_TTL_MS: Type.Integer({
     minimum: 0,
     maximum: MAX_CACHE_TTL_MS,

@@ -22,6 +22,8 @@ import { ClickHouseReader } from './clickhouse.js';
 import { HealthHistory } from './health/history.js';
 import { encryptLegacySecrets, HOUSEKEEPING_JOBS } from './housekeeping/jobs.js';
 import { Housekeeping } from './housekeeping/schedule.js';
+import { HousekeepingGauges } from './housekeeping/gauges.js';
+import { PoolProbe, watchNats } from '../lib/prometheus.js';
 import { Recalculator } from './health/recalculate.js';
 import { MaterializeClient } from './metrics/materialize.js';
 import { PlaybookRunClient } from './playbooks/run-client.js';
@@ -139,12 +141,24 @@ async function serve(): Promise<void> {
   );
 
   const traffic = newTraffic();
+  const metrics = new ApiMetrics();
+  watchNats(nc, metrics.registry);
+  const poolProbe = new PoolProbe(metrics.registry, { api: sql }, cfg.GAUGES_INTERVAL_MS);
+  // One process of the tier samples what is the same for all of them.
+  const housekeepingGauges =
+    (process.env.API_WORKER ?? '0') === '0'
+      ? new HousekeepingGauges(sql, metrics.registry, housekeepingLog, {
+          jobs: [...HOUSEKEEPING_JOBS, ...(secretsUpgrade ? [secretsUpgrade] : [])].map((j) => j.name),
+          intervalMs: cfg.HOUSEKEEPING_INTERVAL_MS,
+          everyMs: cfg.GAUGES_INTERVAL_MS,
+        })
+      : undefined;
   const app = mount(uws.App(), {
     router: new Router(routes),
     auth: new Authenticator(keys, tokens, revoked),
     limits: new Limits(sql, limiter, defaults, planLimits),
     audit,
-    metrics: new ApiMetrics(),
+    metrics,
     log,
     baseUrl,
     trustedProxies: proxies,
@@ -156,13 +170,17 @@ async function serve(): Promise<void> {
   const listenSocket = await listenOrExit(app, cfg.API_HOST, cfg.API_PORT, log);
   runner.start();
   housekeeping.start();
+  poolProbe.start();
+  housekeepingGauges?.start();
   log.info({ host: cfg.API_HOST, port: cfg.API_PORT }, 'core-api listening');
   // What an older version left unencrypted, finished now rather than at the next housekeeping run.
   const upgrading = new AbortController();
   const upgraded = secretsUpgrade
     ?.run(sql, upgrading.signal)
     .then((n) => n > 0 && housekeepingLog.info({ rewritten: n }, 'secrets left by an older version encrypted'))
-    .catch((err: unknown) => upgrading.signal.aborted || housekeepingLog.warn({ err }, 'encrypting old secrets failed'));
+    .catch(
+      (err: unknown) => upgrading.signal.aborted || housekeepingLog.warn({ err }, 'encrypting old secrets failed'),
+    );
   if (!dataCipher) log.warn('no DATA_ENCRYPTION_KEY: secrets an older version stored in clear stay in clear');
 
   onShutdown(log, async () => {
@@ -173,6 +191,8 @@ async function serve(): Promise<void> {
     invalidations.stop();
     await runner.stop();
     await housekeeping.stop();
+    poolProbe.stop();
+    housekeepingGauges?.stop();
     await audit.close();
     await nc.drain();
     await sql.end({ timeout: 5 });

@@ -21,6 +21,20 @@ export class Notifier {
     this.nc.publish(subjects.customersChanged(tenantId), JSON.stringify({ tenant_id: tenantId, ids, op }));
   }
 
+  /**
+   * `cmd.integrations.work` with `{"tenant_id", "name"}`: the processors start the work now due on the
+   * integration (a requested sync, a new connection's first sync or backfill) instead of at their next
+   * scheduled look. Best effort: that look finds the same work due if the message is lost, so a publish
+   * that fails (the connection closed) is not the request's failure.
+   */
+  integrationWork(tenantId: string, name: string): void {
+    try {
+      this.nc.publish(subjects.integrationWork, JSON.stringify({ tenant_id: tenantId, name }));
+    } catch {
+      // The scheduled look does the work later (above).
+    }
+  }
+
   /** `inv.ingestion-key` with the tenant id as plain text: resolves once every ingest process dropped the old key. */
   ingestionKeyChanged(tenantId: string): Promise<void> {
     return this.invalidations.publish(subjects.ingestionKeyChanged, tenantId);

@@ -126,7 +126,14 @@ const tableCount = (db: string, name: string) =>
 /** Applies schema.sql to a single server, or its cluster form (clusterStatements) to every server of a cluster. */
 export async function applyClickhouse(url: string, cluster?: ClusterTarget): Promise<void> {
   if (cluster) return applyToCluster(url, cluster);
-  const ch = clickhouseDdl(url);
+  await applyToServer(clickhouseDdl(url));
+}
+
+/**
+ * schema.sql on one server through `ch`: over HTTP here, in process on a current ClickHouse in
+ * test/clickhouse-current/ (chDB), so that both run the same statements in the same order.
+ */
+export async function applyToServer(ch: Run): Promise<void> {
   for (const stmt of clickhouseStatements()) {
     const view = MATERIALIZED_VIEW.exec(stmt);
     const populate = view && POPULATE[view[2]];

@@ -44,7 +44,7 @@ const PROVIDERS: Group = {
   ),
 };
 const SECRETS: Group = { title: 'Secrets at rest', names: /^(DATA_ENCRYPTION_KEY|INTEGRATION_TOKEN_KEY)$/ };
-const LOGGING: Group = { title: 'Logging', names: /^LOG_LEVEL$/ };
+const LOGGING: Group = { title: 'Logs and metrics', names: /^(LOG_LEVEL|GAUGES_INTERVAL_MS)$/ };
 
 const TIERS: Tier[] = [
   {

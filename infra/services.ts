@@ -35,11 +35,32 @@ function findBin(bin: string): string | undefined {
   );
 }
 
+/**
+ * Prometheus and promtool (Debian's `prometheus`): the test stacks need them (test/observability/
+ * checks the alert rules and scrapes the tiers), `npm run observe` too; the other profiles install
+ * them only when `observe` asks.
+ */
+const OBSERVABILITY_PACKAGES: Array<{ pkg: string; bin: string }> = [
+  { pkg: 'prometheus', bin: 'prometheus' },
+  { pkg: 'prometheus', bin: 'promtool' },
+];
+
 export function ensurePackages(p: StackProfile, say: Say): void {
   const wanted = p.chCluster ? [...PACKAGES, ...CLUSTER_PACKAGES] : PACKAGES;
-  const missing = [...new Set(wanted.filter((w) => !findBin(w.bin)).map((w) => w.pkg))];
   if (!findBin('initdb') || !findBin('pg_ctl'))
     throw new InfraError('PostgreSQL 15 (initdb, pg_ctl) is not installed: apt-get install postgresql-15');
+  installMissing([...wanted, ...(p.name === 'test' || p.name === 'serial' ? OBSERVABILITY_PACKAGES : [])], say);
+}
+
+/** The paths of `prometheus` and `promtool`, installed first (as root) when missing. */
+export function ensurePrometheus(say: Say): { prometheus: string; promtool: string } {
+  installMissing(OBSERVABILITY_PACKAGES, say);
+  return { prometheus: findBin('prometheus')!, promtool: findBin('promtool')! };
+}
+
+/** Installs the Debian packages of `wanted` whose file is missing (as root; else says the apt-get line). */
+export function installMissing(wanted: Array<{ pkg: string; bin: string }>, say: Say): void {
+  const missing = [...new Set(wanted.filter((w) => !findBin(w.bin)).map((w) => w.pkg))];
   if (missing.length === 0) return;
   const line = `apt-get update && apt-get install -y --no-install-recommends ${missing.join(' ')}`;
   if (!isRoot()) throw new InfraError(`missing Debian packages: ${missing.join(', ')}. Run as root:\n  ${line}`);
@@ -204,6 +225,30 @@ function clickhouseClusterSettings(p: StackProfile): string {
 }
 
 /**
+ * The test stacks log every statement they run (system.query_log, flushed every 7.5 s), whole: the
+ * default cut at 100,000 characters would hide the end of the largest queries (a metric over
+ * thousands of event names). `npm run test:clickhouse-current` reads the log after the stack suite
+ * and runs each statement's shape on a current ClickHouse (test/clickhouse-current/, docs/clickhouse.md).
+ * Other profiles log nothing: the query log is a write per statement that production leaves to its operators.
+ */
+export const QUERY_LOG_CUT = 16 * 1024 * 1024;
+const logsQueries = (p: StackProfile) => p.name === 'test' || p.name === 'serial';
+
+function clickhouseQueryLogXml(p: StackProfile): string {
+  if (!logsQueries(p)) return '';
+  return [
+    '<query_log><database>system</database><table>query_log</table>',
+    '<partition_by>toYYYYMM(event_date)</partition_by><flush_interval_milliseconds>7500</flush_interval_milliseconds>',
+    '</query_log>',
+  ].join('');
+}
+
+function clickhouseQueryLogSettings(p: StackProfile): string {
+  if (!logsQueries(p)) return '';
+  return `<log_queries>1</log_queries><log_queries_cut_to_length>${QUERY_LOG_CUT}</log_queries_cut_to_length>`;
+}
+
+/**
  * The test stacks' merges stop at parts of 32 MiB. A suite inserts about 4 million rows from many
  * files, 2 million of them in the two big parts of the erasure test, whose mutations rewrite whole
  * parts: merged up to the default 150 GiB, the big parts were merged again with every small one
@@ -250,6 +295,8 @@ function clickhouseService(node: ClickhouseNode): Service {
         CH_CLUSTER_XML: clickhouseClusterXml(p, node),
         CH_CLUSTER_SETTINGS: clickhouseClusterSettings(p),
         CH_MERGE_TREE_XML: clickhouseMergeTreeXml(p),
+        CH_QUERY_LOG_XML: clickhouseQueryLogXml(p),
+        CH_QUERY_LOG_SETTINGS: clickhouseQueryLogSettings(p),
       };
       fs.writeFileSync(path.join(dir, 'config.xml'), render('infra/clickhouse/config.xml', v));
       fs.writeFileSync(path.join(dir, 'users.xml'), render('infra/clickhouse/users.xml', v));

@@ -115,6 +115,8 @@ process.stdout.write(
       `(CA: ${path.relative(ROOT, edgeCaFile(profile))}; http://127.0.0.1:${profile.edgeHttpPort} redirects)`,
     `Surface A (ingest):  ${ingestUrl}/v1/ingest/events`,
     `Core API:            ${apiUrl}/v1`,
+    `Metrics:             ${ingestUrl}/metrics, http://127.0.0.1:${processorsPort}/metrics, ${apiUrl}/metrics ` +
+      '(ingest, processors, core API; npm run observe: a Prometheus with the alert rules)',
     `Workspace:           ${creds.tenant_id}`,
     `Ingestion key:       ${creds.ingestion_key}`,
     `Admin API key:       ${creds.api_key}`,

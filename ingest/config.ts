@@ -50,6 +50,13 @@ export const IngestConfig = Type.Object({
       'three times this publishing (transient failures such as a restarting nats-server are retried with backoff ' +
       'within that budget).',
   }),
+  GAUGES_INTERVAL_MS: Type.Integer({
+    minimum: 100,
+    default: 5000,
+    description:
+      "How often /metrics' sampled gauges are refreshed: the streams' consumers (unacknowledged messages, the age of " +
+      "the oldest), the streams' sizes (the dead-letter stream) and the PostgreSQL pool probe (docs/operations.md).",
+  }),
   INGEST_FUTURE_SKEW_MS: Type.Integer({
     minimum: 0,
     default: 300_000,

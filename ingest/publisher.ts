@@ -59,6 +59,12 @@ export class PublishFailure extends Error {
   }
 }
 
+/** What the publisher reports (ingest/metrics.ts). */
+export interface PublishWatch {
+  acked(ms: number): void;
+  publishFailed(kind: PublishFailure['kind'] | 'store_full'): void;
+}
+
 interface Waiting {
   resolve(): void;
   reject(e: PublishFailure): void;
@@ -146,6 +152,8 @@ export class Publisher {
     private readonly timeoutMs: number,
     /** Total time a request may spend publishing; the default is three PubAck waits. */
     private readonly budgetMs = 3 * timeoutMs,
+    /** Told of each request's PubAck latency and of each attempt that failed (/metrics). */
+    private readonly watch?: PublishWatch,
   ) {
     this.acks = new PubAcks(nc);
   }
@@ -158,17 +166,21 @@ export class Publisher {
     let last: unknown;
     let maybeStored = false;
     let backoff = 50;
+    const t0 = performance.now();
     for (let attempt = 0; ; attempt++) {
       if (maybeStored) h.set('Cs-Republished', String(attempt));
       const left = deadline - Date.now();
       try {
         await this.acks.publish(subject, payload, h, Math.max(100, Math.min(this.timeoutMs, left)));
         this.payloads.give(payload);
+        this.watch?.acked(performance.now() - t0);
         return;
       } catch (err) {
         last = err;
         const e = err as PublishFailure;
-        if (STORE_FULL.has(e.errCode)) throw new EventStoreFull(err);
+        const full = STORE_FULL.has(e.errCode);
+        this.watch?.publishFailed(full ? 'store_full' : (e.kind ?? 'closed'));
+        if (full) throw new EventStoreFull(err);
         // Only a publish that may have reached the server can have left a copy there.
         if (e.kind === 'timeout') maybeStored = true;
         else if (e.kind !== 'no-responders') break;

@@ -1,5 +1,5 @@
 import { createLogger } from '../lib/logger.js';
-import { connectNats, subjects, tenantOfSubject } from '../lib/nats.js';
+import { connectNats, STREAM_DLQ, STREAM_EVENTS, STREAM_WEBHOOKS, subjects, tenantOfSubject } from '../lib/nats.js';
 import { connectPg } from '../lib/pg.js';
 import { SharedRateLimiter } from '../lib/rate-limit.js';
 import { announceListening, onRebalance, onShutdown } from '../lib/lifecycle.js';
@@ -9,6 +9,8 @@ import { drain, rebalance, traffic as newTraffic } from '../lib/http/traffic.js'
 import { Invalidations } from '../lib/credentials/invalidations.js';
 import { IngestionKeys } from './keys.js';
 import { IngestMetrics } from './metrics.js';
+import { PoolProbe, watchNats } from '../lib/prometheus.js';
+import { StreamLag } from '../lib/stream-lag.js';
 import { Publisher } from './publisher.js';
 import { BufferPool } from '../lib/buffer-pool.js';
 import { Resolver } from './resolver.js';
@@ -77,8 +79,26 @@ export async function serve(
   traffic.bodies = new BufferPool();
   const limiter = new SharedRateLimiter(sql);
   const quota = new DailyQuota(sql, limiter, quotas);
-  const publisher = new Publisher(nc, cfg.INGEST_PUBLISH_TIMEOUT_MS);
   const metrics = new IngestMetrics();
+  const publisher = new Publisher(nc, cfg.INGEST_PUBLISH_TIMEOUT_MS, undefined, metrics);
+  watchNats(nc, metrics.registry);
+  const poolProbe = new PoolProbe(metrics.registry, { ingest: sql }, cfg.GAUGES_INTERVAL_MS);
+  poolProbe.start();
+  // The streams' freshness, sampled by one process of the tier (the first slot, or the only process).
+  const lag =
+    (env.INGEST_WORKER ?? '0') === '0'
+      ? new StreamLag(
+          await nc.jetstreamManager({ checkAPI: false }),
+          metrics.registry,
+          log.child({ mod: 'stream-lag' }),
+          {
+            consumersOf: [STREAM_EVENTS, STREAM_WEBHOOKS],
+            sizesOf: [STREAM_EVENTS, STREAM_WEBHOOKS, STREAM_DLQ],
+            everyMs: cfg.GAUGES_INTERVAL_MS,
+          },
+        )
+      : undefined;
+  lag?.start();
   const audit = new AuditLog(sql, log.child({ mod: 'audit' }));
   const store = new SurfaceBStore(
     sql,
@@ -158,6 +178,8 @@ export async function serve(
     uws.us_listen_socket_close(listenSocket);
     await drain(traffic, Date.now() + 10_000);
     invalidations.stop();
+    poolProbe.stop();
+    await lag?.stop();
     await sweeper.stop();
     await audit.close();
     await nc.drain();

@@ -50,6 +50,8 @@ export function supervise(
 ): void {
   const children = new Set<ChildProcess>();
   let stopping = false;
+  // Loaded at the first scrape only: the supervisor stays small.
+  let relay: Promise<(from: ChildProcess, m: unknown) => void> | undefined;
   const start = (slot: number, restart = false) => {
     const child = fork(process.argv[1], process.argv.slice(2), {
       env: { ...env, [childEnv]: String(slot) },
@@ -61,6 +63,12 @@ export function supervise(
     // Keep-alive clients that reconnected while this worker was away are all on its siblings, and
     // would stay there: once it listens again, the siblings hand their connections back to the kernel.
     child.on('message', (m: { type?: string }) => {
+      // A scrape of /metrics reached this worker: every worker's figures, summed (lib/prometheus.ts).
+      if (m?.type === 'metrics-scrape') {
+        relay ??= import('./prometheus.js').then((p) => p.relayScrapes(children));
+        void relay.then((r) => r(child, m));
+        return;
+      }
       if (m?.type !== 'listening' || !restart) return;
       for (const c of children) if (c !== child && c.connected) c.send({ type: 'rebalance' });
     });

@@ -61,6 +61,12 @@ export const subjects = {
   metricsMaterialize: 'cmd.metrics.materialize',
   /** Core NATS request/reply: evaluate one playbook now (payload: JSON PlaybookRunRequest). */
   playbookRun: 'cmd.playbooks.run',
+  /**
+   * Core NATS, no reply: work on a workspace's integration is due now (payload: JSON {tenant_id,
+   * name}): a sync asked for through the API, a new connection's first sync or Zendesk backfill.
+   * Every processors instance hears it (no queue group) and claims the work under its lease.
+   */
+  integrationWork: 'cmd.integrations.work',
   /** Core NATS: an ingestion key was regenerated (payload: tenant id). */
   ingestionKeyChanged: 'inv.ingestion-key',
   /** Core NATS: a customer of the tenant changed (payload: JSON {tenant_id, ids?}). */

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { createClient, ClickHouseLogLevel, type ClickHouseClient } from '@clickhouse/client';
+import { createClient, ClickHouseLogLevel, type ClickHouseClient, type ClickHouseSettings } from '@clickhouse/client';
 import { ClickHouseEndpoints, isConnectionError } from '../lib/clickhouse-endpoints.js';
 import { insertColumns, type RowFormat } from '../lib/row-binary.js';
 import type { SinkTable } from '../schemas/rows.js';
@@ -21,6 +21,19 @@ export function chErrorCode(err: unknown): number | undefined {
 export const isDataError = (err: unknown): boolean => {
   const code = chErrorCode(err);
   return code !== undefined && DATA_ERROR_CODES.has(code);
+};
+
+/**
+ * Settings whose defaults changed after ClickHouse 18.16, sent with every request so that the
+ * answers and inserts mean the same on 18.16 and on a current server (docs/clickhouse.md):
+ * - 64-bit integers in JSON rows stay quoted strings, as 18.16 writes them and as the reads here
+ *   type them (`n: string`, then Number()); 26 writes them as numbers by default;
+ * - a JSONEachRow row with a field its table lacks fails the insert, as on 18.16, instead of
+ *   losing the field silently (26 skips unknown fields by default).
+ */
+export const PINNED_SETTINGS: ClickHouseSettings = {
+  output_format_json_quote_64bit_integers: 1,
+  input_format_skip_unknown_fields: 0,
 };
 
 /**
@@ -52,6 +65,7 @@ export class ClickHouse {
           request_timeout: requestTimeoutMs,
           max_open_connections: 16,
           compression: { request: false, response: false },
+          clickhouse_settings: PINNED_SETTINGS,
           log: { level: ClickHouseLogLevel.OFF },
         }),
       );

@@ -263,7 +263,9 @@ export const ProcessorsConfig = Type.Object({
     default: 60_000,
     description:
       'Pause between looks for integration tokens that expire within 5 minutes (refreshed then); a call to a ' +
-      'provider refreshes a due token itself first, so this only keeps idle connections fresh.',
+      'provider refreshes a due token itself first, so this only keeps idle connections fresh. Also the pause ' +
+      'between looks for Zendesk backfills to start or go on (at most 30 s, each jittered from half to one and a ' +
+      "half of it); a new connection's backfill starts at once, on a message from the core API.",
   }),
   INTEGRATION_TENANTS: Type.String({
     default: '',
@@ -294,7 +296,10 @@ export const ProcessorsConfig = Type.Object({
   INTEGRATION_SYNC_POLL_MS: Type.Integer({
     minimum: 50,
     default: 5000,
-    description: 'Pause between looks for due integration syncs (and syncs asked for through the API).',
+    description:
+      'Pause between the scheduled looks for due integration syncs (at most 30 s, each jittered from half to one ' +
+      "and a half of it). A sync asked for through the API and a new connection's first sync start at once, on a " +
+      'message from the core API; these looks start them when that message was lost.',
   }),
   INTEGRATION_SYNC_LEASE_TTL_MS: Type.Integer({
     minimum: 1000,
@@ -397,6 +402,14 @@ export const ProcessorsConfig = Type.Object({
     description: 'Every workspace under watch is checked for rows of erased customers this often.',
   }),
   ...IntegrationConfig,
+  GAUGES_INTERVAL_MS: Type.Integer({
+    minimum: 100,
+    default: 15_000,
+    description:
+      "How often /metrics' sampled gauges are refreshed: the backlogs in PostgreSQL (scheduled runs, webhook " +
+      'deliveries, integration syncs, erasures, outboxes; one statement) and the PostgreSQL pool probe ' +
+      '(docs/operations.md).',
+  }),
   LOG_LEVEL: Type.String({
     default: 'info',
     description: 'pino level of the JSON logs (fatal, error, warn, info, debug, trace).',

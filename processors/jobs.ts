@@ -23,11 +23,18 @@ import type { ScoreTask } from './health/score-worker.js';
 import type { Scored } from './health/score.js';
 import { HealthScorer } from './health/scorer.js';
 import { HistoryBuffer } from './health/store.js';
-import { AccessTokens } from './integrations/access-tokens.js';
+import { AccessTokens, REFRESH_MARGIN_MS } from './integrations/access-tokens.js';
 import { Notifier, TokenRefresher } from './integrations/notifier.js';
+import { IntegrationRequests } from './integrations/requests.js';
 import { ZendeskBackfill } from './integrations/zendesk-backfill.js';
 import { LeasedSchedule } from './lease.js';
-import { HealthMetrics, type OutboxMetrics, type WriterMetrics } from './metrics.js';
+import {
+  HealthMetrics,
+  IntegrationMetrics,
+  type OutboxMetrics,
+  WebhookMetrics,
+  type WriterMetrics,
+} from './metrics.js';
 import { Materializer } from './metrics/materializer.js';
 import { materializeNowResponder } from './metrics/responder.js';
 import { OutboxRelay, SystemEvents } from './outbox/relay.js';
@@ -273,6 +280,7 @@ export function webhooksJob(t: Tier, outboxMetrics: OutboxMetrics, dataCipher: D
     disableAfterMs: cfg.WEBHOOK_DISABLE_AFTER_MS,
     tenants: commaList(cfg.WEBHOOK_TENANTS),
     openSecret,
+    metrics: new WebhookMetrics(t.metrics.registry),
   });
   const fanout = new WebhookFanout(t.js, webhookSql, consumers.webhookFanout, log, () => dispatcher.wake());
   return {
@@ -293,7 +301,16 @@ export function webhooksJob(t: Tier, outboxMetrics: OutboxMetrics, dataCipher: D
 export function integrationsJob(t: Tier, providers: Providers, dataCipher: DataCipher | undefined): Job {
   const { cfg, webhookSql } = t;
   const log = t.log.child({ module: 'integrations' });
-  const accessTokens = dataCipher && new AccessTokens(webhookSql, providers, dataCipher, log);
+  const accessTokens =
+    dataCipher &&
+    new AccessTokens(
+      webhookSql,
+      providers,
+      dataCipher,
+      log,
+      REFRESH_MARGIN_MS,
+      IntegrationMetrics.of(t.metrics.registry),
+    );
   const tenants = commaList(cfg.INTEGRATION_TENANTS);
   const notifier = new Notifier(webhookSql, accessTokens, log, {
     pollMs: cfg.NOTIFY_POLL_MS,
@@ -309,13 +326,17 @@ export function integrationsJob(t: Tier, providers: Providers, dataCipher: DataC
     pollMs: cfg.INTEGRATION_REFRESH_POLL_MS,
     tenants,
   });
+  // A new Zendesk connection is backfilled at once, not at the next look.
+  const requests = new IntegrationRequests(t.nc, log, ['zendesk'], (tenantId) => backfill.requested(tenantId));
   return {
     start() {
       notifier.start();
       refresher.start();
       backfill.start();
+      requests.start();
     },
     async stop() {
+      requests.stop();
       await Promise.all([notifier.stop(), refresher.stop(), backfill.stop()]);
     },
   };

@@ -27,6 +27,7 @@ import {
 } from './jobs.js';
 import { integrationSyncJob } from './integrations/sync/index.js';
 import { OutboxMetrics, WriterMetrics } from './metrics.js';
+import { signalsJob } from './signals.js';
 import type { ClickhouseWriter } from './writer/writer.js';
 
 const log = createLogger('processors', process.env.LOG_LEVEL ?? 'info');
@@ -66,7 +67,9 @@ const jobs: Job[] = [
   erasure,
   healthJob(tier, playbooks.afterRuns),
   backlogJob(tier),
+  signalsJob(tier, providersFromConfig(cfg)),
 ];
+tier.metrics.watchStalled(() => writers.writers);
 for (const job of jobs) await job.start();
 let ready = true;
 

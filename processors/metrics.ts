@@ -39,6 +39,30 @@ export class WriterMetrics {
     labelNames: ['table'],
     registers: [this.registry],
   });
+  private bytes = new Counter({
+    name: 'writer_bytes_inserted_total',
+    help: 'Bytes of row data sent to ClickHouse in inserts that succeeded',
+    labelNames: ['table'],
+    registers: [this.registry],
+  });
+  private chErrors = new Counter({
+    name: 'writer_clickhouse_errors_total',
+    help: "Inserts ClickHouse failed, by its error code ('connection' when none came: refused, reset, timed out)",
+    labelNames: ['table', 'code'],
+    registers: [this.registry],
+  });
+  private reconciliations = new Counter({
+    name: 'writer_reconciliations_total',
+    help: 'Suspect batches (redelivered, republished, retried) checked against the table before their insert',
+    labelNames: ['table'],
+    registers: [this.registry],
+  });
+  private reconciledMessages = new Counter({
+    name: 'writer_reconciled_messages_total',
+    help: 'Messages a check found stored already (acknowledged without insert) or partly (only missing rows inserted)',
+    labelNames: ['table', 'outcome'],
+    registers: [this.registry],
+  });
   readonly pending = new Gauge({
     name: 'consumer_pending_messages',
     help: 'Messages not yet delivered to the consumer',
@@ -54,11 +78,41 @@ export class WriterMetrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+    for (const table of ['events', 'billing_events']) {
+      this.rows.inc({ table }, 0);
+      this.bytes.inc({ table }, 0);
+      this.dlq.inc({ table }, 0);
+      this.retries.inc({ table }, 0);
+    }
   }
 
-  inserted(table: string, rows: number, ms: number): void {
+  inserted(table: string, rows: number, ms: number, bytes = 0): void {
     this.rows.inc({ table }, rows);
+    if (bytes) this.bytes.inc({ table }, bytes);
     if (ms) this.inserts.observe({ table }, ms / 1000);
+  }
+
+  clickhouseError(table: string, code: number | undefined): void {
+    this.chErrors.inc({ table, code: code === undefined ? 'connection' : String(code) });
+  }
+
+  /** A batch's check before its insert: how many messages were stored already, in whole or in part. */
+  reconciled(table: string, thorough: boolean, stored: number, partly: number): void {
+    if (thorough) this.reconciliations.inc({ table });
+    if (stored) this.reconciledMessages.inc({ table, outcome: 'stored' }, stored);
+    if (partly) this.reconciledMessages.inc({ table, outcome: 'partly_stored' }, partly);
+  }
+
+  /** How many of `writers` are stalled (as /readyz counts them), read at each scrape. */
+  watchStalled(writers: () => ReadonlyArray<{ stalled: boolean }>): void {
+    new Gauge({
+      name: 'writer_stalled_writers',
+      help: 'Writers that have not pulled from JetStream for 10 s while able to take more (/readyz is 503 meanwhile)',
+      registers: [this.registry],
+      collect() {
+        this.set(writers().filter((w) => w.stalled).length);
+      },
+    });
   }
 
   retry(table: string): void {
@@ -139,5 +193,75 @@ export class OutboxMetrics {
 
   relayed(n: number): void {
     if (n) this.published.inc(n);
+  }
+}
+
+/** Webhook deliveries, counted by the dispatcher as their outcomes are written. */
+export class WebhookMetrics {
+  private deliveries: Counter;
+
+  constructor(registry: Registry) {
+    this.deliveries = new Counter({
+      name: 'webhook_deliveries_total',
+      help: 'Webhook delivery attempts by outcome (succeeded, retrying, failed: no retry left, gone: 410 disabled it)',
+      labelNames: ['outcome'],
+      registers: [registry],
+    });
+    for (const outcome of ['succeeded', 'retrying', 'failed', 'gone']) this.deliveries.inc({ outcome }, 0);
+  }
+
+  attempted(outcome: 'succeeded' | 'retrying' | 'failed' | 'gone'): void {
+    this.deliveries.inc({ outcome });
+  }
+}
+
+const integrationMetrics = new WeakMap<Registry, IntegrationMetrics>();
+
+/**
+ * The integrations' calls to the providers and their syncs, by connector (a fixed list: a label of
+ * bounded cardinality). One per registry, shared by the jobs that call providers (`of`).
+ */
+export class IntegrationMetrics {
+  private syncs: Counter;
+  private refreshFailures: Counter;
+  private throttled: Counter;
+
+  static of(registry: Registry): IntegrationMetrics {
+    let m = integrationMetrics.get(registry);
+    if (!m) integrationMetrics.set(registry, (m = new IntegrationMetrics(registry)));
+    return m;
+  }
+
+  private constructor(registry: Registry) {
+    this.syncs = new Counter({
+      name: 'integration_syncs_total',
+      help: 'E-mail and calendar syncs by connector and outcome (ok, failed, stopped)',
+      labelNames: ['connector', 'outcome'],
+      registers: [registry],
+    });
+    this.refreshFailures = new Counter({
+      name: 'integration_token_refresh_failures_total',
+      help: 'Token refreshes that failed, by connector (refused: the integration is now in error; unavailable: retried)',
+      labelNames: ['connector', 'reason'],
+      registers: [registry],
+    });
+    this.throttled = new Counter({
+      name: 'integration_provider_throttled_total',
+      help: 'Provider answers that asked to slow down (429), by connector',
+      labelNames: ['connector'],
+      registers: [registry],
+    });
+  }
+
+  synced(connector: string, outcome: 'ok' | 'failed' | 'stopped'): void {
+    this.syncs.inc({ connector, outcome });
+  }
+
+  refreshFailed(connector: string, reason: 'refused' | 'unavailable'): void {
+    this.refreshFailures.inc({ connector, reason });
+  }
+
+  answered(connector: string, status: number): void {
+    if (status === 429) this.throttled.inc({ connector });
   }
 }

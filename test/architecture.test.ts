@@ -222,9 +222,16 @@ t.test('the tiers send ClickHouse queries in a request body, never in a URL', as
   if (violations === 0) t.pass('no query travels in a URL');
 });
 
-/** Suites that run one file at a time anyway (test:newcomer) or need no server (the fast layer). */
+/**
+ * Suites that run one file at a time anyway (test:newcomer, test:upgrade, test:clickhouse-current) or
+ * need no server (the fast layer).
+ */
 const UNGROUPED = (file: string) =>
-  file.startsWith('test/unit/') || file.startsWith('test/newcomer/') || file === 'test/architecture.test.ts';
+  file.startsWith('test/unit/') ||
+  file.startsWith('test/newcomer/') ||
+  file.startsWith('test/upgrade/') ||
+  file.startsWith('test/clickhouse-current/') ||
+  file === 'test/architecture.test.ts';
 
 t.test('a stack test that touches what other files share is in the serial group (test/suites.ts)', async (t) => {
   let violations = 0;

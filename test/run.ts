@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { ROOT } from '../infra/stack.js';
-import { ALONE, LONGEST_FIRST, SERIAL } from './suites.js';
+import { ALONE, LONGEST_FIRST, SERIAL, SUITE_STARTED } from './suites.js';
 
 /**
  * node dist/test/run.js [--unit] [pattern…]
@@ -39,7 +39,10 @@ const patterns = process.argv
   .map((p) => p.replace(/^dist\//, '').replace(/\.(js|ts)$/, ''));
 
 /** Folders of test/ that are not the stack suite: the fast layer and the suites run on their own. */
-const OTHER = profile === 'cluster' ? [] : ['test/unit', 'test/cluster', 'test/newcomer'];
+const OTHER =
+  profile === 'cluster'
+    ? []
+    : ['test/unit', 'test/cluster', 'test/newcomer', 'test/upgrade', 'test/clickhouse-current'];
 
 function testFiles(dir: string, skip: string[]): string[] {
   const out: string[] = [];
@@ -252,6 +255,9 @@ console.log(
     (serial.length + alone.length > 0 ? ' (test/suites.ts)' : ''),
 );
 const started = Date.now();
+// When the whole suite of the test stack starts: test:clickhouse-current reads the statements logged since.
+if (!unit && profile === 'test' && patterns.length === 0)
+  fs.writeFileSync(path.join(ROOT, SUITE_STARTED), String(Math.floor(started / 1000)));
 const groupsOk = await Promise.all([
   runGroup('concurrent', concurrent, jobs),
   twin && serial.length > 0 ? twinUp(twin).then((up) => up && runGroup('serial', serial, 1, twin)) : true,

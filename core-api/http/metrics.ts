@@ -1,7 +1,10 @@
 import client from 'prom-client';
+import { SupervisedMetrics } from '../../lib/prometheus.js';
 
+/** The core API's /metrics, served as the sum of the tier's processes (lib/prometheus.ts). */
 export class ApiMetrics {
   readonly registry = new client.Registry();
+  private readonly served = new SupervisedMetrics(this.registry);
   private readonly duration: client.Histogram<'method' | 'route' | 'status'>;
 
   constructor() {
@@ -24,6 +27,6 @@ export class ApiMetrics {
   }
 
   render(): Promise<string> {
-    return this.registry.metrics();
+    return this.served.render();
   }
 }

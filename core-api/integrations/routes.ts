@@ -211,6 +211,8 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
         scope = ${t.scope ?? null}, account = ${account}, provider_account_id = ${workspace?.id ?? null},
         error = NULL, connected_at = now(), updated_at = now()
       WHERE tenant_id = ${row.tenant_id} AND name = ${name}`;
+    // The first sync (e-mail, calendar) or the ticket backfill (zendesk) starts now, not at the next look.
+    d.notify.integrationWork(row.tenant_id, name);
     return noticePage(200, 'Connected', `${name} is connected${account ? ` as ${account}` : ''}.`);
   }
 
@@ -303,7 +305,7 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
   const common = { tag: 'Integrations' };
   const admin = { ...common, auth: 'bearer' as const, scope: null, role: 'admin' as const };
   return [
-    syncNowRoute(sql, known),
+    syncNowRoute(sql, d.notify, known),
     {
       ...common,
       auth: 'bearer',

@@ -6,6 +6,7 @@ import { SyncAnswer } from '../../schemas/core/integration-sync.js';
 import { IntegrationParams } from '../../schemas/core/integrations.js';
 import { type Ctx, json, type Reply } from '../http/context.js';
 import type { Route } from '../http/router.js';
+import type { Notifier } from '../notify.js';
 
 /** The connectors the processors sync on a schedule (processors/integrations/sync/). */
 export const SYNCED: readonly ConnectorName[] = ['gmail', 'outlook', 'google_calendar', 'outlook_calendar'];
@@ -79,8 +80,12 @@ export function syncStatusFields(
   };
 }
 
-/** POST /v1/integrations/{name}/sync: the connection is due at once; the processors pick it up within a poll. */
-export function syncNowRoute(sql: Sql, known: (name: string) => ConnectorName): Route {
+/**
+ * POST /v1/integrations/{name}/sync: the connection is due at once, and the processors are told
+ * (core NATS): the sync starts within a second. Without that message (processors down) their next
+ * scheduled look finds it due.
+ */
+export function syncNowRoute(sql: Sql, notify: Notifier, known: (name: string) => ConnectorName): Route {
   async function syncNow(c: Ctx): Promise<Reply> {
     const name = known(c.params.name);
     if (!SYNCED.includes(name))
@@ -92,6 +97,7 @@ export function syncNowRoute(sql: Sql, known: (name: string) => ConnectorName): 
       ON CONFLICT (tenant_id, name) DO UPDATE SET requested_at = now()
       RETURNING s.requested_at, s.lease_expires_at > now() AND s.holder IS NOT NULL AS running`;
     if (!r) throw new ApiError('integration_not_connected', `${name} is not connected; connect it first.`);
+    notify.integrationWork(c.principal.tenantId, name);
     return json(202, { name, requested_at: r.requested_at.toISOString(), running: r.running });
   }
   return {
@@ -103,10 +109,12 @@ export function syncNowRoute(sql: Sql, known: (name: string) => ConnectorName): 
     path: '/v1/integrations/{name}/sync',
     summary: 'Sync an e-mail or calendar integration now (admin)',
     description:
-      'Makes the connection due at once: the processors start its sync within a poll ' +
-      '(INTEGRATION_SYNC_POLL_MS, 5 s by default) instead of waiting for INTEGRATION_SYNC_INTERVAL_MS, and ' +
-      'GET /v1/integrations shows its last_synced_at or last_error afterwards. 202 when queued (`running`: a ' +
-      'sync was under way, another follows it); unknown name → 404; a connector that does not sync (slack, ' +
+      'Makes the connection due at once and tells the processors, which start its sync within a second ' +
+      'instead of waiting for INTEGRATION_SYNC_INTERVAL_MS; GET /v1/integrations shows its last_synced_at or ' +
+      'last_error afterwards. If no processors instance gets the message (none running), or every one is at ' +
+      'INTEGRATION_SYNC_CONCURRENCY, their next scheduled look starts it (every INTEGRATION_SYNC_POLL_MS, 5 s ' +
+      'by default, jittered ±50 %). 202 when queued (`running`: a sync was under way; another starts as soon ' +
+      'as it ends); unknown name → 404; a connector that does not sync (slack, ' +
       'teams, zendesk, intercom) → 409 `integration_not_syncable`; not connected → 409 ' +
       '`integration_not_connected`.',
     params: IntegrationParams,

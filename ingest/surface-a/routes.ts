@@ -74,6 +74,14 @@ export function surfaceA(d: SurfaceA) {
             ? bodyProblem('content_encoding_invalid', r.message, ['header', 'content-encoding'])
             : new IngestError('service_unavailable', 'The server is busy', [], 1),
     render(x, err) {
+      d.metrics.refused(
+        'a',
+        err instanceof IngestError
+          ? err.code
+          : isPgUnavailable(err) || err instanceof EventStoreFull
+            ? 'service_unavailable'
+            : 'internal_error',
+      );
       if (err instanceof IngestError && err.code !== 'internal_error') {
         if (err.code === 'service_unavailable') d.log.error({ trace_id: x.traceId, err: err.message }, 'batch refused');
         return answerError(err);

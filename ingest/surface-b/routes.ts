@@ -115,6 +115,7 @@ export function surfaceB(d: SurfaceBDeps) {
             : 'No event of this request was stored. Retry with backoff; quote the trace_id when contacting support.',
         );
       }
+      metrics.refused('b', e.code);
       if (e.status < 500) log.debug({ trace_id: x.traceId, code: e.code }, 'request refused');
       else if (e.status === 503) log.warn({ trace_id: x.traceId, code: e.code, detail: e.message }, 'unavailable');
       const body = JSON.stringify(problemBody(d.baseUrl, e, x.head.url, x.traceId));

@@ -105,16 +105,17 @@ export async function evaluateUsageDrops(
   // The rest of the last 7 × 24 hours from the raw events, of those customers only: today, and day 7
   // ago from this time of day on (events the service generates are not usage, as in the rollup).
   // One query: today() and now() are the same in all its parts. The customers come in a subquery,
-  // never in a list in the SQL, which max_query_size would bound.
+  // never in a list in the SQL, which max_query_size would bound. The joined subqueries carry
+  // aliases: current ClickHouse refuses a JOIN of unnamed ones (docs/clickhouse.md), 18.16 takes both.
   const rows = await ch.rows<{ id: string; last7: string; recent: string; base: string }>(`
     SELECT toString(customer_id) AS id, last7, days6 + partial AS recent, base
-    FROM (${rollup}) ANY LEFT JOIN (
+    FROM (${rollup}) AS drops ANY LEFT JOIN (
       SELECT customer_id, count() AS partial FROM csp.events
       WHERE tenant_id = toUUID('${tenantId}') AND customer_id IN (SELECT customer_id FROM (${rollup}))
         AND surface != 'system' AND ts >= now() - ${7 * 86_400}
         AND (ts < toDateTime(today() - 6) OR (ts >= toDateTime(today()) AND ts < toDateTime(today() + 1)))
       GROUP BY customer_id
-    ) USING (customer_id)
+    ) AS recent_events USING (customer_id)
     WHERE recent < ${ratio} * base / 30 * 7`);
   /** Still below over the last 7 × 24 hours: their alerts stay open, and only they may be raised. */
   const below = rows.map((r) => ({ id: r.id, last7: Number(r.last7), weekly: (Number(r.base) / 30) * 7 }));

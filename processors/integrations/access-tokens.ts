@@ -4,6 +4,7 @@ import { forConnection, type ProviderConfig, type Providers } from '../../lib/in
 import type { DataCipher } from '../../lib/credentials/data-cipher.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
+import type { IntegrationMetrics } from '../metrics.js';
 
 /** Tokens that end within this are refreshed before they are used, and by the scheduled refresher. */
 export const REFRESH_MARGIN_MS = 5 * 60_000;
@@ -61,6 +62,8 @@ export class AccessTokens {
     private readonly cipher: DataCipher,
     private readonly log: Logger,
     readonly marginMs = REFRESH_MARGIN_MS,
+    /** Counts throttled answers and failed refreshes per connector (/metrics). */
+    private readonly metrics?: IntegrationMetrics,
   ) {}
 
   /**
@@ -76,9 +79,13 @@ export class AccessTokens {
     if (!base) throw new NotConnectedError(`${c.name} is not configured`);
     const p = forConnection(base, subdomain);
     const first = await send(this.cipher.decrypt(token), p);
+    this.metrics?.answered(c.name, first.status);
     if (first.status !== 401) return first;
     const renewed = await this.refresh(c, token, true);
-    return renewed === token ? first : send(this.cipher.decrypt(renewed), p);
+    if (renewed === token) return first;
+    const second = await send(this.cipher.decrypt(renewed), p);
+    this.metrics?.answered(c.name, second.status);
+    return second;
   }
 
   /**
@@ -158,7 +165,11 @@ export class AccessTokens {
         return { token };
       } catch (err) {
         // The provider may answer later: the integration stays connected, the caller retries.
-        if (err instanceof ProviderError && !err.refused) throw err;
+        if (err instanceof ProviderError && !err.refused) {
+          this.metrics?.refreshFailed(c.name, 'unavailable');
+          throw err;
+        }
+        this.metrics?.refreshFailed(c.name, 'refused');
         const again = `an admin must connect ${c.name} again`;
         const reason =
           err instanceof ProviderError && err.revokedGrant

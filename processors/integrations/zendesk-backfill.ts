@@ -13,6 +13,8 @@ export const BACKFILL_DAYS = 90;
 /** Pages per claim (Zendesk allows 10 export requests a minute); the rest at the next claim. */
 const PAGES_PER_CLAIM = 8;
 const LEASE_MS = 2 * 60_000;
+/** Requested backfills in flight in one instance at most (besides the scheduled look's). */
+const REQUESTED_AT_ONCE = 4;
 const TIMEOUT_MS = 15_000;
 
 type Activity = ActivityPush['activities'][number];
@@ -49,9 +51,14 @@ interface Page {
  * kept after every page, so a stopped export resumes where it was. A 429 waits Retry-After; a 403
  * for a missing scope, or a 401 (a token Zendesk disowns), puts the integration in `error`; other
  * failures are kept in last_error and tried again a minute later. A reconnection (a new
- * connection_id) starts over.
+ * connection_id) starts over. A new connection is looked for on schedule (pollMs, jittered) and at
+ * once when the core API says one was made (requested(), requests.ts), under the same lease.
  */
 export class ZendeskBackfill extends PollingJob {
+  /** Requested backfills under way, by workspace. */
+  private readonly inFlight = new Map<string, Promise<number>>();
+  private stopped = false;
+
   constructor(
     private readonly sql: Sql,
     private readonly tokens: AccessTokens | undefined,
@@ -61,7 +68,32 @@ export class ZendeskBackfill extends PollingJob {
     super(log, 'zendesk backfill', o.pollMs);
   }
 
-  async once(): Promise<number> {
+  /**
+   * The workspace's new connection, backfilled now rather than at the next look: one round (the
+   * next ones on schedule), unless another instance holds it, or this one already works on it or
+   * on REQUESTED_AT_ONCE others (then the scheduled look takes it). Never rejects.
+   */
+  requested(tenantId: string): Promise<number> {
+    const { tenants } = this.o;
+    if (this.stopped || !this.tokens || (tenants.length && !tenants.includes(tenantId))) return Promise.resolve(0);
+    if (this.inFlight.has(tenantId) || this.inFlight.size >= REQUESTED_AT_ONCE) return Promise.resolve(0);
+    const p = this.once(tenantId)
+      .catch((err: unknown) => {
+        this.log.warn({ tenantId, err: String(err) }, 'requested zendesk backfill: claim failed');
+        return 0;
+      })
+      .finally(() => this.inFlight.delete(tenantId));
+    this.inFlight.set(tenantId, p);
+    return p;
+  }
+
+  override async stop(): Promise<void> {
+    this.stopped = true;
+    await Promise.all([super.stop(), ...this.inFlight.values()]);
+  }
+
+  /** One round of the oldest connection due (`tenantId`: that workspace's only); how many it claimed. */
+  async once(tenantId?: string): Promise<number> {
     if (!this.tokens) return 0;
     const tenants = this.o.tenants;
     const [claim] = await this.sql<Claim[]>`
@@ -71,6 +103,7 @@ export class ZendeskBackfill extends PollingJob {
         WHERE name = 'zendesk' AND status = 'connected' AND backfilled_at IS NULL
           AND coalesce(backfill_lease_until, '-infinity') < now()
           AND (${tenants.length === 0} OR tenant_id = ANY(${tenants}::uuid[]))
+          ${tenantId ? this.sql`AND tenant_id = ${tenantId}` : this.sql``}
         ORDER BY connected_at LIMIT 1 FOR UPDATE SKIP LOCKED
       ) c
       WHERE i.tenant_id = c.tenant_id AND i.name = 'zendesk'

@@ -1,6 +1,7 @@
 import type { Logger } from '../../lib/logger.js';
 import type { Sql } from '../../lib/pg.js';
 import { signatureHeader } from '../../lib/webhooks/signature.js';
+import type { WebhookMetrics } from '../metrics.js';
 import type { Sender, SendResult } from './send.js';
 
 export interface DispatcherOptions {
@@ -20,6 +21,8 @@ export interface DispatcherOptions {
   tenants: string[];
   /** The signing secret of a stored value: decrypted (lib/credentials/data-cipher.ts), or as kept before encryption. */
   openSecret: (stored: string) => string;
+  /** Counts each attempt's outcome (/metrics). */
+  metrics?: WebhookMetrics;
 }
 
 interface Claimed {
@@ -192,6 +195,7 @@ export class WebhookDispatcher {
   private settled(d: Claimed, r: SendResult): void {
     const gone = r.status === 410;
     const retryMs = r.ok || gone ? null : (this.o.retryScheduleMs[d.attempts - 1] ?? null);
+    this.o.metrics?.attempted(r.ok ? 'succeeded' : gone ? 'gone' : retryMs !== null ? 'retrying' : 'failed');
     this.outcomes.push({ d, r, gone, retryMs });
     this.unwritten++;
     // The slot is free at once: the delivery's lease keeps it from being claimed again until

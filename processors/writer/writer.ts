@@ -2,7 +2,7 @@ import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from 'nats';
 import type { Piscina } from 'piscina';
 import type { Logger } from '../../lib/logger.js';
 import { STREAM_EVENTS, tenantOfSubject } from '../../lib/nats.js';
-import { type ClickHouse, isDataError } from '../clickhouse.js';
+import { type ClickHouse, chErrorCode, isDataError } from '../clickhouse.js';
 import type { ErasedSet } from '../erasure/erased-customers.js';
 import type { WriterMetrics } from '../metrics.js';
 import type { CheckInput } from './check-rows.js';
@@ -323,6 +323,7 @@ export class ClickhouseWriter {
       const queryId = this.nextQueryId();
       try {
         const v = await this.reconciler.classify(batch, thorough);
+        this.d.metrics.reconciled(this.o.table, thorough, v.stored.length, v.override.size);
         await this.done(v.stored, 0);
         batch = [...v.insert, ...v.copies];
         if (!v.insert.length) return;
@@ -336,12 +337,14 @@ export class ClickhouseWriter {
         let first = true;
         for (const [format, msgs] of byFormat(v.insert)) {
           const t0 = performance.now();
-          await this.insert(body(msgs, format, v.override), first ? queryId : this.nextQueryId(), format);
+          const payload = body(msgs, format, v.override);
+          await this.insert(payload, first ? queryId : this.nextQueryId(), format);
           first = false;
           this.d.metrics.inserted(
             this.o.table,
             msgs.reduce((n, m) => n + (erased.left.get(m) ?? rowsOf(m)), 0),
             performance.now() - t0,
+            payload.reduce((n, b) => n + b.length, 0),
           );
         }
         // From here on the rows are stored: a failing hook retries through reconcile, never re-inserts.
@@ -351,6 +354,7 @@ export class ClickhouseWriter {
         if (duplicates) this.d.metrics.droppedDuplicates(this.o.table, duplicates);
         return;
       } catch (err) {
+        this.d.metrics.clickhouseError(this.o.table, chErrorCode(err));
         if (isDataError(err)) {
           batch = await this.isolate(batch, err);
           continue;
@@ -519,8 +523,14 @@ export class ClickhouseWriter {
         if (duplicates) this.d.metrics.droppedDuplicates(this.o.table, duplicates);
         if (v.insert.length) {
           const format = formatOfMessage(m)!;
-          await this.insert(body([m], format, v.override), this.nextQueryId(), format);
-          this.d.metrics.inserted(this.o.table, erased.left.get(m) ?? rowsOf(m), 0);
+          const payload = body([m], format, v.override);
+          await this.insert(payload, this.nextQueryId(), format);
+          this.d.metrics.inserted(
+            this.o.table,
+            erased.left.get(m) ?? rowsOf(m),
+            0,
+            payload.reduce((n, b) => n + b.length, 0),
+          );
         }
         await this.done([m], generation);
         if (erased.dropped) this.d.metrics.droppedErased(this.o.table, erased.dropped);

@@ -36,7 +36,7 @@ async function rowsEverywhere(tenantId: string, customerId: string): Promise<Rec
   const out: Record<string, number> = {};
   const tables = await ch<{ table: string }>(
     `SELECT c.table AS table FROM system.columns AS c
-     ANY INNER JOIN (SELECT name AS table FROM system.tables WHERE database = 'csp' AND engine LIKE '%MergeTree')
+     ANY INNER JOIN (SELECT name AS table FROM system.tables WHERE database = 'csp' AND engine LIKE '%MergeTree') AS t
      USING table WHERE c.database = 'csp' AND c.name = 'customer_id'`,
   );
   for (const { table } of tables) {

@@ -40,21 +40,26 @@ export const firstSync = (admin: Client, name: string) =>
     30_000,
   );
 
-/** POST /v1/integrations/{name}/sync (202), then the entry once that sync finished or failed. */
+/**
+ * POST /v1/integrations/{name}/sync (202), then the entry once a sync that started after the request
+ * finished or failed (its lease released). Not merely the next change of the entry: a sync under way when the request
+ * came (a new connection's first one starts at once) ends first, and the requested one follows it.
+ */
 export async function syncNow(admin: Client, name: string): Promise<Entry> {
-  const before = await entry(admin, name);
   const r = await admin.post(`/v1/integrations/${name}/sync`);
   if (r.status !== 202) throw new Error(`sync answered ${r.status}: ${r.text}`);
-  return waitFor(
-    `a ${name} sync`,
+  const requested = new Date(r.body.requested_at as string);
+  await waitFor(
+    `a ${name} sync started after the request`,
     async () => {
-      const e = await entry(admin, name);
-      const synced = e.last_synced_at !== before.last_synced_at;
-      const failed = e.last_error && e.last_error.at !== before.last_error?.at;
-      return synced || failed ? e : undefined;
+      const [s] = await db()<Array<{ done: boolean }>>`
+        SELECT last_started_at >= requested_at AND holder IS NULL AS done
+        FROM integration_syncs WHERE name = ${name} AND date_trunc('milliseconds', requested_at) = ${requested}`;
+      return s?.done;
     },
     30_000,
   );
+  return entry(admin, name);
 }
 
 export interface Produced {

@@ -19,13 +19,14 @@ export const SYNC_CONNECTORS: Record<SyncName, { sync: Connector; scope: string 
   google_calendar: { sync: syncGoogleCalendar, scope: 'https://www.googleapis.com/auth/calendar.readonly' },
   outlook_calendar: { sync: syncOutlookCalendar, scope: 'Calendars.Read' },
 };
-const NAMES = Object.keys(SYNC_CONNECTORS) as SyncName[];
+export const SYNC_NAMES = Object.keys(SYNC_CONNECTORS) as SyncName[];
+const isSyncName = (name: string): name is SyncName => (SYNC_NAMES as string[]).includes(name);
 const FORGET_EVERY_MS = 10 * 60_000;
 
 export interface IntegrationSyncOptions {
   /** A connection is synced again when its last sync finished longer ago than this. */
   intervalMs: number;
-  /** Pause between looks for due connections (and for syncs asked for through the API). */
+  /** Pause between scheduled looks for due connections (jittered; lib/ticker.ts). */
   pollMs: number;
   /** Lease lifetime; renewed every third of it while a sync lasts. */
   leaseTtlMs: number;
@@ -39,6 +40,8 @@ export interface IntegrationSyncOptions {
   holder: string;
   /** Only these workspaces (empty: all). */
   tenants: string[];
+  /** Told of each sync's outcome (/metrics). */
+  finished?: (name: SyncName, outcome: 'ok' | 'failed' | 'stopped') => void;
 }
 
 interface Claimed {
@@ -52,13 +55,16 @@ interface Claimed {
 
 /**
  * The e-mail and calendar sync (docs/integrations.md), with any number of processors instances:
- * - every poll an instance claims the connections that are due (connected, a configured provider,
+ * - at every look an instance claims the connections that are due (connected, a configured provider,
  *   no live lease, and last synced longer than an interval ago, asked for through
  *   POST /v1/integrations/{name}/sync since, or never synced on this connection: a connection
  *   made again is due even while the pause after a failure of the earlier one lasts), up to its
  *   free slots, each with one conditional upsert of its integration_syncs row that succeeds only
  *   while the lease is free (released, or run out): two instances never sync the same connection
  *   at once;
+ * - the looks are scheduled (lib/ticker.ts), and one connection is looked at at once when the core API
+ *   says its sync was asked for or it was just connected (requested(), requests.ts); a sync asked for
+ *   while one ran is claimed as soon as that one ends, by the instance that ran it;
  * - the lease is renewed while the sync lasts and released at its end; a killed holder's lease
  *   runs out after leaseTtlMs and another instance takes the connection over from the stored cursor;
  * - the cursor is kept at the end of the sync, also after a failure (the stages that completed);
@@ -68,8 +74,12 @@ interface Claimed {
  */
 export class IntegrationSync {
   private readonly ticker: Ticker;
-  private readonly running = new Set<Promise<void>>();
+  private readonly running = new Set<Promise<unknown>>();
   private forgotAt = 0;
+  /** The claims of this instance, one after another: each counts the slots the one before filled. */
+  private claims: Promise<unknown> = Promise.resolve();
+  /** The connections a requested look is queued or under way for: a second request adds nothing. */
+  private readonly asked = new Set<string>();
 
   constructor(
     private readonly sql: Sql,
@@ -94,8 +104,38 @@ export class IntegrationSync {
     this.ticker.start(0);
   }
 
-  /** Claims what is due (up to the free slots) and starts the syncs; how many it started. */
-  async once(): Promise<number> {
+  /**
+   * Claims what is due (up to the free slots; `only` one connection) and starts the syncs; how
+   * many it started.
+   */
+  once(only?: { tenantId: string; name: SyncName }): Promise<number> {
+    const p = this.claims.then(() => this.claimAndStart(only));
+    this.claims = p.catch(() => {});
+    return p;
+  }
+
+  /**
+   * A look at one connection now, for a sync asked for or a new connection: started if it is due
+   * and a slot is free, else left to the scheduled looks (another instance's, or a later one).
+   */
+  async requested(tenantId: string, name: string): Promise<number> {
+    const { tenants } = this.o;
+    if (!this.tokens || this.stopping || !isSyncName(name) || !this.providers[name]) return 0;
+    if (tenants.length && !tenants.includes(tenantId)) return 0;
+    const key = `${tenantId}/${name}`;
+    if (this.asked.has(key)) return 0;
+    this.asked.add(key);
+    try {
+      return await this.once({ tenantId, name });
+    } catch (err) {
+      this.log.warn({ tenantId, name, err: String(err) }, 'requested integration sync: claim failed');
+      return 0;
+    } finally {
+      this.asked.delete(key);
+    }
+  }
+
+  private async claimAndStart(only?: { tenantId: string; name: SyncName }): Promise<number> {
     if (Date.now() - this.forgotAt > FORGET_EVERY_MS) {
       this.forgotAt = Date.now();
       await this.forget().catch((err: unknown) =>
@@ -103,17 +143,26 @@ export class IntegrationSync {
       );
     }
     const free = this.o.concurrency - this.running.size;
-    const names = NAMES.filter((n) => this.providers[n]);
+    const names = SYNC_NAMES.filter((n) => this.providers[n]);
     if (free <= 0 || !names.length || this.stopping) return 0;
-    const claimed = await this.claim(names, free);
+    const claimed = await this.claim(names, free, only);
     for (const c of claimed) {
       const p = this.run(c).finally(() => this.running.delete(p));
       this.running.add(p);
+      // Asked for again while it ran: the next sync now, not at the next look.
+      p.then(
+        (again) => void (again && this.requested(c.tenant_id, c.name)),
+        (err: unknown) => this.log.error({ tenantId: c.tenant_id, name: c.name, err }, 'integration sync run failed'),
+      );
     }
     return claimed.length;
   }
 
-  private async claim(names: SyncName[], limit: number): Promise<Claimed[]> {
+  private async claim(
+    names: SyncName[],
+    limit: number,
+    only?: { tenantId: string; name: SyncName },
+  ): Promise<Claimed[]> {
     const { holder, leaseTtlMs, intervalMs, tenants } = this.o;
     const sql = this.sql;
     return sql<Claimed[]>`
@@ -122,6 +171,7 @@ export class IntegrationSync {
         LEFT JOIN integration_syncs s ON s.tenant_id = i.tenant_id AND s.name = i.name
         WHERE i.status = 'connected' AND i.name = ANY(${names}::text[])
           ${tenants.length ? sql`AND i.tenant_id = ANY(${tenants}::uuid[])` : sql``}
+          ${only ? sql`AND i.tenant_id = ${only.tenantId} AND i.name = ${only.name}` : sql``}
           AND (s.tenant_id IS NULL OR (s.lease_expires_at < now() AND (
             s.connection_id IS DISTINCT FROM i.connection_id OR s.last_finished_at IS NULL
             OR s.last_finished_at < now() - (${intervalMs}::float8 * interval '1 ms')
@@ -144,7 +194,8 @@ export class IntegrationSync {
       FROM taken t JOIN due d ON d.tenant_id = t.tenant_id AND d.name = t.name`;
   }
 
-  private async run(c: Claimed): Promise<void> {
+  /** One sync, its outcome recorded; whether another was asked for while it ran. */
+  private async run(c: Claimed): Promise<boolean> {
     const { holder, leaseTtlMs } = this.o;
     const key = { tenantId: c.tenant_id, name: c.name };
     const renew = setInterval(
@@ -203,24 +254,31 @@ export class IntegrationSync {
       clearInterval(renew);
     }
     const ms = Math.round(performance.now() - t0);
-    await this.finish(c, run, failure).catch((err: unknown) =>
-      this.log.warn({ ...key, err: String(err) }, 'integration sync result not recorded; its lease runs out'),
-    );
+    this.o.finished?.(c.name, !failure ? 'ok' : failure.stopped || failure.gone ? 'stopped' : 'failed');
+    const again = await this.finish(c, run, failure).catch((err: unknown) => {
+      this.log.warn({ ...key, err: String(err) }, 'integration sync result not recorded; its lease runs out');
+      return false;
+    });
     if (!failure) this.log.info({ ...key, ms, ...run.counts }, 'integration sync finished');
     else if (!failure.stopped && !failure.gone)
       this.log.warn({ ...key, ms, err: failure.message, ...run.counts }, 'integration sync failed');
+    // After a failure the connection waits out its pause; while stopping nothing new starts.
+    return again && !failure;
   }
 
-  /** Releases the lease with the cursor and the outcome; a refused scope also puts the integration in error. */
+  /**
+   * Releases the lease with the cursor and the outcome; a refused scope also puts the integration
+   * in error. Whether a sync was asked for since this one started.
+   */
   private async finish(
     c: Claimed,
     run: SyncRun,
     f: { message: string; scope?: boolean; stopped?: boolean } | undefined,
-  ) {
+  ): Promise<boolean> {
     const { holder, intervalMs } = this.o;
     const backoffMs = f?.stopped ? 0 : Math.min(intervalMs, 60_000);
-    await this.sql.begin(async (tx) => {
-      await tx`
+    return this.sql.begin(async (tx) => {
+      const [r] = await tx<Array<{ again: boolean | null }>>`
         UPDATE integration_syncs SET cursor = ${tx.json(run.cursor as never)}, connection_id = ${c.current},
           holder = NULL,
           lease_expires_at = ${f ? tx`now() + (${backoffMs}::float8 * interval '1 ms')` : tx`'-infinity'`},
@@ -228,12 +286,14 @@ export class IntegrationSync {
           last_synced_at = ${f ? tx`last_synced_at` : tx`now()`},
           last_error = ${f && !f.stopped ? f.message : tx`last_error`},
           last_error_at = ${f && !f.stopped ? tx`now()` : tx`last_error_at`}
-        WHERE tenant_id = ${c.tenant_id} AND name = ${c.name} AND holder = ${holder}`;
+        WHERE tenant_id = ${c.tenant_id} AND name = ${c.name} AND holder = ${holder}
+        RETURNING requested_at > last_started_at AS again`;
       if (f?.scope)
         await tx`
           UPDATE integrations SET status = 'error', error = ${f.message}, updated_at = now()
           WHERE tenant_id = ${c.tenant_id} AND name = ${c.name} AND connection_id = ${c.current}
             AND status = 'connected'`;
+      return r?.again === true;
     });
   }
 
@@ -266,6 +326,8 @@ export class IntegrationSync {
 
   async stop(): Promise<void> {
     await this.ticker.stop();
+    // A requested claim under way may still start syncs: they see stopping and end at once.
+    await this.claims;
     await Promise.all([...this.running]);
   }
 }

@@ -115,13 +115,18 @@ export function redeemCode<G extends { challenge: string; redirect: string }>(
 
 /**
  * Answers a test injects by path prefix, each for the next `times` requests under it, before
- * anything else; one added with `skip` lets that many requests under its prefix pass first.
+ * anything else; one added with `skip` lets that many requests under its prefix pass first; one
+ * added with `times` 0 ends the faults still pending under its prefix (the provider heals).
  */
 export class Faults {
   private readonly list: Array<{ prefix: string; answer: FakeAnswer; times: number; skip: number }> = [];
 
   add(prefix: string, answer: FakeAnswer, times = 1, skip = 0): void {
-    this.list.push({ prefix, answer, times, skip });
+    if (times > 0) {
+      this.list.push({ prefix, answer, times, skip });
+      return;
+    }
+    for (const f of this.list) if (f.prefix === prefix) f.times = 0;
   }
 
   /** The injected answer for this path (used up once), or undefined. */
