@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { installMissing } from '../infra/services.js';
 import { sampler, type BenchContext } from './context.js';
-import type { Measured } from './ingest-scenario.js';
+import type { LoadResult } from './meter.js';
+import type { Usage } from './proc-stats.js';
 import { type Tier, say } from './tiers.js';
 import { Workload } from './workload.js';
 
@@ -87,7 +88,11 @@ interface WrkSummary {
 }
 
 /** wrk against the ingest tier for `durationS`, with CPU of every process sampled meanwhile. */
-export async function wrkLoad(ctx: BenchContext, ingest: Tier, durationS: number): Promise<Measured> {
+export async function wrkLoad(
+  ctx: BenchContext,
+  ingest: Tier,
+  durationS: number,
+): Promise<LoadResult & { usage: Usage }> {
   installMissing([{ pkg: 'wrk', bin: 'wrk' }], say);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-wrk-'));
   try {

@@ -117,7 +117,8 @@ export interface ClusterTarget {
  */
 const POPULATE: Record<string, string> = {
   event_keys_mv:
-    "INSERT INTO csp.event_keys SELECT tenant_id, customer_id, external_id, batch_id FROM csp.events WHERE external_id != ''",
+    'INSERT INTO csp.event_keys SELECT tenant_id, customer_id, external_id, batch_id FROM csp.events ' +
+    "WHERE external_id != ''",
 };
 const MATERIALIZED_VIEW = /^CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+)\.(\w+) /i;
 const tableCount = (db: string, name: string) =>

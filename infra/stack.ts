@@ -25,8 +25,9 @@ export interface ClickhouseNode {
  * The local stack's addresses. Four profiles run side by side without touching each other, each
  * with its own ports and data folder under .data/: `dev` (npm start) and `test` (npm test) run one
  * server of each kind, and so does `serial`, the test stack's twin on which npm test runs the files
- * that stop, kill or reconfigure servers (test/suites.ts) while the others use `test`; `cluster` runs three nats-servers (one JetStream cluster, streams with 3
- * replicas) and four clickhouse-servers (2 shards x 2 replicas) coordinated by one ZooKeeper.
+ * that stop, kill or reconfigure servers (test/suites.ts) while the others use `test`; `cluster` runs
+ * three nats-servers (one JetStream cluster, streams with 3 replicas) and four clickhouse-servers
+ * (2 shards x 2 replicas) coordinated by one ZooKeeper.
  * A one-node profile is the cluster profile with one node: the same stream definitions and the
  * same DDL (infra/apply.ts derives the cluster's from schema.sql).
  */
@@ -52,6 +53,14 @@ export interface StackProfile {
   edgePort: number;
   edgeHttpPort: number;
 }
+
+/**
+ * The first lines of an ES module bundle (esbuild's banner): packages written as CommonJS call
+ * require(), which an ES module does not have.
+ */
+export const REQUIRE_BANNER =
+  "import { createRequire as __createRequire } from 'node:module'; " +
+  'const require = __createRequire(import.meta.url);';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 

@@ -25,7 +25,10 @@ export interface WorkspaceOptions {
   /** Where the printed credentials say the tiers are. */
   ingestUrl: string;
   apiUrl: string;
-  /** The admin's password with its hash; a new random one when not given (tests reuse one: scrypt is slow on purpose). */
+  /**
+   * The admin's password with its hash; a new random one when not given (tests reuse one: scrypt is
+   * slow on purpose).
+   */
   password?: { plain: string; hash: string };
 }
 

@@ -66,7 +66,7 @@ export const SurfaceBDedup = Type.Union([Type.Literal('request'), Type.Literal('
   default: 'stream',
   description:
     "Where surface B's external_id deduplication happens; set it the same for the ingest and processors tiers. " +
-    'request (the earlier way): each request claims its keys in PostgreSQL before it publishes. stream: every valid event is ' +
-    'published, and the keyed writers (each partition of the workspaces on one processors instance at a time) drop ' +
-    'duplicates between the stream and ClickHouse (docs/ingestion.md).',
+    'request (the earlier way): each request claims its keys in PostgreSQL before it publishes. stream: every ' +
+    'valid event is published, and the keyed writers (each partition of the workspaces on one processors ' +
+    'instance at a time) drop duplicates between the stream and ClickHouse (docs/ingestion.md).',
 });

@@ -64,7 +64,9 @@ export class StreamLag {
     this.bytes = gauge('stream_bytes', 'Bytes stored in the stream', ['stream']);
     this.failures = new Counter({
       name: 'stream_lag_sample_failures_total',
-      help: 'Samples of the streams and their consumers that failed (NATS unreachable); the gauges keep their last values',
+      help:
+        'Samples of the streams and their consumers that failed (NATS unreachable); the gauges keep their last ' +
+        'values',
       registers: [registry],
     });
   }

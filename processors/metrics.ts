@@ -241,7 +241,9 @@ export class IntegrationMetrics {
     });
     this.refreshFailures = new Counter({
       name: 'integration_token_refresh_failures_total',
-      help: 'Token refreshes that failed, by connector (refused: the integration is now in error; unavailable: retried)',
+      help:
+        'Token refreshes that failed, by connector (refused: the integration is now in error; unavailable: ' +
+        'retried)',
       labelNames: ['connector', 'reason'],
       registers: [registry],
     });

@@ -95,7 +95,8 @@ const ANY = (scope: string[]) => scope.length === 0;
  * When an outbox row was written: the time in its UUIDv7 id (48-bit unix ms). Not occurred_at, which
  * is the event's own time (an e-mail's, days before a sync found it).
  */
-const V7_TIME = `to_timestamp(('x' || lpad(substr(replace(id::text, '-', ''), 1, 12), 16, '0'))::bit(64)::bigint / 1000.0)`;
+const V7_TIME = `to_timestamp(
+  ('x' || lpad(substr(replace(id::text, '-', ''), 1, 12), 16, '0'))::bit(64)::bigint / 1000.0)`;
 
 /**
  * The backlogs and ages of the processors' work that lives in PostgreSQL (docs/operations.md):

@@ -1,8 +1,7 @@
 import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { ACTIVITY_TYPES, CONNECTOR_NAMES, CONNECTORS, isConnector } from '../../lib/integrations/connectors.js';
 import { authorizationUrl, exchangeCode, ProviderError, revokeToken } from '../../lib/integrations/oauth.js';
-import { forConnection, needsSubdomain, type Providers, SUBDOMAIN } from '../../lib/integrations/providers.js';
-import type { DataCipher } from '../../lib/credentials/data-cipher.js';
+import { forConnection, needsSubdomain, SUBDOMAIN } from '../../lib/integrations/providers.js';
 import type { Sql } from '../../lib/pg.js';
 import { fitsDateTime } from '../../lib/row-binary.js';
 import { ApiError, type FieldError, notFound } from '../../lib/problem.js';
@@ -15,7 +14,7 @@ import {
   IntegrationList,
   IntegrationParams,
 } from '../../schemas/core/integrations.js';
-import type { Deps } from '../deps.js';
+import type { IntegrationDeps } from '../deps.js';
 import { type Ctx, json, noContent, type Reply } from '../http/context.js';
 import type { Route } from '../http/router.js';
 import { errorPage, noticePage } from '../oauth/page.js';
@@ -24,12 +23,6 @@ import { storeActivities } from './activities.js';
 import { loadSyncStatus, syncNowRoute, syncStatusFields } from './sync-status.js';
 import { type IntercomWorkspace, intercomWorkspace } from './intercom-workspace.js';
 import { createZendeskWebhook, deleteZendeskWebhook, ticketingWebhookRoutes } from './webhooks.js';
-
-export interface IntegrationDeps extends Deps {
-  providers: Providers;
-  /** Undefined without a data key (DATA_ENCRYPTION_KEY or INTEGRATION_TOKEN_KEY): nothing can be connected. */
-  dataCipher?: DataCipher;
-}
 
 interface Row {
   name: string;

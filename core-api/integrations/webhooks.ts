@@ -13,7 +13,7 @@ import {
 import type { ActivityPush } from '../../schemas/core/integrations.js';
 import { type Ctx, json, type Reply } from '../http/context.js';
 import type { Route } from '../http/router.js';
-import type { IntegrationDeps } from './routes.js';
+import type { IntegrationDeps } from '../deps.js';
 
 /**
  * The ticketing providers' own webhooks (docs/integrations.md):

@@ -7,7 +7,7 @@ import type { Ctx, Reply } from '../http/context.js';
 import type { Route } from '../http/router.js';
 import { type AppRow, appByClientId } from './apps.js';
 import { consentPage, errorPage } from './page.js';
-import type { OAuthDeps } from './routes.js';
+import type { OAuthDeps } from '../deps.js';
 
 const CODE_TTL_S = 600;
 const CHALLENGE_RE = /^[A-Za-z0-9_-]{43}$/;

@@ -1,16 +1,8 @@
-import type { SharedRateLimiter } from '../../lib/rate-limit.js';
-import type { AccessTokens } from '../auth/tokens.js';
-import type { Deps } from '../deps.js';
+import type { OAuthDeps } from '../deps.js';
 import type { Route } from '../http/router.js';
 import { appRoutes } from './apps.js';
 import { authorizeRoutes } from './authorize.js';
 import { tokenRoutes } from './token.js';
-
-export interface OAuthDeps extends Deps {
-  tokens: AccessTokens;
-  /** Counts sign-in attempts per account across every core-api process. */
-  limiter: SharedRateLimiter;
-}
 
 /**
  * The OAuth 2.0 authorization server (SPEC.md): apps registered by a workspace's admins

@@ -10,7 +10,7 @@ import { json, type Ctx, type Reply } from '../http/context.js';
 import { formDecode } from '../http/parse.js';
 import type { Route } from '../http/router.js';
 import { type AppRow, appByClientId } from './apps.js';
-import type { OAuthDeps } from './routes.js';
+import type { OAuthDeps } from '../deps.js';
 
 const REFRESH_TTL_DAYS = 90;
 const VERIFIER_RE = /^[A-Za-z0-9._~-]{43,128}$/;

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT } from '../stack.js';
+import { REQUIRE_BANNER, ROOT } from '../stack.js';
 
 /**
  * npm run build:tap: tap rebuilt with the plugins package.json `"tap"` names (`tap build`), then
@@ -36,7 +36,7 @@ if (!current) {
       '--format=esm',
       '--platform=node',
       '--log-level=warning',
-      "--banner:js=import { createRequire as __tapRequire } from 'node:module'; const require = __tapRequire(import.meta.url);",
+      `--banner:js=${REQUIRE_BANNER}`,
       `--outfile=${bundle}`,
     ],
     { cwd: ROOT, stdio: 'inherit' },

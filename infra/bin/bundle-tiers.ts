@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { build } from 'esbuild';
-import { BUNDLED_TIERS, ROOT, tierEntry } from '../stack.js';
+import { BUNDLED_TIERS, REQUIRE_BANNER, ROOT, tierEntry } from '../stack.js';
 
 /**
  * A step of `npm run build`: the entry of the processors and core-api tiers (dist/<tier>/main.js)
@@ -30,7 +30,7 @@ await Promise.all(
       external: ['uWebSockets.js', 'piscina'],
       // Packages written as CommonJS call require(), which an ES module does not have.
       banner: {
-        js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);",
+        js: REQUIRE_BANNER,
       },
       sourcemap: true,
       logLevel: 'warning',

@@ -70,9 +70,9 @@ interface Ready {
 }
 
 /**
- * Stores one surface-B request atomically: its deduplication keys (SURFACE_B_DEDUP=request), the daily quota, the backfill
- * job row, the Idempotency-Key record and the JetStream publish, the publish last: whatever can
- * fail in PostgreSQL has run before it, so an error answer never follows stored events.
+ * Stores one surface-B request atomically: its deduplication keys (SURFACE_B_DEDUP=request), the daily
+ * quota, the backfill job row, the Idempotency-Key record and the JetStream publish, the publish last:
+ * whatever can fail in PostgreSQL has run before it, so an error answer never follows stored events.
  *
  * A plain request (no Idempotency-Key, no job) reserves its keys (dedup.ts) in one statement,
  * publishes, then confirms them; a failed publish, or any error before it, releases them, so its

@@ -93,7 +93,8 @@ export class KeyedOwnership {
       const [{ n }] = await this.sql<{ n: number }[]>`
         WITH me AS (
           INSERT INTO job_leases (job, tenant_id, holder, expires_at)
-          VALUES (${`processors:${this.o.scope}`}, ${this.instanceId}, ${this.o.holder}, now() + (${ttl}::float8 * interval '1 ms'))
+          VALUES (${`processors:${this.o.scope}`}, ${this.instanceId}, ${this.o.holder},
+                  now() + (${ttl}::float8 * interval '1 ms'))
           ON CONFLICT (job, tenant_id) DO UPDATE SET expires_at = EXCLUDED.expires_at
         ), gone AS (
           DELETE FROM job_leases
