@@ -19,8 +19,9 @@ import { Workload } from './workload.js';
 
 const SCRIPT = `
 local requests = {}
-local accepted, failed = 0, 0
 local threads = {}
+-- Globals: done() reads each thread's through thread:get.
+accepted, failed = 0, 0
 
 function setup(thread)
   table.insert(threads, thread)
