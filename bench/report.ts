@@ -20,6 +20,17 @@ export interface Section<T> {
   machine: Machine;
   options: Record<string, unknown>;
   data: T;
+  /** The run of the same scenario this one replaced: how far apart two runs of one command are. */
+  previous?: { at: string; command: string; eventsPerSec: number; ingestUsPerEvent: number };
+}
+
+/** What a run of surface A or B is compared on with the run before it (`previous`). */
+export function reproducible(
+  at: string,
+  command: string,
+  m: { eventsPerSec: number; usage: Usage },
+): NonNullable<Section<unknown>['previous']> {
+  return { at, command, eventsPerSec: m.eventsPerSec, ingestUsPerEvent: usPerEvent(m.usage, 'ingest', m.eventsPerSec) };
 }
 
 export interface Stored {
@@ -209,9 +220,16 @@ export function rows(s: Stored): Row[] {
     // The resolver's cache answers surface A: PostgreSQL idles through its stages, a cold start
     // included (a plan that read every customer of a workspace per look-up once made it the bound).
     const pg = (u: Usage) => u.groups.postgres?.cpuPct ?? 0;
+    // What else took the CPU while surface A was measured: two runs that differ by more than their
+    // noise differ here first (ClickHouse merging earlier runs' parts, nats-server writing back).
+    const servers = (u: Usage) =>
+      ['nats-server', 'clickhouse']
+        .map((g) => `${g} ${u.groups[g]?.cpuPct ?? 0} %`)
+        .concat(`outside the benchmark ${u.otherCpuPct} %`)
+        .join(', ');
     out.push({
       figure: 'PostgreSQL during surface A (customer look-ups the resolver did not answer from memory)',
-      measured: `full load ${pg(i.full.usage)} % of a core (${usPerEvent(i.full.usage, 'postgres', i.full.eventsPerSec).toFixed(2)} µs per event), half load ${pg(i.half.usage)} %`,
+      measured: `full load ${pg(i.full.usage)} % of a core (${usPerEvent(i.full.usage, 'postgres', i.full.eventsPerSec).toFixed(2)} µs per event; ${servers(i.full.usage)}), half load ${pg(i.half.usage)} % (${servers(i.half.usage)})`,
       target: '≤ 5 % of a core',
       ratio: `${(Math.max(pg(i.full.usage), pg(i.half.usage)) / 5).toFixed(2)} × target`,
       bound: '—',
@@ -246,6 +264,22 @@ export function rows(s: Stored): Row[] {
       target: stream ? '≥ 0.9 × surface A; PostgreSQL ≤ 2 µs per stored event' : '—',
       ratio: `accepted ${toA(b.eventsPerSec)}, ${toJs(b.eventsPerSec)}; stored ${toA(b.storedPerSec)}, ${toJs(b.storedPerSec)}; p50 ${i ? (b.latencyMs.p50 / i.full.latency.p50Ms).toFixed(2) : '?'} × and p99 ${i ? (b.latencyMs.p99 / i.full.latency.p99Ms).toFixed(2) : '?'} × surface A's (per request of 1000 vs 100 events)`,
       bound: boundBy(b.usage, ['load']),
+    });
+  }
+  for (const [name, sec, m] of [
+    ['Surface A, full load', s.ingest, s.ingest?.data.full],
+    ['Surface B (after the stream), full load', s.eventsBStream, s.eventsBStream?.data],
+  ] as const) {
+    const p = sec?.previous;
+    if (!sec || !p || !m) continue;
+    const rate = m.eventsPerSec / p.eventsPerSec;
+    const cpu = usPerEvent(m.usage, 'ingest', m.eventsPerSec) / p.ingestUsPerEvent;
+    out.push({
+      figure: `${name}: this run against the previous run of the scenario (${p.at.slice(0, 16)}, \`${p.command}\`)`,
+      measured: `${n(m.eventsPerSec)} against ${n(p.eventsPerSec)} events/s; ingest ${usPerEvent(m.usage, 'ingest', m.eventsPerSec).toFixed(2)} against ${p.ingestUsPerEvent.toFixed(2)} µs per event`,
+      target: 'within ±10 %',
+      ratio: `rate ${rate.toFixed(2)} ×, ingest CPU per event ${cpu.toFixed(2)} ×${Math.abs(rate - 1) > 0.1 || Math.abs(cpu - 1) > 0.1 ? ': outside; the CPU of the other processes is in the rows above' : ''}`,
+      bound: '—',
     });
   }
   const e = s.e2e?.data;

@@ -17,7 +17,7 @@ import { metricsScenario } from './metrics.js';
 import { playbooksScenario } from './playbooks.js';
 import { ingestScenario } from './ingest-scenario.js';
 import { outageScenario } from './outage.js';
-import { machine, rows, table, writeResults, type Section, type Stored } from './report.js';
+import { machine, reproducible, rows, table, writeResults, type Section, type Stored } from './report.js';
 import { waitQuiet } from './proc-stats.js';
 import { scenarioB } from './scenario-b.js';
 import {
@@ -302,7 +302,11 @@ async function main(): Promise<void> {
   try {
     await attempt('parse', async () => void (stored.parse = section(parseScenario())));
     await attempt('ceilings', async () => void (stored.ceilings = section(await ceilings(ctx))));
-    await attempt('ingest', async () => void (stored.ingest = section(await ingestScenario(ctx))));
+    await attempt('ingest', async () => {
+      const before = stored.ingest;
+      stored.ingest = section(await ingestScenario(ctx));
+      if (before) stored.ingest.previous = reproducible(before.at, before.command, before.data.full);
+    });
     // Both places of the deduplication, one after the other in the same run.
     for (const dedupAt of ['request', 'stream'] as const)
       await attempt('events-b', async () => {
@@ -313,7 +317,11 @@ async function main(): Promise<void> {
             `events-b (${dedupAt}): ${b.failures} of ${b.requests} requests failed ${JSON.stringify(b.statusCounts)}`,
           );
         if (dedupAt === 'request') stored.eventsB = section(b);
-        else stored.eventsBStream = section(b);
+        else {
+          const before = stored.eventsBStream;
+          stored.eventsBStream = section(b);
+          if (before) stored.eventsBStream.previous = reproducible(before.at, before.command, before.data);
+        }
       });
     await attempt('e2e', async () => void (stored.e2e = section(await e2eScenario(ctx))));
     await attempt('outage', async () => void (stored.outage = section(await outageScenario(ctx))));
