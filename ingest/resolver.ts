@@ -1,4 +1,4 @@
-import type { Sql } from '../lib/pg.js';
+import { inTenant, type Sql } from '../lib/pg.js';
 
 interface TenantCache {
   /** Customer UUIDs known to exist (not soft-deleted). */
@@ -168,14 +168,14 @@ export class Resolver {
       SELECT c.id::text, c.external_source, c.external_id FROM unnest(${ids}::uuid[]) AS r(id)
       CROSS JOIN LATERAL (
         SELECT id, tenant_id, external_source, external_id, deleted_at FROM customers WHERE id = r.id LIMIT 1) c
-      WHERE c.tenant_id = ${tenantId} AND c.deleted_at IS NULL
+      WHERE ${inTenant(tenantId, 'c')} AND c.deleted_at IS NULL
       UNION ALL
       SELECT c.id::text, c.external_source, c.external_id FROM unnest(${srcs}::text[], ${exts}::text[]) AS r(src, ext)
       CROSS JOIN LATERAL (
         SELECT id, tenant_id, external_source, external_id, deleted_at FROM customers
         WHERE (tenant_id, external_source, external_id) >= (${tenantId}::uuid, r.src, r.ext) AND external_id IS NOT NULL
         ORDER BY tenant_id, external_source, external_id LIMIT 1) c
-      WHERE c.tenant_id = ${tenantId} AND c.external_source = r.src AND c.external_id = r.ext
+      WHERE ${inTenant(tenantId, 'c')} AND c.external_source = r.src AND c.external_id = r.ext
         AND c.deleted_at IS NULL`;
   }
 
@@ -262,7 +262,7 @@ export class Resolver {
 
   private loadProducts(tenantId: string): Promise<void> {
     const load: Promise<void> = this.sql<{ id: string; code: string }[]>`
-      SELECT id::text, code FROM products WHERE tenant_id = ${tenantId}`
+      SELECT id::text, code FROM products WHERE ${inTenant(tenantId)}`
       .then((rows) => {
         if (this.productLoads.get(tenantId) !== load) return;
         this.products.set(tenantId, {

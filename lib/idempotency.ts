@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Sql } from './pg.js';
+import { inTenant, type Sql } from './pg.js';
 import { ApiError } from './problem.js';
 
 /**
@@ -89,7 +89,7 @@ export async function onceWithKey<T extends RecordedAnswer>(
         response_headers: Array<[string, string]> | null;
       }[]
     >`SELECT request_hash, status, response, response_headers FROM idempotency_keys
-      WHERE tenant_id = ${tenantId} AND scope = ${claim.scope} AND key = ${claim.key}`;
+      WHERE ${inTenant(tenantId)} AND scope = ${claim.scope} AND key = ${claim.key}`;
     if (!Buffer.from(prev.request_hash).equals(claim.hash))
       throw new ApiError(
         'idempotency_key_reused',
@@ -110,7 +110,7 @@ export async function onceWithKey<T extends RecordedAnswer>(
   await tx`
     UPDATE idempotency_keys SET status = ${answer.status}, body = ${answer.body.toString('utf8')}::text::jsonb,
       response = ${answer.body}, response_headers = ${JSON.stringify(answer.headers)}::text::jsonb
-    WHERE tenant_id = ${tenantId} AND scope = ${claim.scope} AND key = ${claim.key}`;
+    WHERE ${inTenant(tenantId)} AND scope = ${claim.scope} AND key = ${claim.key}`;
   return { replayed: false, answer };
 }
 

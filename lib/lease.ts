@@ -1,5 +1,5 @@
 import type { Logger } from './logger.js';
-import type { Sql } from './pg.js';
+import { inTenant, type Sql } from './pg.js';
 
 /**
  * Leases in PostgreSQL's job_leases, one row per (job, workspace): what lets many processes run the
@@ -92,7 +92,7 @@ export class Lease {
     await sql`
       UPDATE job_leases SET holder = NULL, expires_at = ${expires}
         ${o.finished ? sql`, last_finished_at = now()` : sql``}
-      WHERE job = ${this.job} AND tenant_id = ${this.tenantId} AND holder = ${holder}`;
+      WHERE job = ${this.job} AND ${inTenant(this.tenantId)} AND holder = ${holder}`;
   }
 }
 
@@ -154,8 +154,7 @@ export class Leases {
       UPDATE job_leases AS l
         SET holder = ${this.o.holder}, expires_at = now() + (${this.o.ttlMs}::float8 * interval '1 ms'),
             last_started_at = now()
-      WHERE job = ANY(${jobs as string[]}::text[]) AND tenant_id = ${tenantId} AND expires_at < now()
-        ${this.dueSql(due)}
+      WHERE job = ANY(${jobs as string[]}::text[]) AND ${inTenant(tenantId)} AND expires_at < now() ${this.dueSql(due)}
       RETURNING job, extract(epoch FROM last_started_at)::float8 * 1000 AS at`;
     return rows.map((r) => new Lease(this, r.job, tenantId, sent, r.at));
   }

@@ -3,6 +3,26 @@ import postgres from 'postgres';
 export type Sql = postgres.Sql;
 
 /**
+ * Workspace scoping, written once (DESIGN.md section 6: another workspace's resource answers 404): a
+ * statement that reads, updates or deletes a table with tenant_id nests `inTenant` or `inTenants`, or
+ * is counted global on purpose in test/architecture.test.ts. An INSERT writes the tenant id: no filter.
+ * Text built with SqlParams has `p.inTenant`, ClickHouse `chTenant` (lib/metrics/literal.ts); core-api
+ * builds `c.tenant` once per request. A fragment is bound to no pool: this one, never connected, builds them.
+ */
+const fragments = postgres({ max: 1 });
+export type Scope = postgres.PendingQuery<postgres.Row[]>;
+
+/** `[alias.]tenant_id = $n`. */
+export const inTenant = (tenantId: string, alias?: string): Scope =>
+  alias ? fragments`${fragments(alias)}.tenant_id = ${tenantId}` : fragments`tenant_id = ${tenantId}`;
+
+/** The workspaces a process serves (a *_TENANTS setting); an empty list serves every one: `true`. */
+export function inTenants(tenantIds: readonly string[], alias?: string): Scope {
+  const column = alias ? fragments`${fragments(alias)}.tenant_id` : fragments`tenant_id`;
+  return tenantIds.length ? fragments`${column} = ANY(${tenantIds as string[]}::uuid[])` : fragments`true`;
+}
+
+/**
  * A pool. `maxBackoffS` (default 1 s) bounds the wait before connecting again after failed attempts:
  * postgres.js's own waits 3^n / 100 s after n failures, up to 20 s, so after PostgreSQL was down for
  * a few seconds a pool (and the LISTEN connection of `sql.listen`, which counts the same failures)

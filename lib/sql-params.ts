@@ -20,6 +20,11 @@ export class SqlParams {
     return cast ? `${p}::${cast}` : p;
   }
 
+  /** `[alias.]tenant_id = $n::uuid`: the workspace filter (lib/pg.ts inTenant) in text built with these. */
+  inTenant(tenantId: string, alias?: string): string {
+    return `${alias ? `${alias}.` : ''}tenant_id = ${this.add(tenantId, 'uuid')}`;
+  }
+
   /**
    * `text` (built with this instance) as a postgres.js fragment to embed in a tagged query: each
    * `$n` becomes an argument of the fragment, which postgres.js numbers within the whole query.

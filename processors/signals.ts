@@ -2,7 +2,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { commaList } from '../lib/comma-list.js';
 import type { Providers } from '../lib/integrations/providers.js';
 import type { Logger } from '../lib/logger.js';
-import type { Sql } from '../lib/pg.js';
+import { inTenants, type Sql } from '../lib/pg.js';
 import { PoolProbe, watchNats } from '../lib/prometheus.js';
 import { SYNC_CONNECTORS } from './integrations/sync/index.js';
 import type { Job, Tier } from './jobs.js';
@@ -204,26 +204,24 @@ export class Signals {
       ${scheduled}
       SELECT 'webhookPending', '', count(*)::float8 FROM webhook_deliveries d
         JOIN webhook_subscriptions w ON w.id = d.subscription_id AND w.enabled
-        WHERE d.status = 'pending' AND (${ANY(s.webhooks)} OR d.tenant_id = ANY(${s.webhooks}::uuid[]))
+        WHERE d.status = 'pending' AND ${inTenants(s.webhooks, 'd')}
       UNION ALL
       SELECT 'webhookRetrying', '', count(*)::float8 FROM webhook_deliveries d
         JOIN webhook_subscriptions w ON w.id = d.subscription_id AND w.enabled
-        WHERE d.status = 'pending' AND d.attempts > 0
-          AND (${ANY(s.webhooks)} OR d.tenant_id = ANY(${s.webhooks}::uuid[]))
+        WHERE d.status = 'pending' AND d.attempts > 0 AND ${inTenants(s.webhooks, 'd')}
       UNION ALL
       SELECT 'webhookOldest', '', ${age(sql`min(d.created_at)`)} FROM webhook_deliveries d
         JOIN webhook_subscriptions w ON w.id = d.subscription_id AND w.enabled
-        WHERE d.status = 'pending' AND (${ANY(s.webhooks)} OR d.tenant_id = ANY(${s.webhooks}::uuid[]))
+        WHERE d.status = 'pending' AND ${inTenants(s.webhooks, 'd')}
       UNION ALL
       SELECT 'webhookLate', '', ${age(sql`min(d.next_attempt_at)`)} FROM webhook_deliveries d
         JOIN webhook_subscriptions w ON w.id = d.subscription_id AND w.enabled
-        WHERE d.status = 'pending' AND d.next_attempt_at <= now()
-          AND (${ANY(s.webhooks)} OR d.tenant_id = ANY(${s.webhooks}::uuid[]))
+        WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND ${inTenants(s.webhooks, 'd')}
       UNION ALL
       SELECT 'webhookDisabled', r.reason, count(w.id)::float8
         FROM unnest(ARRAY['gone', 'failing']) AS r (reason)
         LEFT JOIN webhook_subscriptions w ON w.disabled_reason = r.reason AND NOT w.enabled
-          AND (${ANY(s.webhooks)} OR w.tenant_id = ANY(${s.webhooks}::uuid[]))
+          AND ${inTenants(s.webhooks, 'w')}
         GROUP BY r.reason
       UNION ALL
       SELECT g.gauge, c.name, CASE g.gauge
@@ -239,27 +237,27 @@ export class Signals {
           FROM integrations i
           LEFT JOIN integration_syncs s ON s.tenant_id = i.tenant_id AND s.name = i.name
           WHERE i.status = 'connected' AND i.name = ANY(${sync}::text[])
-            AND (${ANY(s.integrations)} OR i.tenant_id = ANY(${s.integrations}::uuid[]))
+            AND ${inTenants(s.integrations, 'i')}
         ) c CROSS JOIN unnest(ARRAY['syncOldest', 'connected', 'syncFailing']) AS g (gauge)
         GROUP BY g.gauge, c.name
       UNION ALL
       SELECT 'erasureBacklog', '', count(*)::float8 FROM erasures
-        WHERE status <> 'completed' AND (${ANY(s.erasure)} OR tenant_id = ANY(${s.erasure}::uuid[]))
+        WHERE status <> 'completed' AND ${inTenants(s.erasure)}
       UNION ALL
       SELECT 'erasureOldest', '', ${age(sql`min(requested_at)`)} FROM erasures
-        WHERE status <> 'completed' AND (${ANY(s.erasure)} OR tenant_id = ANY(${s.erasure}::uuid[]))
+        WHERE status <> 'completed' AND ${inTenants(s.erasure)}
       UNION ALL
       SELECT 'outboxPending', 'event', count(*)::float8 FROM event_outbox
-        WHERE published_at IS NULL AND (${ANY(s.outbox)} OR tenant_id = ANY(${s.outbox}::uuid[]))
+        WHERE published_at IS NULL AND ${inTenants(s.outbox)}
       UNION ALL
       SELECT 'outboxOldest', 'event', ${age(sql`min(${sql.unsafe(V7_TIME)})`)} FROM event_outbox
-        WHERE published_at IS NULL AND (${ANY(s.outbox)} OR tenant_id = ANY(${s.outbox}::uuid[]))
+        WHERE published_at IS NULL AND ${inTenants(s.outbox)}
       UNION ALL
       SELECT 'outboxPending', 'webhook', count(*)::float8 FROM webhook_outbox
-        WHERE published_at IS NULL AND (${ANY(s.outbox)} OR tenant_id = ANY(${s.outbox}::uuid[]))
+        WHERE published_at IS NULL AND ${inTenants(s.outbox)}
       UNION ALL
       SELECT 'outboxOldest', 'webhook', ${age(sql`min(${sql.unsafe(V7_TIME)})`)} FROM webhook_outbox
-        WHERE published_at IS NULL AND (${ANY(s.outbox)} OR tenant_id = ANY(${s.outbox}::uuid[]))`;
+        WHERE published_at IS NULL AND ${inTenants(s.outbox)}`;
   }
 }
 

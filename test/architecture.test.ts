@@ -245,6 +245,195 @@ t.test('the tiers send ClickHouse queries in a request body, never in a URL', as
 });
 
 /**
+ * Workspace scoping (DESIGN.md section 6, lib/pg.ts): the tables with a tenant_id column, read from the
+ * migrations. A literal of product code that reads, updates or deletes one of them (FROM, JOIN, UPDATE)
+ * writes its filter with `inTenant`/`inTenants` (lib/pg.ts), `p.inTenant` (SqlParams text) or core-api's
+ * `c.tenant`, or is counted in GLOBAL. An INSERT writes the tenant id as a value: no filter. The unit is
+ * a literal (a template with its nested fragments, or a string), so a statement built from several is
+ * judged by the one that names the table. A tenant_id compared with a value written in place (a
+ * parameter, a literal, a list: PostgreSQL's or ClickHouse's, whose filter is `chTenant`) is refused.
+ */
+const MIGRATIONS = 'core-api/db/migrations';
+const WORKSPACE_TABLES = fs
+  .readdirSync(path.join(ROOT, MIGRATIONS))
+  .flatMap((f) => [
+    ...fs.readFileSync(path.join(ROOT, MIGRATIONS, f), 'utf8').matchAll(/^CREATE (?:TABLE|VIEW) (\w+)([^;]*);/gm),
+  ])
+  .filter((m) => /\btenant_id\b/.test(m[2]))
+  .map((m) => m[1]);
+const TOUCHES = new RegExp(String.raw`\b(?:FROM|JOIN|UPDATE)\s+(${WORKSPACE_TABLES.join('|')})\b`);
+const SCOPED = /\binTenants?\(|\$\{c\.tenant\}/;
+const HAND_WRITTEN = /\btenant_id\s*(?:=|<>|!=)\s*(?:\$|'|toUUID\(|ANY\s*\()|\btenant_id\s+IN\s*\(/;
+/** Where the filters are written. */
+const SCOPE_HELPERS = new Set(['lib/pg.ts', 'lib/sql-params.ts', 'lib/metrics/literal.ts']);
+
+/**
+ * Statements global on purpose: per file, how many of its literals touch a workspace table without the
+ * filter (or compare tenant_id by hand), and why. Exact counts: a new one, or one gone, is noticed.
+ */
+const GLOBAL: Readonly<Record<string, [number, string]>> = {
+  'lib/credentials/api-keys.ts': [1, "an API key's hash names its workspace (authentication)"],
+  'lib/credentials/stored-secrets.ts': [
+    1,
+    "data-key rotation over every workspace, or a staged list: checked ids inlined, the table's name a constant",
+  ],
+  'lib/idempotency.ts': [1, 'housekeeping: keys older than 24 hours, of every workspace'],
+  'lib/lease.ts': [1, "renews the holder's leases by (job, workspace) pairs"],
+  'lib/playbooks/condition-sql.ts': [1, 'a subquery correlated to the customer c of a statement scoped on c'],
+  'lib/rate-limit.ts': [1, 'housekeeping: windows older than 2 days, of every workspace'],
+  'ingest/keys.ts': [2, "an ingestion key's hash names its workspace (all keys at start, one on a miss)"],
+  'ingest/surface-b/dedup.ts': [
+    6,
+    "a request's reservation by its batch id, rows by keys found per workspace (keyRow), the sweep of expired ones",
+  ],
+  'core-api/customers/repo.ts': [
+    1,
+    'WITH_HEALTH: customer_health_current joined by id to c, in statements scoped on c',
+  ],
+  'core-api/housekeeping/jobs.ts': [2, 'housekeeping: purges over every workspace'],
+  'core-api/integrations/routes.ts': [
+    2,
+    "the OAuth callback's state, a bridge's connection id: each names its workspace",
+  ],
+  'core-api/integrations/webhooks.ts': [
+    3,
+    "a provider's delivery names its connection or app, which names the workspace",
+  ],
+  'core-api/jobs/runner.ts': [6, "the job queue: a job of any workspace claimed, then its row by the job's id"],
+  'core-api/oauth/apps.ts': [1, 'a client_id names the app, in any workspace'],
+  'core-api/oauth/token.ts': [7, 'an authorization code or a refresh token names its workspace and user'],
+  'core-api/users/routes.ts': [2, 'an invite token names its workspace and user'],
+  'processors/alerts/alerts.ts': [1, "API keys' usage spikes, looked for in every workspace at once"],
+  'processors/dedup/ownership.ts': [2, 'instances register in job_leases under a random id of their own, no workspace'],
+  'processors/erasure/erased-customers.ts': [1, 'the erasures of every workspace, watched by each process'],
+  'processors/erasure/eraser.ts': [4, 'the rows this holder claimed, by customer id and holder'],
+  'processors/health/store.ts': [2, "one workspace's scored customers, by their ids"],
+  'processors/integrations/notifier.ts': [1, "a notification's outcome, by the id of the row it claimed"],
+  'processors/lease.ts': [1, 'the workspaces due for a scheduled run (tenants joined with job_leases)'],
+  'processors/playbooks/event-marks.ts': [1, 'marks the workspaces of a batch of events, a probe per workspace'],
+  'processors/signals.ts': [1, "the scheduled runs' gauges, over every workspace"],
+  'processors/webhooks/dispatcher.ts': [1, "deliveries' outcomes, by the ids of the rows claimed"],
+  'processors/webhooks/fanout.ts': [1, "events of many workspaces, each joined to its own workspace's subscriptions"],
+  'infra/demo/progress.ts': [3, "the demo's progress, by the id of the job row it created"],
+};
+
+/** The string and template literals of a file, outermost templates whole (their fragments inside). */
+function literalsOf(src: string): Array<{ line: number; text: string }> {
+  const out: Array<{ line: number; text: string }> = [];
+  let i = 0;
+  const quoted = () => {
+    const q = src[i++];
+    while (i < src.length && src[i] !== q) i += src[i] === '\\' ? 2 : 1;
+    i++;
+  };
+  const regex = () => {
+    let inClass = false;
+    for (i++; i < src.length && (src[i] !== '/' || inClass); i++) {
+      if (src[i] === '\\') i++;
+      else if (src[i] === '[' || src[i] === ']') inClass = src[i] === '[';
+    }
+    i++;
+  };
+  const template = () => {
+    for (i++; i < src.length && src[i] !== '`'; ) {
+      if (src[i] === '\\') i += 2;
+      else if (src.startsWith('${', i)) {
+        i += 2;
+        code(true);
+      } else i++;
+    }
+    i++;
+  };
+  /** Code up to the brace that closes an interpolation (`inner`), or to the end of the file. */
+  const code = (inner: boolean) => {
+    let depth = 0;
+    while (i < src.length) {
+      const start = i;
+      const c = src[i];
+      if (src.startsWith('//', i)) i = src.includes('\n', i) ? src.indexOf('\n', i) : src.length;
+      else if (src.startsWith('/*', i)) i = src.indexOf('*/', i + 2) + 2;
+      else if (c === "'" || c === '"' || c === '`') {
+        if (c === '`') template();
+        else quoted();
+        if (!inner) out.push({ line: lineAt(src, start), text: src.slice(start, i) });
+      } else if (c === '/' && /(?:[(,=:[!&|?{};]|\breturn)\s*$/.test(src.slice(Math.max(0, i - 8), i))) regex();
+      else if (c === '}' && inner && depth-- === 0) return void i++;
+      else {
+        if (c === '{') depth++;
+        i++;
+      }
+    }
+  };
+  code(false);
+  return out;
+}
+
+/** Why a literal breaks the rule, or undefined. */
+function unscoped(text: string): string | undefined {
+  if (HAND_WRITTEN.test(text)) return `compares tenant_id by hand (${HAND_WRITTEN.exec(text)![0]})`;
+  const table = TOUCHES.exec(text)?.[1];
+  if (table !== undefined && !SCOPED.test(text)) return `reads or changes ${table} without the workspace filter`;
+  return undefined;
+}
+
+t.test('every statement on a workspace table is scoped by lib/pg.ts, or global on purpose', async (t) => {
+  t.ok(
+    WORKSPACE_TABLES.includes('customers') && WORKSPACE_TABLES.includes('customer_health_current'),
+    `${WORKSPACE_TABLES.length} workspace tables in the migrations`,
+  );
+  t.notOk(WORKSPACE_TABLES.includes('tenants'), 'tenants has no tenant_id');
+  // Written in pieces so that this file's own literals are not what the probes find.
+  const probe = (s: string) => literalsOf(s).map((l) => unscoped(l.text) ?? 'ok');
+  /** `${e}` as text: an interpolation of the probe's own source. */
+  const at = (e: string) => '$' + `{${e}}`;
+  const id = at('id');
+  t.same(
+    probe(`const [r] = await sql\`SELECT name FROM customers WHERE id = ${id}\`;`),
+    ['reads or changes customers without the workspace filter'],
+    'a statement without the filter is found',
+  );
+  t.same(
+    probe(`await tx\`UPDATE tasks SET title = ${id} WHERE ${at('c.tenant')} AND id = ${id}\`;`),
+    ['ok'],
+    'one through the helper passes',
+  );
+  t.same(
+    probe(`sql\`SELECT 1 FROM users u WHERE u.tenant_id = ${at('t')}\`; const x = 'tenant_id = $1';`),
+    ['compares tenant_id by hand (tenant_id = $)', 'compares tenant_id by hand (tenant_id = $)'],
+    'a hand-written filter is found, in a template or a string',
+  );
+  t.same(
+    probe(`const re = /['\`]/; sql\`INSERT INTO customers (tenant_id) VALUES (${id})\`;`),
+    ['ok'],
+    'an INSERT is no filter; a regular expression is no string',
+  );
+  const found = new Map<string, string[]>();
+  const scanned = files.filter((f) => PRODUCT.has(folderOf(f)) && !SCOPE_HELPERS.has(f));
+  for (const f of scanned) {
+    for (const l of literalsOf(texts.get(f)!)) {
+      const why = unscoped(l.text);
+      if (why !== undefined) found.set(f, [...(found.get(f) ?? []), `${f}:${l.line} ${why}`]);
+    }
+  }
+  let violations = 0;
+  for (const [f, list] of found) {
+    if (list.length <= (GLOBAL[f]?.[0] ?? 0)) continue;
+    violations++;
+    const allowed = GLOBAL[f] ? ` (GLOBAL counts ${GLOBAL[f][0]} in this file)` : '';
+    for (const x of list)
+      t.fail(`${x}${allowed}: write the filter with inTenant (lib/pg.ts), or count the statement in GLOBAL with why`);
+  }
+  for (const [f, [n]] of Object.entries(GLOBAL)) {
+    const m = found.get(f)?.length ?? 0;
+    if (m >= n) continue;
+    violations++;
+    t.fail(`GLOBAL counts ${n} global statements in ${f}, which has ${m}: lower the count`);
+  }
+  const statements = [...found.values()].reduce((n, l) => n + l.length, 0);
+  if (violations === 0) t.pass(`${scanned.length} files; ${statements} global statements, each counted in GLOBAL`);
+});
+
+/**
  * Suites that run one file at a time anyway (test:newcomer, test:upgrade, test:clickhouse-current) or
  * need no server (the fast layer).
  */

@@ -49,7 +49,7 @@ export function alertRoutes(d: Deps): Route[] {
     const after = decodeCursor(q.cursor);
     const rows = await sql<AlertRow[]>`
       SELECT ${sql.unsafe(COLUMNS)} FROM alerts
-      WHERE tenant_id = ${c.principal.tenantId}
+      WHERE ${c.tenant}
         ${q.type ? sql`AND type = ${q.type}` : none}
         ${q.status ? sql`AND status = ANY(${q.status.split(',')}::text[])` : none}
         ${q.customer_id ? sql`AND customer_id = ${q.customer_id}` : none}
@@ -60,11 +60,10 @@ export function alertRoutes(d: Deps): Route[] {
 
   async function patch(c: Ctx): Promise<Reply> {
     const b = c.body as AlertPatch;
-    const tenantId = c.principal.tenantId;
     const row = await sql.begin(async (tx) => {
       const t = tx as unknown as Sql;
       const [cur] = await t<AlertRow[]>`
-        SELECT ${t.unsafe(COLUMNS)} FROM alerts WHERE tenant_id = ${tenantId} AND id = ${c.params.id} FOR UPDATE`;
+        SELECT ${t.unsafe(COLUMNS)} FROM alerts WHERE ${c.tenant} AND id = ${c.params.id} FOR UPDATE`;
       if (!cur) throw notFound('Alert');
       if (cur.status === 'resolved') throw new ApiError('invalid_state', 'The alert is resolved, which is final.');
       if (cur.status === b.status) return cur;
@@ -72,7 +71,7 @@ export function alertRoutes(d: Deps): Route[] {
         UPDATE alerts SET status = ${b.status}, updated_at = now(),
           resolved_at = CASE WHEN ${b.status} = 'resolved' THEN now() END,
           details = CASE WHEN ${b.status} = 'resolved' THEN details || '{"resolved_by": "user"}' ELSE details END
-        WHERE id = ${cur.id} RETURNING ${t.unsafe(COLUMNS)}`;
+        WHERE ${c.tenant} AND id = ${cur.id} RETURNING ${t.unsafe(COLUMNS)}`;
       return r;
     });
     return json(200, toAlert(row as AlertRow));

@@ -1,4 +1,4 @@
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { cohortLabel, type CohortWindow } from './params.js';
 
 /**
@@ -32,13 +32,13 @@ export async function cohorts(sql: Sql, tenantId: string, w: CohortWindow, now: 
     WITH cust AS (
       SELECT c.id, ${p('c.created_at')} AS c0
       FROM customers c
-      WHERE c.tenant_id = ${tenantId} AND c.deleted_at IS NULL
+      WHERE ${inTenant(tenantId, 'c')} AND c.deleted_at IS NULL
         AND c.created_at >= ${w.firstStart} AND c.created_at <= ${now}
     ), hist AS (
       SELECT h.customer_id, h.status, h.changed_at AS a,
         lead(h.changed_at) OVER (PARTITION BY h.customer_id ORDER BY h.changed_at, h.id) AS b
       FROM customer_status_history h
-      WHERE h.tenant_id = ${tenantId} AND h.changed_at <= ${now}
+      WHERE ${inTenant(tenantId, 'h')} AND h.changed_at <= ${now}
         AND h.customer_id IN (SELECT id FROM cust)
     ), churned AS (
       SELECT cust.c0,

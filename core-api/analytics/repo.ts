@@ -1,4 +1,4 @@
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { FORECAST_CATEGORIES, TOP_RISKS, type ForecastCategory } from '../../schemas/core/analytics.js';
 import { monthLabel, monthStart, type RenewalRange } from './params.js';
 
@@ -16,8 +16,8 @@ export async function portfolio(sql: Sql, tenantId: string): Promise<Record<stri
     WITH live AS (
       SELECT c.arr, c.status, coalesce(h.status, 'unscored') AS health
       FROM customers c
-        LEFT JOIN customer_health h ON h.customer_id = c.id AND h.tenant_id = ${tenantId}
-      WHERE c.tenant_id = ${tenantId} AND c.deleted_at IS NULL
+        LEFT JOIN customer_health h ON h.customer_id = c.id AND ${inTenant(tenantId, 'h')}
+      WHERE ${inTenant(tenantId, 'c')} AND c.deleted_at IS NULL
     )
     SELECT now() AS as_of,
       coalesce(sum(arr) FILTER (WHERE status <> 'churned'), 0) AS total_arr,
@@ -37,8 +37,8 @@ export async function portfolio(sql: Sql, tenantId: string): Promise<Record<stri
       (SELECT coalesce(json_agg(t), '[]') FROM (
         SELECT c.id AS customer_id, c.name, c.arr, h.score AS health_score, h.status AS health_status,
           c.renewal_date, c.owner_email
-        FROM customer_health h JOIN customers c ON c.id = h.customer_id AND c.tenant_id = ${tenantId}
-        WHERE h.tenant_id = ${tenantId} AND h.status = 'at_risk' AND c.deleted_at IS NULL AND c.status <> 'churned'
+        FROM customer_health h JOIN customers c ON c.id = h.customer_id AND ${inTenant(tenantId, 'c')}
+        WHERE ${inTenant(tenantId, 'h')} AND h.status = 'at_risk' AND c.deleted_at IS NULL AND c.status <> 'churned'
         ORDER BY c.arr DESC NULLS LAST, c.renewal_date ASC NULLS LAST, c.id
         LIMIT ${TOP_RISKS}) t) AS top_risks
     FROM live`;
@@ -82,8 +82,8 @@ export async function renewals(
     WITH due AS (
       SELECT date_trunc('month', c.renewal_date)::date AS month, c.arr, ${sql.unsafe(CATEGORY)} AS category
       FROM customers c
-        LEFT JOIN customer_health h ON h.customer_id = c.id AND h.tenant_id = ${tenantId}
-      WHERE c.tenant_id = ${tenantId} AND c.deleted_at IS NULL AND c.status <> 'churned'
+        LEFT JOIN customer_health h ON h.customer_id = c.id AND ${inTenant(tenantId, 'h')}
+      WHERE ${inTenant(tenantId, 'c')} AND c.deleted_at IS NULL AND c.status <> 'churned'
         AND c.renewal_date >= ${from}::date AND c.renewal_date < ${last}::date + interval '1 month'
     ), picked AS (
       SELECT * FROM due WHERE category = ANY(${cats}::text[])

@@ -98,15 +98,14 @@ export function apiKeyRoutes(d: Deps): Route[] {
 
   async function list(c: Ctx): Promise<Reply> {
     const rows = await sql<KeyRow[]>`
-      SELECT ${sql.unsafe(KEY_COLUMNS)} FROM api_keys
-      WHERE tenant_id = ${c.principal.tenantId} ORDER BY created_at, id`;
+      SELECT ${sql.unsafe(KEY_COLUMNS)} FROM api_keys WHERE ${c.tenant} ORDER BY created_at, id`;
     return json(200, { data: rows.map(toKey) });
   }
 
   async function revoke(c: Ctx): Promise<Reply> {
     const [row] = await sql<{ id: string }[]>`
       UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
-      WHERE tenant_id = ${c.principal.tenantId} AND id = ${c.params.id} RETURNING id::text`;
+      WHERE ${c.tenant} AND id = ${c.params.id} RETURNING id::text`;
     if (!row) throw notFound('API key');
     await d.notify.apiKeyRevoked(row.id);
     return noContent();
@@ -115,7 +114,7 @@ export function apiKeyRoutes(d: Deps): Route[] {
   async function getIngestionKey(c: Ctx): Promise<Reply> {
     const [row] = await sql<
       { last4: string; created_at: Date }[]
-    >`SELECT last4, created_at FROM ingestion_keys WHERE tenant_id = ${c.principal.tenantId}`;
+    >`SELECT last4, created_at FROM ingestion_keys WHERE ${c.tenant}`;
     return json(200, { last4: row?.last4 ?? null, created_at: row?.created_at.toISOString() ?? null });
   }
 

@@ -1,5 +1,5 @@
 import type { PendingQuery, Row } from 'postgres';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import type { Position } from '../../lib/cursor.js';
 
 export interface CustomerRow {
@@ -75,7 +75,7 @@ export async function listCustomers(sql: Sql, tenantId: string, f: ListFilter): 
   const none = sql``;
   return sql<CustomerRow[]>`
     SELECT ${sql.unsafe(COLUMNS)} FROM customers c ${sql.unsafe(WITH_HEALTH)}
-    WHERE c.tenant_id = ${tenantId}
+    WHERE ${inTenant(tenantId, 'c')}
       AND ${
         f.trash
           ? sql`c.deleted_at IS NOT NULL AND c.deleted_at > now() - interval '30 days'`
@@ -84,7 +84,7 @@ export async function listCustomers(sql: Sql, tenantId: string, f: ListFilter): 
       ${f.statuses ? sql`AND c.status = ANY(${f.statuses}::text[])` : none}
       ${f.ownerEmail !== undefined ? sql`AND lower(c.owner_email) = lower(${f.ownerEmail})` : none}
       ${f.segment ? sql`AND ${f.segment}` : none}
-      ${f.healthStatuses ? sql`AND h.tenant_id = ${tenantId} AND h.status = ANY(${f.healthStatuses}::text[])` : none}
+      ${f.healthStatuses ? sql`AND ${inTenant(tenantId, 'h')} AND h.status = ANY(${f.healthStatuses}::text[])` : none}
       ${f.minArr !== undefined ? sql`AND c.arr >= ${f.minArr}` : none}
       ${f.maxArr !== undefined ? sql`AND c.arr <= ${f.maxArr}` : none}
       ${
@@ -102,7 +102,7 @@ export async function listCustomers(sql: Sql, tenantId: string, f: ListFilter): 
 export async function getCustomer(sql: Sql, tenantId: string, id: string): Promise<CustomerRow | undefined> {
   const [row] = await sql<CustomerRow[]>`
     SELECT ${sql.unsafe(COLUMNS)} FROM customers c ${sql.unsafe(WITH_HEALTH)}
-    WHERE c.tenant_id = ${tenantId} AND c.id = ${id} AND c.deleted_at IS NULL`;
+    WHERE ${inTenant(tenantId, 'c')} AND c.id = ${id} AND c.deleted_at IS NULL`;
   return row;
 }
 
@@ -171,8 +171,7 @@ export async function updateCustomer(
   const assignments = sets.reduce((acc, s, i) => (i === 0 ? s : sql`${acc}, ${s}`));
   const [row] = await sql<CustomerRow[]>`
     WITH c AS (
-      UPDATE customers SET ${assignments}
-      WHERE tenant_id = ${tenantId} AND id = ${id} AND deleted_at IS NULL RETURNING *)
+      UPDATE customers SET ${assignments} WHERE ${inTenant(tenantId)} AND id = ${id} AND deleted_at IS NULL RETURNING *)
     SELECT ${sql.unsafe(COLUMNS)} FROM c ${sql.unsafe(WITH_HEALTH)}`;
   return row;
 }

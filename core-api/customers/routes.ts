@@ -96,9 +96,7 @@ export function customerRoutes(d: Deps): Route[] {
     const q = c.query;
     let ownerEmail: string | null | undefined;
     if (q.owner_id) {
-      const [u] = await sql<
-        { email: string }[]
-      >`SELECT email FROM users WHERE tenant_id = ${c.principal.tenantId} AND id = ${q.owner_id}`;
+      const [u] = await sql<{ email: string }[]>`SELECT email FROM users WHERE ${c.tenant} AND id = ${q.owner_id}`;
       ownerEmail = u?.email ?? null;
       if (ownerEmail === null) return json(200, { data: [], next_cursor: null, has_more: false });
     }
@@ -197,21 +195,20 @@ export function customerRoutes(d: Deps): Route[] {
   }
 
   async function remove(c: Ctx): Promise<Reply> {
-    const tenantId = c.principal.tenantId;
     if (c.query.hard) {
       // The erasure of its data elsewhere is queued in the same statement: no customer is removed
       // without one, and the processors do the slow part (docs/erasure.md).
       const [gone] = await sql<[{ n: number }]>`
         SELECT remove_customers(array_agg(id), 'hard_delete') AS n
-        FROM customers WHERE tenant_id = ${tenantId} AND id = ${c.params.id}`;
+        FROM customers WHERE ${c.tenant} AND id = ${c.params.id}`;
       if (gone.n === 0) throw notFound('Customer');
     } else {
       const gone = await sql`
         UPDATE customers SET deleted_at = now(), updated_at = now()
-        WHERE tenant_id = ${tenantId} AND id = ${c.params.id} AND deleted_at IS NULL RETURNING 1`;
+        WHERE ${c.tenant} AND id = ${c.params.id} AND deleted_at IS NULL RETURNING 1`;
       if (gone.length === 0) throw notFound('Customer');
     }
-    d.notify.customersChanged(tenantId, [c.params.id], 'deleted');
+    d.notify.customersChanged(c.principal.tenantId, [c.params.id], 'deleted');
     return noContent();
   }
 
@@ -234,8 +231,7 @@ export function customerRoutes(d: Deps): Route[] {
   async function restore(c: Ctx): Promise<Reply> {
     const [row] = await sql<CustomerRow[]>`
       UPDATE customers SET deleted_at = NULL, updated_at = now()
-      WHERE tenant_id = ${c.principal.tenantId} AND id = ${c.params.id}
-        AND deleted_at IS NOT NULL AND deleted_at > now() - interval '30 days'
+      WHERE ${c.tenant} AND id = ${c.params.id} AND deleted_at IS NOT NULL AND deleted_at > now() - interval '30 days'
       RETURNING id::text`;
     if (!row) throw notFound('Customer in the trash');
     const full = await getCustomer(sql, c.principal.tenantId, c.params.id);
@@ -262,7 +258,7 @@ export function customerRoutes(d: Deps): Route[] {
     >`
       SELECT id::text, customer_id::text, name, email, title, is_champion, whatsapp_number, created_at,
         created_at::text AS cursor_ts
-      FROM contacts WHERE tenant_id = ${c.principal.tenantId} AND customer_id = ${c.params.id}
+      FROM contacts WHERE ${c.tenant} AND customer_id = ${c.params.id}
         ${after ? sql`AND (created_at, id) > (${after.t}::text::timestamptz, ${after.id}::uuid)` : sql``}
       ORDER BY created_at, id LIMIT ${limit + 1}`;
     return json(

@@ -48,8 +48,7 @@ export function erasureRoutes(d: Deps): Route[] {
     const limit = q.limit ?? 50;
     const after = decodeCursor(q.cursor);
     const rows = await sql<ErasureRow[]>`
-      SELECT ${sql.unsafe(COLUMNS)} FROM erasures
-      WHERE tenant_id = ${c.principal.tenantId}
+      SELECT ${sql.unsafe(COLUMNS)} FROM erasures WHERE ${c.tenant}
         ${q.status ? sql`AND status = ANY(${q.status.split(',')}::text[])` : none}
         ${after ? sql`AND (requested_at, customer_id) < (${after.t}::text::timestamptz, ${after.id}::uuid)` : none}
       ORDER BY requested_at DESC, customer_id DESC LIMIT ${limit + 1}`;
@@ -58,8 +57,7 @@ export function erasureRoutes(d: Deps): Route[] {
 
   async function get(c: Ctx): Promise<Reply> {
     const [row] = await sql<ErasureRow[]>`
-      SELECT ${sql.unsafe(COLUMNS)} FROM erasures
-      WHERE tenant_id = ${c.principal.tenantId} AND customer_id = ${c.params.customer_id}`;
+      SELECT ${sql.unsafe(COLUMNS)} FROM erasures WHERE ${c.tenant} AND customer_id = ${c.params.customer_id}`;
     if (!row) throw notFound('Erasure');
     return json(200, toErasure(row));
   }

@@ -1,3 +1,4 @@
+import { chTenant } from '../../lib/metrics/literal.js';
 import type { HealthStatus } from '../../schemas/health.js';
 import { DEFAULT_HISTORY_DAYS, MAX_HISTORY_DAYS, type HistoryGranularity } from '../../schemas/core/health.js';
 import { isUuid } from '../../lib/ids.js';
@@ -134,7 +135,7 @@ export class HealthHistory {
     const query = `SELECT ${bucket} AS d, argMax(score, calculated_at) AS s, argMax(status, calculated_at) AS st,
         toUnixTimestamp(max(calculated_at)) AS t
       FROM ${this.ch.database}.health_history
-      WHERE tenant_id = toUUID('${tenantId}') AND customer_id = toUUID('${customerId}')
+      WHERE ${chTenant(tenantId)} AND customer_id = toUUID('${customerId}')
         AND day >= toDate('${range.from}') AND day <= toDate('${range.to}')
       GROUP BY d ORDER BY d`;
     const rows = await this.ch.rows<{ d: string; s: number; st: HealthStatus; t: number }>(

@@ -1,4 +1,4 @@
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import {
   effectiveModel,
   type DimensionScore,
@@ -45,7 +45,7 @@ export async function customerHealth(
     FROM customers c
       LEFT JOIN customer_health_current h ON h.customer_id = c.id
       LEFT JOIN health_models m ON m.tenant_id = c.tenant_id
-    WHERE c.tenant_id = ${tenantId} AND c.id = ${customerId} AND c.deleted_at IS NULL`;
+    WHERE ${inTenant(tenantId, 'c')} AND c.id = ${customerId} AND c.deleted_at IS NULL`;
   if (!row) return undefined;
   const health =
     row.score === null
@@ -68,7 +68,7 @@ export async function currentScore(
   const [row] = await sql<Array<{ score: number | null; status: HealthStatus | null; calculated_at: Date | null }>>`
     SELECT h.score, h.status, h.calculated_at
     FROM customers c LEFT JOIN customer_health_current h ON h.customer_id = c.id
-    WHERE c.tenant_id = ${tenantId} AND c.id = ${customerId} AND c.deleted_at IS NULL`;
+    WHERE ${inTenant(tenantId, 'c')} AND c.id = ${customerId} AND c.deleted_at IS NULL`;
   if (!row) return undefined;
   return {
     health: row.score === null ? null : { score: row.score, status: row.status!, calculated_at: row.calculated_at! },
@@ -77,13 +77,13 @@ export async function currentScore(
 
 export async function customerExists(sql: Sql, tenantId: string, customerId: string): Promise<boolean> {
   const rows =
-    await sql`SELECT 1 FROM customers WHERE tenant_id = ${tenantId} AND id = ${customerId} AND deleted_at IS NULL`;
+    await sql`SELECT 1 FROM customers WHERE ${inTenant(tenantId)} AND id = ${customerId} AND deleted_at IS NULL`;
   return rows.length > 0;
 }
 
 export async function getModel(sql: Sql, tenantId: string): Promise<StoredModel> {
   const [row] = await sql<Array<{ model: Partial<HealthModel>; updated_at: Date }>>`
-    SELECT model, updated_at FROM health_models WHERE tenant_id = ${tenantId}`;
+    SELECT model, updated_at FROM health_models WHERE ${inTenant(tenantId)}`;
   return { model: effectiveModel(row?.model), updated_at: row?.updated_at ?? null };
 }
 
@@ -96,14 +96,14 @@ export async function patchModel(sql: Sql, tenantId: string, patch: ModelPatch):
     await tx`
       INSERT INTO health_models (tenant_id, model) VALUES (${tenantId}, '{}') ON CONFLICT (tenant_id) DO NOTHING`;
     const [row] = await tx<Array<{ model: Partial<HealthModel> }>>`
-      SELECT model FROM health_models WHERE tenant_id = ${tenantId} FOR UPDATE`;
+      SELECT model FROM health_models WHERE ${inTenant(tenantId)} FOR UPDATE`;
     const drivers = patch.drivers ? await resolveDrivers(tx as unknown as Sql, tenantId, patch.drivers) : undefined;
     const merged = mergeModel(effectiveModel(row.model), patch, drivers);
     const errors = modelErrors(merged, patch);
     if (errors.length) throw invalid(errors, 'The health model would be invalid; see errors.');
     const [out] = await tx<Array<{ updated_at: Date }>>`
       UPDATE health_models SET model = ${JSON.stringify(merged)}::text::jsonb, updated_at = now()
-      WHERE tenant_id = ${tenantId} RETURNING updated_at`;
+      WHERE ${inTenant(tenantId)} RETURNING updated_at`;
     return { model: merged, updated_at: out.updated_at };
   }) as Promise<StoredModel>;
 }
@@ -123,7 +123,7 @@ async function resolveDrivers(
   const rows = ids.length
     ? await sql<Array<{ id: string; slug: string; unit: string | null; status: string; grain: string }>>`
         SELECT id::text, slug, unit, status, grain FROM metrics
-        WHERE tenant_id = ${tenantId} AND id = ANY(${ids}::uuid[]) FOR SHARE`
+        WHERE ${inTenant(tenantId)} AND id = ANY(${ids}::uuid[]) FOR SHARE`
     : [];
   const byId = new Map(rows.map((r) => [r.id, r]));
   const errors: FieldError[] = [];

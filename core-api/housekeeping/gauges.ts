@@ -1,6 +1,6 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { GLOBAL_TENANT } from './schedule.js';
 
 /**
@@ -58,7 +58,7 @@ export class HousekeepingGauges {
     const rows = await this.sql<Array<{ job: string; age: number }>>`
       SELECT job, extract(epoch FROM now() - coalesce(last_finished_at, last_started_at))::float8 AS age
       FROM job_leases
-      WHERE job = ANY(${this.o.jobs as string[]}::text[]) AND tenant_id = ${GLOBAL_TENANT}
+      WHERE job = ANY(${this.o.jobs as string[]}::text[]) AND ${inTenant(GLOBAL_TENANT)}
         AND coalesce(last_finished_at, last_started_at) IS NOT NULL`;
     this.age.reset();
     for (const r of rows) this.age.set({ task: r.job }, Number(r.age));

@@ -1,5 +1,6 @@
 import type { Principal } from '../../lib/credentials/principal.js';
 import type { Logger } from '../../lib/logger.js';
+import type { Scope } from '../../lib/pg.js';
 
 export type { Principal };
 
@@ -13,6 +14,8 @@ export interface Ctx {
   query: Record<string, any>;
   body: any;
   principal: Principal;
+  /** `tenant_id = <the principal's workspace>` (lib/pg.ts inTenant), for `WHERE ${c.tenant}`. */
+  tenant: Scope;
   log: Logger;
 }
 

@@ -7,7 +7,7 @@ import { probeRoutes } from '../../lib/http/probes.js';
 import type { Traffic } from '../../lib/http/traffic.js';
 import { reply, STATUS_TEXT, type TemplatedApp } from '../../lib/http/uws.js';
 import type { Logger } from '../../lib/logger.js';
-import { isPgUnavailable, STORE_RETRY_AFTER_S } from '../../lib/pg.js';
+import { inTenant, isPgUnavailable, STORE_RETRY_AFTER_S } from '../../lib/pg.js';
 import { ApiError, ERRORS, fieldErrors, invalid, notFound, problemBody, type ErrorCode } from '../../lib/problem.js';
 import type { Decision } from '../../lib/rate-limit.js';
 import { compileBody, compileQuery, type Validator } from '../../schemas/core/validate.js';
@@ -211,6 +211,7 @@ export function mount(app: TemplatedApp, deps: ServerDeps): TemplatedApp {
       query,
       body: parsed,
       principal: principal!,
+      tenant: (principal && inTenant(principal.tenantId))!,
       log,
     };
     return route.handler(ctx);

@@ -2,7 +2,7 @@ import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from
 import { ACTIVITY_TYPES, CONNECTOR_NAMES, CONNECTORS, isConnector } from '../../lib/integrations/connectors.js';
 import { authorizationUrl, exchangeCode, ProviderError, revokeToken } from '../../lib/integrations/oauth.js';
 import { forConnection, needsSubdomain, SUBDOMAIN } from '../../lib/integrations/providers.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { fitsDateTime } from '../../lib/row-binary.js';
 import { ApiError, type FieldError, notFound } from '../../lib/problem.js';
 import {
@@ -69,8 +69,7 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
     const [rows, syncStatus] = (await sql.begin('isolation level repeatable read read only', async (tx) => [
       await tx<Row[]>`
         SELECT name, status, connection_id::text, connected_at, account, error, activities::text,
-          unmatched_activities::text, updated_at, last_error, last_error_at
-        FROM integrations WHERE tenant_id = ${c.principal.tenantId}`,
+          unmatched_activities::text, updated_at, last_error, last_error_at FROM integrations WHERE ${c.tenant}`,
       await loadSyncStatus(tx, c.principal.tenantId),
     ])) as [Row[], Awaited<ReturnType<typeof loadSyncStatus>>];
     const byName = new Map(rows.map((r) => [r.name, r]));
@@ -203,7 +202,7 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
         token_expires_at = ${t.expires_in ? new Date(Date.now() + t.expires_in * 1000) : null},
         scope = ${t.scope ?? null}, account = ${account}, provider_account_id = ${workspace?.id ?? null},
         error = NULL, connected_at = now(), updated_at = now()
-      WHERE tenant_id = ${row.tenant_id} AND name = ${name}`;
+      WHERE ${inTenant(row.tenant_id)} AND name = ${name}`;
     // The first sync (e-mail, calendar) or the ticket backfill (zendesk) starts now, not at the next look.
     d.notify.integrationWork(row.tenant_id, name);
     return noticePage(200, 'Connected', `${name} is connected${account ? ` as ${account}` : ''}.`);
@@ -212,16 +211,15 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
   async function failed(tenantId: string, name: string, reason: string): Promise<void> {
     await sql`
       UPDATE integrations SET status = 'error', error = ${reason}, updated_at = now()
-      WHERE tenant_id = ${tenantId} AND name = ${name} AND status <> 'connected'`;
+      WHERE ${inTenant(tenantId)} AND name = ${name} AND status <> 'connected'`;
   }
 
   /** Revoked at the provider (best effort: a provider that fails is logged), then forgotten. */
   async function disconnect(c: Ctx): Promise<Reply> {
     const name = known(c.params.name);
-    const tenantId = c.principal.tenantId;
     const [r] = await sql<Row[]>`
       SELECT status, access_token, refresh_token, subdomain, webhook_id FROM integrations
-      WHERE tenant_id = ${tenantId} AND name = ${name}`;
+      WHERE ${c.tenant} AND name = ${name}`;
     const p = d.providers[name] && forConnection(d.providers[name], r?.subdomain);
     if (r?.status === 'connected' && p && r.webhook_id && r.access_token && d.dataCipher)
       await deleteZendeskWebhook(p, d.dataCipher.decrypt(r.access_token), r.webhook_id).catch((err: unknown) =>
@@ -240,7 +238,7 @@ export function integrationRoutes(d: IntegrationDeps): Route[] {
         token_expires_at = NULL, state_hash = NULL, state_expires_at = NULL, code_verifier = NULL, error = NULL,
         account = NULL, webhook_id = NULL, webhook_secret = NULL, provider_account_id = NULL,
         updated_at = now()
-      WHERE tenant_id = ${tenantId} AND name = ${name}`;
+      WHERE ${c.tenant} AND name = ${name}`;
     return noContent();
   }
 

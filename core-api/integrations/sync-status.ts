@@ -1,6 +1,6 @@
 import { ACTIVITY_TYPES, CONNECTORS, type ConnectorName } from '../../lib/integrations/connectors.js';
 import type { TransactionSql } from 'postgres';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { ApiError } from '../../lib/problem.js';
 import { SyncAnswer } from '../../schemas/core/integration-sync.js';
 import { IntegrationParams } from '../../schemas/core/integrations.js';
@@ -34,10 +34,10 @@ export interface SyncStatus {
 export async function loadSyncStatus(sql: Sql | TransactionSql, tenantId: string): Promise<SyncStatus> {
   const [syncs, counts] = await Promise.all([
     sql<Array<SyncStatusRow & { name: string }>>`
-      SELECT name, last_synced_at, last_error, last_error_at FROM integration_syncs WHERE tenant_id = ${tenantId}`,
+      SELECT name, last_synced_at, last_error, last_error_at FROM integration_syncs WHERE ${inTenant(tenantId)}`,
     sql<Array<{ name: string; event_name: string; n: number }>>`
       SELECT properties->>'integration' AS name, event_name, count(*)::int AS n FROM event_outbox
-      WHERE tenant_id = ${tenantId} AND surface = 'integration' AND id >= ${uuidV7Floor(Date.now() - DAY_MS)}::uuid
+      WHERE ${inTenant(tenantId)} AND surface = 'integration' AND id >= ${uuidV7Floor(Date.now() - DAY_MS)}::uuid
       GROUP BY 1, 2`,
   ]);
   const byName = new Map<string, Map<string, number>>();
@@ -92,8 +92,7 @@ export function syncNowRoute(sql: Sql, notify: Notifier, known: (name: string) =
       throw new ApiError('integration_not_syncable', `${name} does not sync; only ${SYNCED.join(', ')} do.`);
     const [r] = await sql<Array<{ requested_at: Date; running: boolean }>>`
       INSERT INTO integration_syncs AS s (tenant_id, name, requested_at)
-      SELECT tenant_id, name, now() FROM integrations
-      WHERE tenant_id = ${c.principal.tenantId} AND name = ${name} AND status = 'connected'
+      SELECT tenant_id, name, now() FROM integrations WHERE ${c.tenant} AND name = ${name} AND status = 'connected'
       ON CONFLICT (tenant_id, name) DO UPDATE SET requested_at = now()
       RETURNING s.requested_at, s.lease_expires_at > now() AND s.holder IS NOT NULL AS running`;
     if (!r) throw new ApiError('integration_not_connected', `${name} is not connected; connect it first.`);

@@ -48,7 +48,7 @@ export function jobRoutes(d: Deps & { runner: JobRunner }): Route[] {
     const [r] = await sql<JobRow[]>`
       SELECT id::text, type, status, params, total, processed, counts, errors, error, created_at, started_at,
         finished_at
-      FROM jobs WHERE tenant_id = ${c.principal.tenantId} AND id = ${c.params.id}`;
+      FROM jobs WHERE ${c.tenant} AND id = ${c.params.id}`;
     if (!r) throw notFound('Job');
     // The route took any scope that reads some job; which one reads this job is known only now. A
     // backfill job belongs to an events:write caller, who need not read customers.

@@ -1,5 +1,5 @@
 import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { CustomerCreate } from '../../schemas/core/customers.js';
 import { compileBody } from '../../schemas/core/validate.js';
 import { fieldErrors } from '../../lib/problem.js';
@@ -123,7 +123,7 @@ export class JobRunner {
       if (c.external_id !== undefined) {
         [existing] = await tx<{ id: string; deleted: boolean }[]>`
           SELECT id::text, deleted_at IS NOT NULL AS deleted FROM customers
-          WHERE tenant_id = ${job.tenant_id} AND external_source = ${c.external_source ?? 'internal'}
+          WHERE ${inTenant(job.tenant_id)} AND external_source = ${c.external_source ?? 'internal'}
             AND external_id = ${c.external_id} FOR UPDATE`;
       }
       if (existing?.deleted)

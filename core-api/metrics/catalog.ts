@@ -1,6 +1,6 @@
 import { decodeNameCursor, encodeNameCursor } from '../../lib/cursor.js';
-import { str, uuid } from '../../lib/metrics/literal.js';
-import type { Sql } from '../../lib/pg.js';
+import { chTenant, str } from '../../lib/metrics/literal.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { Page } from '../../schemas/core/common.js';
 import { CatalogEntry, CatalogQuery, MAX_PROPERTY_KEYS } from '../../schemas/core/metrics.js';
 import type { ClickHouseReader } from '../clickhouse.js';
@@ -25,20 +25,20 @@ export async function seenInClickHouse(ch: ClickHouseReader, tenantId: string, n
   const out = new Map<string, Seen>(names.map((n) => [n, { last: null, keys: [] }]));
   if (!names.length) return out;
   const db = ch.database;
-  const t = uuid(tenantId);
+  const t = chTenant(tenantId);
   const list = names.map(str).join(', ');
   const rows = await ch.rows<{ event_name: string; key: string; n: number; kind: number }>(
     `SELECT event_name, '' AS key, toUInt64(toUInt32(maxMerge(last_ts))) AS n, 1 AS kind
-     FROM ${db}.event_names WHERE tenant_id = ${t} AND event_name IN (${list}) GROUP BY event_name
+     FROM ${db}.event_names WHERE ${t} AND event_name IN (${list}) GROUP BY event_name
      UNION ALL
      SELECT event_name, key, n, 2 AS kind FROM (
        SELECT event_name, key, sum(events) AS n FROM (
          SELECT event_name, key, events
          FROM ${db}.event_property_keysets ARRAY JOIN keys AS key
-         WHERE tenant_id = ${t} AND event_name IN (${list})
+         WHERE ${t} AND event_name IN (${list})
          UNION ALL
          SELECT event_name, key, events
-         FROM ${db}.event_property_keys WHERE tenant_id = ${t} AND event_name IN (${list}))
+         FROM ${db}.event_property_keys WHERE ${t} AND event_name IN (${list}))
        GROUP BY event_name, key ORDER BY event_name, n DESC, key LIMIT ${MAX_PROPERTY_KEYS} BY event_name)`,
     'The event store',
   );
@@ -59,7 +59,7 @@ export function catalogRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
     const after = decodeNameCursor(c.query.cursor);
     const rows = await sql<Array<{ event_name: string; first_seen_at: Date }>>`
       SELECT event_name, first_seen_at FROM event_catalog
-      WHERE tenant_id = ${p.tenantId} ${after !== null ? sql`AND event_name COLLATE "C" > ${after}` : sql``}
+      WHERE ${inTenant(p.tenantId)} ${after !== null ? sql`AND event_name COLLATE "C" > ${after}` : sql``}
       ORDER BY event_name COLLATE "C" LIMIT ${limit + 1}`;
     const has_more = rows.length > limit;
     const shown = has_more ? rows.slice(0, limit) : rows;

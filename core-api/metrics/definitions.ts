@@ -185,7 +185,7 @@ export function definitionRoutes(sql: Sql): Route[] {
     const out = await sql.begin(async (tx) => {
       const t = tx as unknown as Sql;
       const [row] = await t<Array<{ status: string }>>`
-        SELECT status FROM metrics WHERE tenant_id = ${tenantId} AND id = ${c.params.id} FOR UPDATE`;
+        SELECT status FROM metrics WHERE ${c.tenant} AND id = ${c.params.id} FOR UPDATE`;
       if (!row) return { missing: true as const };
       if (row.status === 'deleted') return { deleted: true as const };
       const used = (await consumers(t, tenantId, [c.params.id])).get(c.params.id)!;

@@ -1,4 +1,4 @@
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { IdParams } from '../../schemas/core/common.js';
 import { Objective, ObjectiveCreate, ObjectiveList } from '../../schemas/core/metrics.js';
 import type { ClickHouseReader } from '../clickhouse.js';
@@ -27,7 +27,7 @@ interface Row {
 const COLUMNS = 'id::text, customer_id::text, metric_id::text, name, target_value, due_date::text, created_at';
 
 async function customerExists(sql: Sql, tenantId: string, id: string): Promise<boolean> {
-  const rows = await sql`SELECT 1 FROM customers WHERE tenant_id = ${tenantId} AND id = ${id} AND deleted_at IS NULL`;
+  const rows = await sql`SELECT 1 FROM customers WHERE ${inTenant(tenantId)} AND id = ${id} AND deleted_at IS NULL`;
   return rows.length > 0;
 }
 
@@ -78,7 +78,7 @@ export function objectiveRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
       if (!(await customerExists(t, tenantId, c.params.id))) throw notFound('Customer');
       // A share lock: DELETE /v1/metrics/{id} counts consumers under an update lock of this row.
       const [m] = await t<Array<{ status: string; grain: string }>>`
-        SELECT status, grain FROM metrics WHERE tenant_id = ${tenantId} AND id = ${metricId} FOR SHARE`;
+        SELECT status, grain FROM metrics WHERE ${c.tenant} AND id = ${metricId} FOR SHARE`;
       if (!m || m.status === 'deleted')
         throw invalid([
           {
@@ -105,7 +105,7 @@ export function objectiveRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
     if (!(await customerExists(sql, tenantId, c.params.id))) throw notFound('Customer');
     const rows = await sql<Row[]>`
       SELECT ${sql.unsafe(COLUMNS)} FROM objectives
-      WHERE tenant_id = ${tenantId} AND customer_id = ${c.params.id} ORDER BY created_at, id`;
+      WHERE ${c.tenant} AND customer_id = ${c.params.id} ORDER BY created_at, id`;
     const latest = await latestValues(ch, tenantId, rows);
     return json(200, { data: rows.map((r) => toObjective(r, latest)) });
   }
@@ -113,7 +113,7 @@ export function objectiveRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
   async function remove(c: Ctx): Promise<Reply> {
     const rows = await sql`
       DELETE FROM objectives o USING customers c
-      WHERE o.tenant_id = ${c.principal.tenantId} AND o.id = ${c.params.id}
+      WHERE ${inTenant(c.principal.tenantId, 'o')} AND o.id = ${c.params.id}
         AND c.id = o.customer_id AND c.deleted_at IS NULL
       RETURNING 1`;
     if (!rows.length) throw notFound('Objective');

@@ -1,5 +1,5 @@
 import { proposeMetric, type CatalogEvent, type ProposedMetric } from '../../lib/metrics/proposal.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { IdParams } from '../../schemas/core/common.js';
 import { Metric, Proposal, ProposalAccept, ProposalCreate, type MetricCreate } from '../../schemas/core/metrics.js';
 import type { ClickHouseReader } from '../clickhouse.js';
@@ -42,7 +42,7 @@ const createBody = (p: Omit<ProposedMetric, 'rationale' | 'confidence'>) => ({
 
 async function workspaceCatalog(sql: Sql, ch: ClickHouseReader, tenantId: string): Promise<CatalogEvent[]> {
   const rows = await sql<Array<{ event_name: string }>>`
-    SELECT event_name FROM event_catalog WHERE tenant_id = ${tenantId}
+    SELECT event_name FROM event_catalog WHERE ${inTenant(tenantId)}
     ORDER BY first_seen_at DESC LIMIT ${MAX_CATALOG_NAMES}`;
   const names = rows.map((r) => r.event_name);
   const seen = await seenInClickHouse(ch, tenantId, names);
@@ -52,7 +52,7 @@ async function workspaceCatalog(sql: Sql, ch: ClickHouseReader, tenantId: string
 export function proposalRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
   async function load(tenantId: string, id: string): Promise<ProposalRow> {
     const [row] = await sql<ProposalRow[]>`
-      SELECT ${sql.unsafe(COLUMNS)} FROM metric_proposals WHERE tenant_id = ${tenantId} AND id = ${id}`;
+      SELECT ${sql.unsafe(COLUMNS)} FROM metric_proposals WHERE ${inTenant(tenantId)} AND id = ${id}`;
     if (!row) throw notFound('Proposal');
     return row;
   }
@@ -88,8 +88,7 @@ export function proposalRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
     const overrides = (c.body ?? {}) as Partial<MetricCreate>;
     const metric = await sql.begin(async (tx) => {
       const [row] = await tx<ProposalRow[]>`
-        SELECT ${tx.unsafe(COLUMNS)} FROM metric_proposals WHERE tenant_id = ${tenantId} AND id = ${c.params.id}
-        FOR UPDATE`;
+        SELECT ${tx.unsafe(COLUMNS)} FROM metric_proposals WHERE ${c.tenant} AND id = ${c.params.id} FOR UPDATE`;
       if (!row) throw notFound('Proposal');
       if (row.status !== 'proposed') throw closed(row);
       const body = { ...createBody(row.proposal), ...overrides } as MetricCreate;
@@ -98,20 +97,18 @@ export function proposalRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
       const stored = await createMetric(tx as unknown as Sql, tenantId, body);
       await tx`
         UPDATE metric_proposals SET status = 'accepted', metric_id = ${stored.id}, decided_at = now()
-        WHERE id = ${row.id}`;
+        WHERE ${c.tenant} AND id = ${row.id}`;
       return stored;
     });
     return json(201, await withConsumers(sql, tenantId, metric as Awaited<ReturnType<typeof createMetric>>));
   }
 
   async function reject(c: Ctx): Promise<Reply> {
-    const tenantId = c.principal.tenantId;
     const [row] = await sql<ProposalRow[]>`
       UPDATE metric_proposals SET status = 'rejected', decided_at = now()
-      WHERE tenant_id = ${tenantId} AND id = ${c.params.id} AND status = 'proposed'
-      RETURNING ${sql.unsafe(COLUMNS)}`;
+      WHERE ${c.tenant} AND id = ${c.params.id} AND status = 'proposed' RETURNING ${sql.unsafe(COLUMNS)}`;
     if (row) return json(200, toProposal(row));
-    throw closed(await load(tenantId, c.params.id));
+    throw closed(await load(c.principal.tenantId, c.params.id));
   }
 
   const common = { tag: 'Metrics', auth: 'bearer' as const };

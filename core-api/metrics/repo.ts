@@ -1,4 +1,4 @@
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import type { MetricDefinition, MetricFilter, MetricWindow } from '../../schemas/core/metrics.js';
 import type { Position } from '../../lib/cursor.js';
 
@@ -51,7 +51,7 @@ export async function insertMetric(sql: Sql, tenantId: string, m: NewMetric): Pr
 
 export async function getMetric(sql: Sql, tenantId: string, id: string): Promise<MetricRow | undefined> {
   const [row] = await sql<MetricRow[]>`
-    SELECT ${sql.unsafe(COLUMNS)} FROM metrics WHERE tenant_id = ${tenantId} AND id = ${id}`;
+    SELECT ${sql.unsafe(COLUMNS)} FROM metrics WHERE ${inTenant(tenantId)} AND id = ${id}`;
   return row;
 }
 
@@ -63,7 +63,7 @@ export async function listMetrics(
 ): Promise<MetricRow[]> {
   return sql<MetricRow[]>`
     SELECT ${sql.unsafe(COLUMNS)} FROM metrics
-    WHERE tenant_id = ${tenantId}
+    WHERE ${inTenant(tenantId)}
       ${f.includeDeleted ? sql`` : sql`AND status = 'active'`}
       ${f.after ? sql`AND (created_at, id) > (${f.after.t}::text::timestamptz, ${f.after.id}::uuid)` : sql``}
     ORDER BY created_at, id LIMIT ${f.limit + 1}`;
@@ -81,7 +81,7 @@ export async function patchMetric(
       description = ${p.description !== undefined ? sql`${p.description}` : sql`description`},
       unit = ${p.unit !== undefined ? sql`${p.unit}` : sql`unit`},
       updated_at = now()
-    WHERE tenant_id = ${tenantId} AND id = ${id} AND status = 'active'
+    WHERE ${inTenant(tenantId)} AND id = ${id} AND status = 'active'
     RETURNING ${sql.unsafe(COLUMNS)}`;
   return row;
 }
@@ -89,7 +89,7 @@ export async function patchMetric(
 export async function softDeleteMetric(sql: Sql, tenantId: string, id: string): Promise<void> {
   await sql`
     UPDATE metrics SET status = 'deleted', deleted_at = now(), updated_at = now()
-    WHERE tenant_id = ${tenantId} AND id = ${id} AND status = 'active'`;
+    WHERE ${inTenant(tenantId)} AND id = ${id} AND status = 'active'`;
 }
 
 /**
@@ -109,7 +109,7 @@ export async function consumers(sql: Sql, tenantId: string, ids: string[]): Prom
          AND d->>'metric_id' = m.id::text)::int AS health_drivers,
       (SELECT count(*) FROM playbooks p
        WHERE p.tenant_id = m.tenant_id AND p.enabled AND m.id = ANY(p.metric_ids))::int AS playbook_triggers
-    FROM metrics m WHERE m.tenant_id = ${tenantId} AND m.id = ANY(${ids}::uuid[])`;
+    FROM metrics m WHERE ${inTenant(tenantId, 'm')} AND m.id = ANY(${ids}::uuid[])`;
   for (const r of rows)
     out.set(r.id, {
       objectives: r.objectives,
@@ -131,22 +131,22 @@ export async function consumerList(sql: Sql, tenantId: string, metricId: string)
   return sql<ConsumerRef[]>`
     (SELECT 'objective' AS type, o.id::text AS id, o.customer_id::text AS customer_id, o.name
      FROM objectives o JOIN customers c ON c.id = o.customer_id AND c.deleted_at IS NULL
-     WHERE o.tenant_id = ${tenantId} AND o.metric_id = ${metricId} ORDER BY o.created_at LIMIT 100)
+     WHERE ${inTenant(tenantId, 'o')} AND o.metric_id = ${metricId} ORDER BY o.created_at LIMIT 100)
     UNION ALL
     (SELECT 'health_driver', NULL, NULL, 'metric:' || (d->>'slug')
      FROM health_models hm, jsonb_array_elements(hm.model->'drivers') d
-     WHERE hm.tenant_id = ${tenantId} AND jsonb_typeof(hm.model->'drivers') = 'array'
+     WHERE ${inTenant(tenantId, 'hm')} AND jsonb_typeof(hm.model->'drivers') = 'array'
        AND d->>'metric_id' = ${metricId}::text)
     UNION ALL
     (SELECT 'playbook_trigger', p.id::text, NULL, p.name FROM playbooks p
-     WHERE p.tenant_id = ${tenantId} AND p.enabled AND ${metricId}::uuid = ANY(p.metric_ids)
+     WHERE ${inTenant(tenantId, 'p')} AND p.enabled AND ${metricId}::uuid = ANY(p.metric_ids)
      ORDER BY p.created_at LIMIT 100)`;
 }
 
 export const inUse = (c: Consumers): boolean => c.objectives + c.health_drivers + c.playbook_triggers > 0;
 
 export async function catalogHas(sql: Sql, tenantId: string, eventName: string): Promise<boolean> {
-  const rows = await sql`SELECT 1 FROM event_catalog WHERE tenant_id = ${tenantId} AND event_name = ${eventName}`;
+  const rows = await sql`SELECT 1 FROM event_catalog WHERE ${inTenant(tenantId)} AND event_name = ${eventName}`;
   return rows.length > 0;
 }
 
@@ -154,6 +154,6 @@ export async function catalogHas(sql: Sql, tenantId: string, eventName: string):
 export async function liveCustomers(sql: Sql, tenantId: string, ids: string[]): Promise<Set<string>> {
   if (!ids.length) return new Set();
   const rows = await sql<Array<{ id: string }>>`
-    SELECT id::text FROM customers WHERE tenant_id = ${tenantId} AND id = ANY(${ids}::uuid[]) AND deleted_at IS NULL`;
+    SELECT id::text FROM customers WHERE ${inTenant(tenantId)} AND id = ANY(${ids}::uuid[]) AND deleted_at IS NULL`;
   return new Set(rows.map((r) => r.id));
 }

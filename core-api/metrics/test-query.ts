@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { compileMetric } from '../../lib/metrics/compile.js';
-import { date, str, uuid } from '../../lib/metrics/literal.js';
+import { chTenant, date, str, uuid } from '../../lib/metrics/literal.js';
 import type { Sql } from '../../lib/pg.js';
 import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
 import Type from '#typebox';
@@ -47,9 +47,9 @@ async function sample(
   // Rollup rows carry day granularity: a day-early start only widens the pool, never the values.
   const where = generated
     ? `FROM ${ch.database}.events
-       WHERE tenant_id = ${uuid(tenantId)} AND event_name = ${str(def.source_event)} AND toDate(ts) >= ${date(from)}`
+       WHERE ${chTenant(tenantId)} AND event_name = ${str(def.source_event)} AND toDate(ts) >= ${date(from)}`
     : `FROM ${ch.database}.usage_daily_names
-       WHERE tenant_id = ${uuid(tenantId)} AND event_name = ${str(def.source_event)} AND day >= ${date(from)}`;
+       WHERE ${chTenant(tenantId)} AND event_name = ${str(def.source_event)} AND day >= ${date(from)}`;
   const want = size * 3;
   const start = uuid(randomUUID());
   const pick = async (side: string, limit: number) =>

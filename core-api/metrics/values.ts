@@ -1,4 +1,4 @@
-import { dateTime, uuid } from '../../lib/metrics/literal.js';
+import { chTenant, dateTime, uuid } from '../../lib/metrics/literal.js';
 import type { Sql } from '../../lib/pg.js';
 import { IdParams, Problem } from '../../schemas/core/common.js';
 import { MaterializeResult, MetricValues, MetricValuesQuery } from '../../schemas/core/metrics.js';
@@ -49,7 +49,7 @@ export async function storedValues(
   const to = q.to && seconds(q.to) < DATETIME_MAX_S ? q.to : undefined;
   if ((q.to && seconds(q.to) < 0) || (q.from && seconds(q.from) > DATETIME_MAX_S)) return [];
   const where = [
-    `tenant_id = ${uuid(q.tenantId)}`,
+    chTenant(q.tenantId),
     `metric_id IN (${q.metricIds.map(uuid).join(', ')})`,
     ...(q.customerIds ? [`customer_id IN (${q.customerIds.map(uuid).join(', ')})`] : []),
     ...(from ? [`period_end >= ${dateTime(from)}`] : []),

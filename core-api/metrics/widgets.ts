@@ -1,4 +1,4 @@
-import { date, dateTime, str, uuid } from '../../lib/metrics/literal.js';
+import { chTenant, date, dateTime, str, uuid } from '../../lib/metrics/literal.js';
 import type { Sql } from '../../lib/pg.js';
 import { IdParams } from '../../schemas/core/common.js';
 import {
@@ -62,7 +62,7 @@ export async function widgetValue(
 ) {
   const p = widgetPeriods(w.period, now);
   const db = ch.database;
-  const who = `tenant_id = ${uuid(tenantId)} AND customer_id = ${uuid(customerId)}`;
+  const who = `${chTenant(tenantId)} AND customer_id = ${uuid(customerId)}`;
   const name = w.event_name !== null ? ` AND event_name = ${str(w.event_name)}` : '';
   const period = { from: p.from.toISOString(), to: p.to.toISOString() };
   const what = 'The event store';
@@ -98,7 +98,7 @@ export function widgetRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
   async function list(c: Ctx): Promise<Reply> {
     const rows = await sql<WidgetRow[]>`
       SELECT id::text, name, event_name, aggregation, period, created_at FROM usage_widgets
-      WHERE tenant_id = ${c.principal.tenantId} ORDER BY created_at, id`;
+      WHERE ${c.tenant} ORDER BY created_at, id`;
     return json(200, { data: rows.map(toWidget) });
   }
 
@@ -112,7 +112,7 @@ export function widgetRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
       // The workspace row's lock serializes creations, so two concurrent ones cannot both be the 8th.
       await tx`SELECT 1 FROM tenants WHERE id = ${tenantId} FOR UPDATE`;
       const [{ n }] = await tx<Array<{ n: number }>>`
-        SELECT count(*)::int AS n FROM usage_widgets WHERE tenant_id = ${tenantId}`;
+        SELECT count(*)::int AS n FROM usage_widgets WHERE ${c.tenant}`;
       if (n >= MAX_WIDGETS)
         throw new ApiError(
           'widget_limit_reached',
@@ -129,7 +129,7 @@ export function widgetRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
 
   async function remove(c: Ctx): Promise<Reply> {
     const rows = await sql`
-      DELETE FROM usage_widgets WHERE tenant_id = ${c.principal.tenantId} AND id = ${c.params.id} RETURNING id`;
+      DELETE FROM usage_widgets WHERE ${c.tenant} AND id = ${c.params.id} RETURNING id`;
     if (!rows.length) throw notFound('Usage widget');
     return noContent();
   }
@@ -138,7 +138,7 @@ export function widgetRoutes(sql: Sql, ch: ClickHouseReader): Route[] {
     const tenantId = c.principal.tenantId;
     const [w] = await sql<WidgetRow[]>`
       SELECT id::text, name, event_name, aggregation, period, created_at FROM usage_widgets
-      WHERE tenant_id = ${tenantId} AND id = ${c.params.id}`;
+      WHERE ${c.tenant} AND id = ${c.params.id}`;
     if (!w) throw notFound('Usage widget');
     const customerId = String(c.query.customer_id ?? '').toLowerCase();
     if (!isUuid(customerId))

@@ -79,7 +79,7 @@ export function appRoutes(d: Deps): Route[] {
     const rows = await sql<AppRow[]>`
       SELECT id::text, tenant_id::text, name, client_id, client_secret_hash, redirect_uris, scopes, created_at
       FROM oauth_apps
-      WHERE tenant_id = ${c.principal.tenantId} ORDER BY created_at, id`;
+      WHERE ${c.tenant} ORDER BY created_at, id`;
     return json(200, { data: rows.map(toApp) });
   }
 

@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { inTenant } from '../../lib/pg.js';
 import { AuthorizeQuery } from '../../schemas/core/credentials.js';
 import { SCOPES, type Role } from '../../schemas/core/scopes.js';
 import { allowedFor } from '../../lib/credentials/scopes.js';
@@ -157,7 +158,7 @@ export function authorizeRoutes(d: OAuthDeps): Route[] {
       email && email.length <= 320
         ? await sql<{ id: string; role: Role; password_hash: string | null }[]>`
           SELECT id::text, role, password_hash FROM users
-          WHERE tenant_id = ${r.app.tenant_id} AND lower(email) = lower(${email})`
+          WHERE ${inTenant(r.app.tenant_id)} AND lower(email) = lower(${email})`
         : [];
     const ok = await verifyPassword(f.password ?? '', user?.password_hash ?? (await dummyHash));
     if (!user || !user.password_hash || !ok) {

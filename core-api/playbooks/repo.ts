@@ -1,5 +1,5 @@
 import type { Position } from '../../lib/cursor.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import type { Action, Trigger } from '../../schemas/core/playbooks.js';
 
 /** SQL of the playbook endpoints (PostgreSQL). Every query is scoped by tenant_id. */
@@ -47,7 +47,7 @@ export async function getPlaybook(
   lock = false,
 ): Promise<PlaybookRow | undefined> {
   const [row] = await sql<PlaybookRow[]>`
-    SELECT ${sql.unsafe(COLUMNS)} FROM playbooks WHERE tenant_id = ${tenantId} AND id = ${id}
+    SELECT ${sql.unsafe(COLUMNS)} FROM playbooks WHERE ${inTenant(tenantId)} AND id = ${id}
     ${lock ? sql`FOR UPDATE` : sql``}`;
   return row;
 }
@@ -60,7 +60,7 @@ export async function listPlaybooks(
 ): Promise<PlaybookRow[]> {
   return sql<PlaybookRow[]>`
     SELECT ${sql.unsafe(COLUMNS)} FROM playbooks
-    WHERE tenant_id = ${tenantId}
+    WHERE ${inTenant(tenantId)}
       ${f.after ? sql`AND (created_at, id) > (${f.after.t}::text::timestamptz, ${f.after.id}::uuid)` : sql``}
     ORDER BY created_at, id LIMIT ${f.limit + 1}`;
 }
@@ -75,13 +75,13 @@ export async function updatePlaybook(
     UPDATE playbooks SET name = ${p.name}, trigger = ${jsonb(p.trigger)}::text::jsonb,
       actions = ${jsonb(p.actions)}::text::jsonb, enabled = ${p.enabled}, segment_ids = ${p.segment_ids}::uuid[],
       metric_ids = ${p.metric_ids}::uuid[], updated_at = now()
-    WHERE tenant_id = ${tenantId} AND id = ${id}
+    WHERE ${inTenant(tenantId)} AND id = ${id}
     RETURNING ${sql.unsafe(COLUMNS)}`;
   return row;
 }
 
 export async function deletePlaybook(sql: Sql, tenantId: string, id: string): Promise<boolean> {
-  const rows = await sql`DELETE FROM playbooks WHERE tenant_id = ${tenantId} AND id = ${id} RETURNING 1`;
+  const rows = await sql`DELETE FROM playbooks WHERE ${inTenant(tenantId)} AND id = ${id} RETURNING 1`;
   return rows.length > 0;
 }
 
@@ -94,7 +94,7 @@ export async function segmentsByName(
   if (!names.length) return [];
   return sql`
     SELECT id::text, lower(name) AS lname, rules, match FROM segments
-    WHERE tenant_id = ${tenantId} AND lower(name) = ANY(${names}::text[])
+    WHERE ${inTenant(tenantId)} AND lower(name) = ANY(${names}::text[])
     FOR SHARE`;
 }
 
@@ -109,7 +109,7 @@ export async function liveMetrics(
 ): Promise<Array<{ id: string; slug: string }>> {
   return sql`
     SELECT id::text, slug FROM metrics
-    WHERE tenant_id = ${tenantId} AND status = 'active'
+    WHERE ${inTenant(tenantId)} AND status = 'active'
       AND (slug = ANY(${by.slugs ?? []}::text[]) OR id = ANY(${by.ids ?? []}::uuid[]))
     FOR SHARE`;
 }
@@ -124,7 +124,7 @@ export async function knownUsers(
   if (!ids.length && !emails.length) return [];
   return sql`
     SELECT id::text, lower(email) AS email FROM users
-    WHERE tenant_id = ${tenantId} AND (id = ANY(${ids}::uuid[]) OR lower(email) = ANY(${emails}::text[]))`;
+    WHERE ${inTenant(tenantId)} AND (id = ANY(${ids}::uuid[]) OR lower(email) = ANY(${emails}::text[]))`;
 }
 
 export interface RunRow {
@@ -148,7 +148,7 @@ const RUN_COLUMNS = `id::text, playbook_id::text, trigger_source, dry_run, start
 
 export async function getRun(sql: Sql, tenantId: string, id: string): Promise<RunRow | undefined> {
   const [row] = await sql<RunRow[]>`
-    SELECT ${sql.unsafe(RUN_COLUMNS)} FROM playbook_runs WHERE tenant_id = ${tenantId} AND id = ${id}`;
+    SELECT ${sql.unsafe(RUN_COLUMNS)} FROM playbook_runs WHERE ${inTenant(tenantId)} AND id = ${id}`;
   return row;
 }
 
@@ -161,7 +161,7 @@ export async function listRuns(
 ): Promise<RunRow[]> {
   return sql<RunRow[]>`
     SELECT ${sql.unsafe(RUN_COLUMNS)} FROM playbook_runs
-    WHERE tenant_id = ${tenantId} AND playbook_id = ${playbookId}
+    WHERE ${inTenant(tenantId)} AND playbook_id = ${playbookId}
       ${f.after ? sql`AND (started_at, id) < (${f.after.t}::text::timestamptz, ${f.after.id}::uuid)` : sql``}
     ORDER BY started_at DESC, id DESC LIMIT ${f.limit + 1}`;
 }

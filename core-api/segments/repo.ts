@@ -1,6 +1,6 @@
 import type { PendingQuery, Row } from 'postgres';
 import type { Position } from '../../lib/cursor.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { compileSegment, type SegmentRule } from '../../lib/segments/compile.js';
 import { SqlParams } from '../../lib/sql-params.js';
 
@@ -42,7 +42,7 @@ export async function getSegment(
   lock = false,
 ): Promise<SegmentRow | undefined> {
   const [row] = await sql<SegmentRow[]>`
-    SELECT ${sql.unsafe(COLUMNS)} FROM segments WHERE tenant_id = ${tenantId} AND id = ${id}
+    SELECT ${sql.unsafe(COLUMNS)} FROM segments WHERE ${inTenant(tenantId)} AND id = ${id}
     ${lock ? sql`FOR UPDATE` : sql``}`;
   return row;
 }
@@ -55,7 +55,7 @@ export async function listSegments(
 ): Promise<SegmentRow[]> {
   return sql<SegmentRow[]>`
     SELECT ${sql.unsafe(COLUMNS)} FROM segments
-    WHERE tenant_id = ${tenantId}
+    WHERE ${inTenant(tenantId)}
       ${f.after ? sql`AND (created_at, id) > (${f.after.t}::text::timestamptz, ${f.after.id}::uuid)` : sql``}
     ORDER BY created_at, id LIMIT ${f.limit + 1}`;
 }
@@ -64,17 +64,17 @@ export async function updateSegment(sql: Sql, tenantId: string, id: string, s: S
   const [row] = await sql<SegmentRow[]>`
     UPDATE segments SET name = ${s.name}, description = ${s.description}, rules = ${jsonb(s.rules)}::text::jsonb,
       match = ${s.match}, updated_at = now()
-    WHERE tenant_id = ${tenantId} AND id = ${id}
+    WHERE ${inTenant(tenantId)} AND id = ${id}
     RETURNING ${sql.unsafe(COLUMNS)}`;
   return row;
 }
 
 export async function deleteSegment(sql: Sql, tenantId: string, id: string): Promise<void> {
-  await sql`DELETE FROM segments WHERE tenant_id = ${tenantId} AND id = ${id}`;
+  await sql`DELETE FROM segments WHERE ${inTenant(tenantId)} AND id = ${id}`;
 }
 
 export async function countSegments(sql: Sql, tenantId: string): Promise<number> {
-  const [r] = await sql<Array<{ n: number }>>`SELECT count(*)::int AS n FROM segments WHERE tenant_id = ${tenantId}`;
+  const [r] = await sql<Array<{ n: number }>>`SELECT count(*)::int AS n FROM segments WHERE ${inTenant(tenantId)}`;
   return r.n;
 }
 
@@ -86,7 +86,7 @@ export async function playbooksUsing(
 ): Promise<Array<{ id: string; name: string }>> {
   return sql`
     SELECT id::text, name FROM playbooks
-    WHERE tenant_id = ${tenantId} AND ${segmentId}::uuid = ANY(segment_ids)
+    WHERE ${inTenant(tenantId)} AND ${segmentId}::uuid = ANY(segment_ids)
     ORDER BY created_at, id`;
 }
 
@@ -116,13 +116,13 @@ export async function segmentsOfCustomer(
   customerId: string,
 ): Promise<Array<{ id: string; name: string }>> {
   const segs = await sql<SegmentRow[]>`
-    SELECT ${sql.unsafe(COLUMNS)} FROM segments WHERE tenant_id = ${tenantId} ORDER BY lower(name), id`;
+    SELECT ${sql.unsafe(COLUMNS)} FROM segments WHERE ${inTenant(tenantId)} ORDER BY lower(name), id`;
   if (!segs.length) return [];
   const p = new SqlParams();
   const cases = segs.map((s) => `CASE WHEN ${compileSegment(s, p)} THEN ${p.add(s.id, 'text')} END`);
   const text = `SELECT array_remove(ARRAY[${cases.join(', ')}]::text[], NULL) AS ids
     FROM customers c LEFT JOIN customer_health h ON h.customer_id = c.id
-    WHERE c.tenant_id = ${p.add(tenantId, 'uuid')} AND c.id = ${p.add(customerId, 'uuid')}`;
+    WHERE ${p.inTenant(tenantId, 'c')} AND c.id = ${p.add(customerId, 'uuid')}`;
   const [r] = await sql.unsafe<Array<{ ids: string[] }>>(text, p.values as never[]);
   const inside = new Set(r?.ids ?? []);
   return segs.filter((s) => inside.has(s.id)).map((s) => ({ id: s.id, name: s.name }));

@@ -1,5 +1,5 @@
 import type { Position } from '../../lib/cursor.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import type { TaskStatus } from '../../schemas/core/tasks.js';
 
 /** SQL of the task endpoints and of the customer detail's open tasks. Every query is scoped by tenant_id. */
@@ -47,10 +47,9 @@ export const toTask = (r: TaskRow) => ({
 });
 
 export async function getTask(sql: Sql, tenantId: string, id: string, lock = false): Promise<TaskRow | undefined> {
-  const [r] = await sql.unsafe<TaskRow[]>(
-    `SELECT ${COLUMNS} FROM tasks WHERE tenant_id = $1 AND id = $2${lock ? ' FOR UPDATE' : ''}`,
-    [tenantId, id],
-  );
+  const [r] = await sql<TaskRow[]>`
+    SELECT ${sql.unsafe(COLUMNS)} FROM tasks WHERE ${inTenant(tenantId)} AND id = ${id}
+    ${lock ? sql`FOR UPDATE` : sql``}`;
   return r;
 }
 
@@ -70,38 +69,26 @@ export async function listTasks(
   f: TaskFilter,
   o: { after: Position | null; limit: number },
 ): Promise<TaskRow[]> {
-  const cond: string[] = ['tenant_id = $1'];
-  const params: unknown[] = [tenantId];
-  const add = (clause: (p: string) => string, v: unknown) => {
-    params.push(v);
-    cond.push(clause(`$${params.length}`));
-  };
-  if (f.owner_id) add((p) => `owner_id = ${p}::uuid`, f.owner_id);
-  if (f.assignee_id) add((p) => `assignee_id = ${p}::uuid`, f.assignee_id);
-  if (f.customer_id) add((p) => `customer_id = ${p}::uuid`, f.customer_id);
-  if (f.playbook_id) add((p) => `playbook_id = ${p}::uuid`, f.playbook_id);
-  if (f.statuses) add((p) => `status = ANY(${p}::text[])`, f.statuses);
-  if (f.due_before) add((p) => `due_date < ${p}::date`, f.due_before);
-  if (f.due_after) add((p) => `due_date > ${p}::date`, f.due_after);
-  if (o.after) {
-    params.push(o.after.t, o.after.id);
-    cond.push(`(created_at, id) > ($${params.length - 1}::timestamptz, $${params.length}::uuid)`);
-  }
-  params.push(o.limit + 1);
-  return sql.unsafe<TaskRow[]>(
-    `SELECT ${COLUMNS} FROM tasks WHERE ${cond.join(' AND ')} ORDER BY created_at, id LIMIT $${params.length}`,
-    params as never[],
-  );
+  const none = sql``;
+  return sql<TaskRow[]>`
+    SELECT ${sql.unsafe(COLUMNS)} FROM tasks WHERE ${inTenant(tenantId)}
+      ${f.owner_id ? sql`AND owner_id = ${f.owner_id}::uuid` : none}
+      ${f.assignee_id ? sql`AND assignee_id = ${f.assignee_id}::uuid` : none}
+      ${f.customer_id ? sql`AND customer_id = ${f.customer_id}::uuid` : none}
+      ${f.playbook_id ? sql`AND playbook_id = ${f.playbook_id}::uuid` : none}
+      ${f.statuses ? sql`AND status = ANY(${f.statuses}::text[])` : none}
+      ${f.due_before ? sql`AND due_date < ${f.due_before}::date` : none}
+      ${f.due_after ? sql`AND due_date > ${f.due_after}::date` : none}
+      ${o.after ? sql`AND (created_at, id) > (${o.after.t}::timestamptz, ${o.after.id}::uuid)` : none}
+    ORDER BY created_at, id LIMIT ${o.limit + 1}`;
 }
 
 /** The customer's pending and in_progress tasks, soonest due first (no due date last), at most 20. */
 export async function openTasks(sql: Sql, tenantId: string, customerId: string): Promise<TaskRow[]> {
-  return sql.unsafe<TaskRow[]>(
-    `SELECT ${COLUMNS} FROM tasks
-     WHERE tenant_id = $1 AND customer_id = $2 AND status IN ('pending', 'in_progress')
-     ORDER BY due_date NULLS LAST, created_at, id LIMIT 20`,
-    [tenantId, customerId],
-  );
+  return sql<TaskRow[]>`
+    SELECT ${sql.unsafe(COLUMNS)} FROM tasks
+    WHERE ${inTenant(tenantId)} AND customer_id = ${customerId} AND status IN ('pending', 'in_progress')
+    ORDER BY due_date NULLS LAST, created_at, id LIMIT 20`;
 }
 
 /**
@@ -115,12 +102,12 @@ export async function customerOwner(
   const [r] = await sql<Array<{ owner_id: string | null }>>`
     SELECT (SELECT u.id::text FROM users u WHERE u.tenant_id = c.tenant_id AND lower(u.email) = lower(c.owner_email)
             LIMIT 1) AS owner_id
-    FROM customers c WHERE c.tenant_id = ${tenantId} AND c.id = ${customerId} AND c.deleted_at IS NULL`;
+    FROM customers c WHERE ${inTenant(tenantId, 'c')} AND c.id = ${customerId} AND c.deleted_at IS NULL`;
   return r;
 }
 
 export async function userExists(sql: Sql, tenantId: string, userId: string): Promise<boolean> {
-  return (await sql`SELECT 1 FROM users WHERE tenant_id = ${tenantId} AND id = ${userId}`).length === 1;
+  return (await sql`SELECT 1 FROM users WHERE ${inTenant(tenantId)} AND id = ${userId}`).length === 1;
 }
 
 export async function insertTask(
@@ -149,12 +136,8 @@ export async function updateTask(
   id: string,
   set: Record<string, unknown>,
 ): Promise<TaskRow> {
-  const names = Object.keys(set);
-  const assignments = names.map((n, i) => `${n} = $${i + 3}${n === 'due_date' ? '::date' : ''}`);
-  const [r] = await sql.unsafe<TaskRow[]>(
-    `UPDATE tasks SET ${[...assignments, 'updated_at = now()'].join(', ')}
-     WHERE tenant_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
-    [tenantId, id, ...names.map((n) => set[n])] as never[],
-  );
+  const [r] = await sql<TaskRow[]>`
+    UPDATE tasks SET ${sql(set as Record<string, never>)}, updated_at = now()
+    WHERE ${inTenant(tenantId)} AND id = ${id} RETURNING ${sql.unsafe(COLUMNS)}`;
   return r;
 }

@@ -63,7 +63,7 @@ export function userRoutes(d: Deps): Route[] {
     const limit = c.query.limit ?? 50;
     const after = decodeCursor(c.query.cursor);
     const rows = await sql<UserRow[]>`
-      SELECT ${sql.unsafe(USER_COLUMNS)} FROM users WHERE tenant_id = ${c.principal.tenantId}
+      SELECT ${sql.unsafe(USER_COLUMNS)} FROM users WHERE ${c.tenant}
         ${c.query.role ? sql`AND role = ${c.query.role}` : sql``}
         ${after ? sql`AND (created_at, id) > (${after.t}::text::timestamptz, ${after.id}::uuid)` : sql``}
       ORDER BY created_at, id LIMIT ${limit + 1}`;
@@ -76,7 +76,7 @@ export function userRoutes(d: Deps): Route[] {
     if (p.kind === 'api_key') {
       const [k] = await sql<
         { name: string; expires_at: Date | null }[]
-      >`SELECT name, expires_at FROM api_keys WHERE tenant_id = ${p.tenantId} AND id = ${p.actorId}`;
+      >`SELECT name, expires_at FROM api_keys WHERE ${c.tenant} AND id = ${p.actorId}`;
       return json(200, {
         kind: 'api_key',
         id: p.actorId,
@@ -89,7 +89,7 @@ export function userRoutes(d: Deps): Route[] {
     }
     const [u] = await sql<
       UserRow[]
-    >`SELECT ${sql.unsafe(USER_COLUMNS)} FROM users WHERE tenant_id = ${p.tenantId} AND id = ${p.actorId}`;
+    >`SELECT ${sql.unsafe(USER_COLUMNS)} FROM users WHERE ${c.tenant} AND id = ${p.actorId}`;
     if (!u) throw new ApiError('token_revoked', 'The user of this access token no longer exists.');
     return json(200, {
       kind: 'user',
@@ -154,18 +154,17 @@ export function userRoutes(d: Deps): Route[] {
   }
 
   async function changeRole(c: Ctx): Promise<Reply> {
-    const tenantId = c.principal.tenantId;
     const row = await sql.begin(async (tx) => {
       // Serializes role changes of a workspace so two demotions cannot both pass the last-admin check.
-      await tx`SELECT id FROM tenants WHERE id = ${tenantId} FOR UPDATE`;
+      await tx`SELECT id FROM tenants WHERE id = ${c.principal.tenantId} FOR UPDATE`;
       const [u] = await tx<
         UserRow[]
-      >`SELECT ${tx.unsafe(USER_COLUMNS)} FROM users WHERE tenant_id = ${tenantId} AND id = ${c.params.id}`;
+      >`SELECT ${tx.unsafe(USER_COLUMNS)} FROM users WHERE ${c.tenant} AND id = ${c.params.id}`;
       if (!u) throw notFound('User');
       if (u.role === 'admin' && c.body.role !== 'admin') {
         const [{ n }] = await tx<
           { n: number }[]
-        >`SELECT count(*)::int AS n FROM users WHERE tenant_id = ${tenantId} AND role = 'admin'`;
+        >`SELECT count(*)::int AS n FROM users WHERE ${c.tenant} AND role = 'admin'`;
         if (n <= 1)
           throw new ApiError(
             'last_admin',
@@ -173,7 +172,7 @@ export function userRoutes(d: Deps): Route[] {
           );
       }
       const [updated] = await tx<UserRow[]>`
-        UPDATE users SET role = ${c.body.role} WHERE tenant_id = ${tenantId} AND id = ${c.params.id}
+        UPDATE users SET role = ${c.body.role} WHERE ${c.tenant} AND id = ${c.params.id}
         RETURNING ${tx.unsafe(USER_COLUMNS)}`;
       return updated;
     });

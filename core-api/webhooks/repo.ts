@@ -1,5 +1,5 @@
 import type { Position } from '../../lib/cursor.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 
 /** SQL of the webhook endpoints (PostgreSQL). Every query is scoped by tenant_id. */
 
@@ -52,7 +52,7 @@ export async function getSubscription(
   lock = false,
 ): Promise<SubscriptionRow | undefined> {
   const [row] = await sql<SubscriptionRow[]>`
-    SELECT ${sql.unsafe(COLUMNS)} FROM webhook_subscriptions WHERE tenant_id = ${tenantId} AND id = ${id}
+    SELECT ${sql.unsafe(COLUMNS)} FROM webhook_subscriptions WHERE ${inTenant(tenantId)} AND id = ${id}
     ${lock ? sql`FOR UPDATE` : sql``}`;
   return row;
 }
@@ -65,7 +65,7 @@ export async function listSubscriptions(
 ): Promise<SubscriptionRow[]> {
   return sql<SubscriptionRow[]>`
     SELECT ${sql.unsafe(COLUMNS)} FROM webhook_subscriptions
-    WHERE tenant_id = ${tenantId}
+    WHERE ${inTenant(tenantId)}
       ${f.after ? sql`AND (created_at, id) > (${f.after.t}::text::timestamptz, ${f.after.id}::uuid)` : sql``}
     ORDER BY created_at, id LIMIT ${f.limit + 1}`;
 }
@@ -86,13 +86,13 @@ export async function updateSubscription(
       disabled_reason = CASE WHEN ${p.enabled} THEN NULL ELSE disabled_reason END,
       failing_since = CASE WHEN ${p.enabled} AND NOT enabled THEN NULL ELSE failing_since END,
       updated_at = now()
-    WHERE tenant_id = ${tenantId} AND id = ${id}
+    WHERE ${inTenant(tenantId)} AND id = ${id}
     RETURNING ${sql.unsafe(COLUMNS)}`;
   return row;
 }
 
 export async function deleteSubscription(sql: Sql, tenantId: string, id: string): Promise<boolean> {
-  const r = await sql`DELETE FROM webhook_subscriptions WHERE tenant_id = ${tenantId} AND id = ${id} RETURNING 1`;
+  const r = await sql`DELETE FROM webhook_subscriptions WHERE ${inTenant(tenantId)} AND id = ${id} RETURNING 1`;
   return r.length > 0;
 }
 
@@ -107,7 +107,7 @@ export async function rotateSecret(
   const r = await sql`
     UPDATE webhook_subscriptions SET previous_secret = secret, secret = ${secret},
       previous_until = now() + ${graceMs}::float8 * interval '1 ms', updated_at = now()
-    WHERE tenant_id = ${tenantId} AND id = ${id} RETURNING 1`;
+    WHERE ${inTenant(tenantId)} AND id = ${id} RETURNING 1`;
   return r.length > 0;
 }
 
@@ -122,7 +122,7 @@ export async function listAttempts(
     SELECT id::text, message_id::text, event_type, attempt, status, response_status, duration_ms, error, created_at,
       next_attempt_at, created_at::text AS cursor_ts
     FROM webhook_attempts
-    WHERE tenant_id = ${tenantId} AND subscription_id = ${subscriptionId}
+    WHERE ${inTenant(tenantId)} AND subscription_id = ${subscriptionId}
       ${f.after ? sql`AND (created_at, id) < (${f.after.t}::text::timestamptz, ${f.after.id}::uuid)` : sql``}
     ORDER BY created_at DESC, id DESC LIMIT ${f.limit + 1}`;
 }

@@ -1,4 +1,4 @@
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { evaluateUsageDrops } from '../../processors/alerts/alerts.js';
 import { ClickHouse } from '../../processors/clickhouse.js';
 import { mapLimit } from '../../lib/map-limit.js';
@@ -251,7 +251,7 @@ async function summary(
   const metricsPage = await api.get<Page<{ slug: string }>>('/v1/metrics?limit=100');
   const segmentsPage = await api.get<Page<Named>>('/v1/segments?limit=200');
   const contacts = await t.sql<Array<{ n: number }>>`
-    SELECT count(*)::int AS n FROM contacts WHERE tenant_id = ${t.tenantId}`;
+    SELECT count(*)::int AS n FROM contacts WHERE ${inTenant(t.tenantId)}`;
   const risk = portfolio.body.top_risks[0];
   const shown = playbookTasks.find((p) => p.tasks > 0) ?? playbookTasks[0];
   return {

@@ -1,5 +1,5 @@
 import { uuidv7 } from '../../lib/ids.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 
 /**
  * How far the demo load of a workspace got, kept in the workspace itself as a row of `jobs` of
@@ -49,7 +49,7 @@ const TYPE = 'demo.load';
 export async function findProgress(sql: Sql, tenantId: string): Promise<DemoProgress | undefined> {
   const [had] = await sql<Row[]>`
     SELECT id::text, params, processed, status FROM jobs
-    WHERE tenant_id = ${tenantId} AND type = ${TYPE} ORDER BY created_at LIMIT 1`;
+    WHERE ${inTenant(tenantId)} AND type = ${TYPE} ORDER BY created_at LIMIT 1`;
   return had && fromRow(had);
 }
 

@@ -1,4 +1,4 @@
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import type { DemoData } from './data.js';
 
 /**
@@ -48,7 +48,7 @@ export async function writeRecords(sql: Sql, tenantId: string, data: DemoData): 
     const hist = cs.flatMap((c) => c.history.map((h) => ({ id: ids.get(c.index)!, ...h })));
     await tx`
       DELETE FROM customer_status_history
-      WHERE tenant_id = ${tenantId} AND customer_id = ANY(${[...ids.values()]}::uuid[])`;
+      WHERE ${inTenant(tenantId)} AND customer_id = ANY(${[...ids.values()]}::uuid[])`;
     await tx`
       INSERT INTO customer_status_history (tenant_id, customer_id, status, deleted, changed_at)
       SELECT ${tenantId}, h.id, h.status, false, h.at

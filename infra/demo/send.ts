@@ -1,4 +1,5 @@
 import { mapLimit } from '../../lib/map-limit.js';
+import { chTenant } from '../../lib/metrics/literal.js';
 import type { Sql } from '../../lib/pg.js';
 import type { ClickHouse } from '../../processors/clickhouse.js';
 import { type DemoClient, DemoStopped } from './client.js';
@@ -137,13 +138,13 @@ export function billingBatches(data: DemoData): number {
 
 /** Until ClickHouse holds every demo event of the workspace: this load's and a stopped one's. */
 async function allStored(o: SendOptions): Promise<void> {
-  const tenant = uuid(o.tenantId);
+  const tenant = chTenant(o.tenantId);
   const customers = [...o.ids.values()].map((id) => `'${uuid(id)}'`).join(',');
   const prefix = demoEventPrefix(o.data.seed);
   const query =
-    `SELECT (SELECT count() FROM csp.events WHERE tenant_id = '${tenant}' AND surface = 'b' ` +
+    `SELECT (SELECT count() FROM csp.events WHERE ${tenant} AND surface = 'b' ` +
     `AND startsWith(external_id, '${prefix}')) AS usage, ` +
-    `(SELECT count() FROM csp.billing_events WHERE tenant_id = '${tenant}' ` +
+    `(SELECT count() FROM csp.billing_events WHERE ${tenant} ` +
     `AND customer_id IN (${customers})) AS billing`;
   const want = { usage: o.data.events.length, billing: o.data.billing.length };
   const deadline = Date.now() + 120_000;

@@ -1,5 +1,5 @@
 import type { PendingQuery, Row } from 'postgres';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { ApiError } from '../../lib/problem.js';
 
 /**
@@ -165,7 +165,7 @@ export class DedupKeys {
         WITH p AS (
           DELETE FROM event_dedup_pending WHERE batch_id = ${r.batch_id} AND expires_at < now() RETURNING batch_id
         ),
-        k AS (DELETE FROM event_dedup WHERE tenant_id = ${r.tenant_id} AND batch_id IN (SELECT batch_id FROM p))
+        k AS (DELETE FROM event_dedup WHERE ${inTenant(r.tenant_id)} AND batch_id IN (SELECT batch_id FROM p))
         SELECT pg_notify(${CHANNEL}, batch_id::text) FROM p`;
     return expired.length;
   }
@@ -297,7 +297,7 @@ export class DedupKeys {
 function keyRow(db: Sql, s: KeySet, columns: PendingQuery<Row[]>, and: PendingQuery<Row[]> = db``) {
   return db`(
     SELECT ${columns} FROM event_dedup d
-    WHERE d.tenant_id = ${s.tenantId} AND d.customer_id = u.c AND d.external_id = u.e ${and}
+    WHERE ${inTenant(s.tenantId, 'd')} AND d.customer_id = u.c AND d.external_id = u.e ${and}
     LIMIT 1
   )`;
 }

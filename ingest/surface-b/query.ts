@@ -2,6 +2,7 @@ import { decodeEventCursor, encodeEventCursor, MAX_DATETIME_S } from '../../lib/
 import { type ChAnswer, ClickHouseEndpoints } from '../../lib/clickhouse-endpoints.js';
 import { propertiesJson } from '../../lib/event-properties.js';
 import { isUuid } from '../../lib/ids.js';
+import { chTenant } from '../../lib/metrics/literal.js';
 import { ApiError } from '../../lib/problem.js';
 
 export interface EventFilter {
@@ -77,7 +78,7 @@ export class EventQuery {
     const from = clamp(f.fromMs);
     const to = clamp(f.toMs);
     const where = [
-      `tenant_id = toUUID('${f.tenantId}')`,
+      chTenant(f.tenantId),
       `ts >= toDateTime(${Math.floor(from / 1000)})`,
       `ts <= toDateTime(${Math.floor(to / 1000)})`,
       `toUInt64(ts) * 1000 + ts_ms >= ${from}`,

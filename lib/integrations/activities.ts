@@ -1,6 +1,6 @@
 import type { TransactionSql } from 'postgres';
 import type { ActivityPush } from '../../schemas/core/integrations.js';
-import type { Sql } from '../pg.js';
+import { inTenant, type Sql } from '../pg.js';
 import { fitsDateTime } from '../row-binary.js';
 
 /** One provider activity, reduced to what becomes an event. */
@@ -77,12 +77,12 @@ export async function storeActivityEvents(
       WITH p AS (SELECT * FROM unnest(${idx}::int[], ${emails}::text[]) AS p (idx, email)),
       by_contact AS (
         SELECT DISTINCT p.idx, p.email, k.customer_id FROM p
-        JOIN contacts k ON k.tenant_id = ${tenantId} AND lower(k.email) = p.email
+        JOIN contacts k ON ${inTenant(tenantId, 'k')} AND lower(k.email) = p.email
         JOIN customers c ON c.id = k.customer_id AND c.deleted_at IS NULL
       ),
       by_domain AS (
         SELECT DISTINCT p.idx, c.id AS customer_id FROM p
-        JOIN customers c ON c.tenant_id = ${tenantId} AND c.deleted_at IS NULL
+        JOIN customers c ON ${inTenant(tenantId, 'c')} AND c.deleted_at IS NULL
           AND c.email_domain = split_part(p.email, '@', 2)
         WHERE NOT EXISTS (SELECT 1 FROM by_contact b WHERE b.idx = p.idx AND b.email = p.email)
       )
@@ -115,7 +115,7 @@ export async function storeActivityEvents(
     await tx`
       UPDATE integrations SET activities = activities + ${counted.length - unmatched},
         unmatched_activities = unmatched_activities + ${unmatched}, updated_at = now()
-      WHERE tenant_id = ${tenantId} AND name = ${name}`;
+      WHERE ${inTenant(tenantId)} AND name = ${name}`;
   return { fresh: kept.length, events: matches.length, unmatched };
 }
 

@@ -1,6 +1,6 @@
 import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
 import type { Calculation, MetricDefinition, MetricFilter } from '../../schemas/core/metrics.js';
-import { date, dateTime, num, str, uuid } from './literal.js';
+import { chTenant, date, dateTime, num, str, uuid } from './literal.js';
 import { startsAtMidnight, windowPeriod, type Period } from './window.js';
 
 /**
@@ -158,7 +158,7 @@ export function compileMetric(def: MetricDefinition, o: CompileOptions): Compile
   if (readsRollup(def, period)) {
     const value = def.calculation === 'count' ? 'toFloat64(sum(events))' : 'toFloat64(sum(events) > 0)';
     const where = [
-      `tenant_id = ${uuid(o.tenantId)}`,
+      chTenant(o.tenantId),
       `event_name = ${str(def.source_event)}`,
       `day >= ${date(period.from)}`,
       `day <= ${date(period.to)}`,
@@ -172,7 +172,7 @@ export function compileMetric(def: MetricDefinition, o: CompileOptions): Compile
     };
   }
   const where = [
-    `tenant_id = ${uuid(o.tenantId)}`,
+    chTenant(o.tenantId),
     `event_name = ${str(def.source_event)}`,
     `ts >= ${dateTime(period.from)}`,
     `ts <= ${dateTime(period.to)}`,

@@ -1,7 +1,7 @@
 import type { MetricDefinition } from '../../schemas/core/metrics.js';
 import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
 import { CompileError, EMPTY, filterSql, numeric, ORDER, prop, readsRollup } from './compile.js';
-import { dateTime, str, uuid } from './literal.js';
+import { chTenant, dateTime, str } from './literal.js';
 import { windowPeriod, type Period } from './window.js';
 
 /**
@@ -79,7 +79,7 @@ export function compileMetricGroup(
   const from = new Date(Math.min(...periods.map((p) => p.from.getTime())));
   const to = new Date(Math.max(...periods.map((p) => p.to.getTime())));
   const where = [
-    `tenant_id = ${uuid(o.tenantId)}`,
+    chTenant(o.tenantId),
     `event_name = ${str(source)}`,
     `ts >= ${dateTime(from)}`,
     `ts <= ${dateTime(to)}`,

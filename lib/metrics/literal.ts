@@ -57,6 +57,13 @@ export function uuid(s: string): string {
   return `toUUID(${str(s.toLowerCase())})`;
 }
 
+/** `tenant_id = toUUID('…')`: a workspace's filter (lib/pg.ts inTenant), the id checked. */
+export const chTenant = (tenantId: string): string => `tenant_id = ${uuid(tenantId)}`;
+
+/** The filter on the workspaces a process serves; none means every workspace: `1`. */
+export const chTenants = (tenantIds: readonly string[]): string =>
+  tenantIds.length ? `tenant_id IN (${tenantIds.map(uuid).join(', ')})` : '1';
+
 /** `toDateTime(<unix seconds>)`. */
 export function dateTime(d: Date): string {
   const s = Math.floor(d.getTime() / 1000);

@@ -1,6 +1,7 @@
 import { isUuid } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import { chTenant } from '../../lib/metrics/literal.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { PollingJob } from '../polling-job.js';
 import type { ClickHouse } from '../clickhouse.js';
 
@@ -97,7 +98,7 @@ export async function evaluateUsageDrops(
       sumIf(n, day < today() - 7) AS base
     FROM (
       SELECT customer_id, day, countMerge(events) AS n FROM csp.usage_daily
-      WHERE tenant_id = toUUID('${tenantId}') AND day >= today() - 37 AND day <= today() - 1
+      WHERE ${chTenant(tenantId)} AND day >= today() - 37 AND day <= today() - 1
       GROUP BY customer_id, day
     )
     GROUP BY customer_id
@@ -111,7 +112,7 @@ export async function evaluateUsageDrops(
     SELECT toString(customer_id) AS id, last7, days6 + partial AS recent, base
     FROM (${rollup}) AS drops ANY LEFT JOIN (
       SELECT customer_id, count() AS partial FROM csp.events
-      WHERE tenant_id = toUUID('${tenantId}') AND customer_id IN (SELECT customer_id FROM (${rollup}))
+      WHERE ${chTenant(tenantId)} AND customer_id IN (SELECT customer_id FROM (${rollup}))
         AND surface != 'system' AND ts >= now() - ${7 * 86_400}
         AND (ts < toDateTime(today() - 6) OR (ts >= toDateTime(today()) AND ts < toDateTime(today() + 1)))
       GROUP BY customer_id
@@ -133,13 +134,13 @@ export async function evaluateUsageDrops(
         jsonb_build_object('events_last_7_days', d.last7, 'baseline_per_week', d.weekly,
           'ratio', round((d.last7 / d.weekly)::numeric, 3))
       FROM unnest(${ids}::uuid[], ${last7}::float8[], ${weekly}::float8[]) AS d (customer_id, last7, weekly)
-      JOIN customers c ON c.id = d.customer_id AND c.tenant_id = ${tenantId} AND c.deleted_at IS NULL
+      JOIN customers c ON c.id = d.customer_id AND ${inTenant(tenantId, 'c')} AND c.deleted_at IS NULL
       ORDER BY c.id
       ON CONFLICT (tenant_id, customer_id) WHERE type = 'usage_drop' AND status <> 'resolved' DO NOTHING`;
     const resolved = await tx`
       UPDATE alerts SET status = 'resolved', resolved_at = now(), updated_at = now(),
         details = details || '{"resolved_by": "recovered"}'
-      WHERE tenant_id = ${tenantId} AND type = 'usage_drop' AND status <> 'resolved'
+      WHERE ${inTenant(tenantId)} AND type = 'usage_drop' AND status <> 'resolved'
         AND NOT (customer_id = ANY(${stillBelow}::uuid[]))`;
     return { raised: raised.count, resolved: resolved.count };
   })) as { raised: number; resolved: number };

@@ -1,5 +1,6 @@
 import { isUuid } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
+import { chTenant } from '../../lib/metrics/literal.js';
 import type { ClickHouse } from '../clickhouse.js';
 import { WorkspaceKeys } from './workspace-keys.js';
 
@@ -39,7 +40,7 @@ export class KeysStore {
   private async load(tenantId: string): Promise<WorkspaceKeys> {
     if (!isUuid(tenantId)) return new WorkspaceKeys();
     const t0 = performance.now();
-    const where = `FROM ${this.ch.database}.event_keys WHERE tenant_id = '${tenantId}'`;
+    const where = `FROM ${this.ch.database}.event_keys WHERE ${chTenant(tenantId)}`;
     const [count] = await this.ch.rows<{ n: string }>(`SELECT count() AS n ${where}`);
     const keys = new WorkspaceKeys(Number(count?.n ?? 0));
     let carry: Buffer = Buffer.alloc(0);

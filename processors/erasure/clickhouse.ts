@@ -1,4 +1,5 @@
 import type { Logger } from '../../lib/logger.js';
+import { chTenant } from '../../lib/metrics/literal.js';
 import type { ClickHouse } from '../clickhouse.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -17,7 +18,7 @@ export const IDS_PER_STATEMENT = 1000;
 /** The condition of a statement on the rows of a workspace's customers `ids`. */
 export function customersCondition(tenantId: string, ids: readonly string[]): string {
   for (const id of [tenantId, ...ids]) if (!UUID.test(id)) throw new Error(`not a UUID: ${id}`);
-  return `tenant_id = toUUID('${tenantId}') AND customer_id IN (${ids.map((id) => `toUUID('${id}')`).join(', ')})`;
+  return `${chTenant(tenantId)} AND customer_id IN (${ids.map((id) => `toUUID('${id}')`).join(', ')})`;
 }
 
 /** `items` in slices of at most `size`, in order. */

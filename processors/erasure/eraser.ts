@@ -1,6 +1,6 @@
 import type { Logger } from '../../lib/logger.js';
 import { tenantOfSubject } from '../../lib/nats.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, inTenants, type Sql } from '../../lib/pg.js';
 import { Ticker } from '../../lib/ticker.js';
 import type { ClickHouse } from '../clickhouse.js';
 import type { RowsMessage } from '../writer/held.js';
@@ -112,10 +112,6 @@ export class Eraser {
     return this.o.tenants.length === 0 || this.o.tenants.includes(tenantId);
   }
 
-  private get only() {
-    return this.o.tenants.length ? this.sql`AND tenant_id = ANY(${this.o.tenants}::uuid[])` : this.sql``;
-  }
-
   private async tick(): Promise<void> {
     await this.refreshWatch();
     // A sweep that fails (its workspaces stay reported) never holds up the queued erasures.
@@ -131,7 +127,7 @@ export class Eraser {
     const rows = await this.sql<Array<{ tenant_id: string }>>`
       SELECT DISTINCT tenant_id::text FROM erasures
       WHERE (status <> 'completed' OR completed_at > now() - (${this.o.watchMs}::float8 * interval '1 ms'))
-        ${this.only}`;
+        AND ${inTenants(this.o.tenants)}`;
     this.watched = new Set(rows.map((r) => r.tenant_id));
   }
 
@@ -168,7 +164,7 @@ export class Eraser {
    */
   private async sweepWorkspace(tables: string[], tenantId: string): Promise<boolean> {
     const rows = await this.sql<Array<{ id: string; completed: boolean }>>`
-      SELECT customer_id::text AS id, status = 'completed' AS completed FROM erasures WHERE tenant_id = ${tenantId}
+      SELECT customer_id::text AS id, status = 'completed' AS completed FROM erasures WHERE ${inTenant(tenantId)}
         AND (status <> 'completed' OR completed_at > now() - (${this.o.watchMs}::float8 * interval '1 ms'))`;
     const ids = rows.filter((r) => r.completed).map((r) => r.id);
     const settled = ids.length === rows.length;
@@ -178,7 +174,7 @@ export class Eraser {
     if (!late.size) return settled;
     await this.sql`
       UPDATE erasures SET status = 'running'
-      WHERE tenant_id = ${tenantId} AND customer_id = ANY(${[...late]}::uuid[]) AND status = 'completed'`;
+      WHERE ${inTenant(tenantId)} AND customer_id = ANY(${[...late]}::uuid[]) AND status = 'completed'`;
     this.log.warn(
       { tenantId, customers: late.size },
       'rows of erased customers arrived after their erasure; erasing again',
@@ -195,7 +191,8 @@ export class Eraser {
       WHERE e.customer_id IN (
         SELECT customer_id FROM erasures
         WHERE status <> 'completed' AND lease_expires_at < now() AND tenant_id = (
-          SELECT tenant_id FROM erasures WHERE status <> 'completed' AND lease_expires_at < now() ${this.only}
+          SELECT tenant_id FROM erasures
+          WHERE status <> 'completed' AND lease_expires_at < now() AND ${inTenants(this.o.tenants)}
           ORDER BY requested_at LIMIT 1)
         ORDER BY requested_at LIMIT ${IDS_PER_STATEMENT} FOR UPDATE SKIP LOCKED)
       RETURNING e.customer_id::text AS id, e.tenant_id::text, e.clickhouse_pending`;

@@ -1,4 +1,4 @@
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 
 /** Rows removed per customer id, per table. */
 export type Removed = Map<string, Record<string, number>>;
@@ -42,7 +42,7 @@ export async function erasePostgres(tx: Sql, tenantId: string, ids: string[]): P
       await tx<Array<{ id: string; n: number }>>`
         WITH d AS (
           DELETE FROM ${tx(table)} WHERE customer_id = ANY(${ids}::uuid[])
-            ${tenant ? tx`AND tenant_id = ${tenantId}` : tx``}
+            ${tenant ? tx`AND ${inTenant(tenantId)}` : tx``}
           RETURNING customer_id)
         SELECT customer_id::text AS id, count(*)::int AS n FROM d GROUP BY 1`,
       table,
@@ -51,7 +51,7 @@ export async function erasePostgres(tx: Sql, tenantId: string, ids: string[]): P
   add(
     await tx<Array<{ id: string; n: number }>>`
       WITH d AS (
-        DELETE FROM idempotency_keys WHERE tenant_id = ${tenantId}
+        DELETE FROM idempotency_keys WHERE ${inTenant(tenantId)}
           AND coalesce(body->>'customer_id', body->>'id') = ANY(${ids}::text[])
         RETURNING coalesce(body->>'customer_id', body->>'id') AS id)
       SELECT id, count(*)::int AS n FROM d GROUP BY 1`,
@@ -68,7 +68,7 @@ export async function erasePostgres(tx: Sql, tenantId: string, ids: string[]): P
         UNION ALL
         SELECT (a ->> 'customer_id')::uuid, 'actions' FROM jsonb_array_elements(r.actions) AS a
         WHERE a ->> 'customer_id' = ANY(${ids}::text[])) AS x (id, list)
-      WHERE r.tenant_id = ${tenantId}
+      WHERE ${inTenant(tenantId, 'r')}
         AND (r.matched && ${ids}::uuid[] OR r.actions @> ANY(${entries}::text[]::jsonb[]))
       GROUP BY 1, 2
     ), d AS (
@@ -92,7 +92,7 @@ export async function erasePostgres(tx: Sql, tenantId: string, ids: string[]): P
     await tx<Array<{ id: string; n: number }>>`
       WITH u AS (
         UPDATE webhook_outbox SET data = webhook_erased_data(data)
-        WHERE webhook_event_customer(type, data) = ANY(${ids}::uuid[]) AND tenant_id = ${tenantId}
+        WHERE webhook_event_customer(type, data) = ANY(${ids}::uuid[]) AND ${inTenant(tenantId)}
           AND published_at IS NOT NULL AND NOT data @> '{"erased": true}'
         RETURNING webhook_event_customer(type, data) AS id)
       SELECT id::text, count(*)::int AS n FROM u GROUP BY 1`,
@@ -103,7 +103,7 @@ export async function erasePostgres(tx: Sql, tenantId: string, ids: string[]): P
       WITH u AS (
         UPDATE webhook_deliveries d SET body = webhook_erased_body(d.body)
         FROM webhook_subscriptions s
-        WHERE webhook_body_customer(d.event_type, d.body) = ANY(${ids}::uuid[]) AND d.tenant_id = ${tenantId}
+        WHERE webhook_body_customer(d.event_type, d.body) = ANY(${ids}::uuid[]) AND ${inTenant(tenantId, 'd')}
           AND s.id = d.subscription_id AND (d.status <> 'pending' OR NOT s.enabled)
           AND NOT d.body::jsonb @> '{"data": {"erased": true}}'
         RETURNING webhook_body_customer(d.event_type, d.body) AS id)

@@ -1,3 +1,4 @@
+import { chTenant } from '../../lib/metrics/literal.js';
 import type { HealthModel } from '../../schemas/health.js';
 import type { ClickHouse } from '../clickhouse.js';
 import { type Aggregates, emptyAggregates, keyEventsActive, PAYMENT_PENALTIES } from './score.js';
@@ -32,7 +33,7 @@ const list = (names: string[]) => names.map(literal).join(', ');
 function where(s: Scope, days: number): string {
   const customer = s.customerIds ? ` AND customer_id IN (${list(s.customerIds)})` : '';
   const conditions =
-    `tenant_id = ${literal(s.tenantId)}${customer}` +
+    `${chTenant(s.tenantId)}${customer}` +
     ` AND day >= toDate(${literal(s.today)}) - ${days - 1} AND day <= toDate(${literal(s.today)})`;
   return `${s.customerIds ? 'PREWHERE' : 'WHERE'} ${conditions}`;
 }
@@ -137,7 +138,7 @@ export function driversSql(s: Scope, model: HealthModel): string {
   const metrics = list(model.drivers.map((d) => d.metric_id));
   return `SELECT toString(customer_id), toString(metric_id), argMax(ifNull(value, nan), (computed_at, period_start))
 FROM csp.metric_values
-WHERE tenant_id = ${literal(s.tenantId)} AND metric_id IN (${metrics})${customer}
+WHERE ${chTenant(s.tenantId)} AND metric_id IN (${metrics})${customer}
 GROUP BY customer_id, metric_id`;
 }
 

@@ -1,6 +1,6 @@
 import type { Piscina } from 'piscina';
 import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { effectiveModel, type HealthModel } from '../../schemas/health.js';
 import type { ClickHouse } from '../clickhouse.js';
 import type { HealthMetrics } from '../metrics.js';
@@ -49,7 +49,7 @@ export class HealthScorer {
 
   async model(tenantId: string): Promise<HealthModel> {
     const [row] = await this.d.sql<Array<{ model: Partial<HealthModel> }>>`
-      SELECT model FROM health_models WHERE tenant_id = ${tenantId}`;
+      SELECT model FROM health_models WHERE ${inTenant(tenantId)}`;
     return effectiveModel(row?.model);
   }
 
@@ -66,13 +66,13 @@ export class HealthScorer {
         SELECT h.customer_id, h.tenant_id, GREATEST(h.calculated_at, r.calculated_at)
         FROM customers c JOIN customer_health h ON h.customer_id = c.id
           LEFT JOIN health_runs r ON r.tenant_id = c.tenant_id
-        WHERE c.tenant_id = ${tenantId} AND c.deleted_at IS NOT NULL
+        WHERE ${inTenant(tenantId, 'c')} AND c.deleted_at IS NOT NULL
         ON CONFLICT (customer_id) DO NOTHING
       )
       SELECT
-        (SELECT string_agg(id::text, ',') FROM customers WHERE tenant_id = ${tenantId} AND deleted_at IS NULL) AS ids,
+        (SELECT string_agg(id::text, ',') FROM customers WHERE ${inTenant(tenantId)} AND deleted_at IS NULL) AS ids,
         (SELECT array_agg(m.customer_id::text) FROM health_run_misses m JOIN customers c ON c.id = m.customer_id
-         WHERE m.tenant_id = ${tenantId} AND c.deleted_at IS NULL) AS restored`;
+         WHERE ${inTenant(tenantId, 'm')} AND c.deleted_at IS NULL) AS restored`;
     return { ids: row?.ids ? row.ids.split(',') : [], restored: row?.restored ?? [] };
   }
 
@@ -128,9 +128,9 @@ export class HealthScorer {
   async scoreCustomers(tenantId: string, customerIds: string[], history: HistoryBuffer): Promise<Map<string, string>> {
     const calculatedAt = runTime();
     const [row] = await this.d.sql<Array<{ model: Partial<HealthModel> | null; ids: string[] | null }>>`
-      SELECT (SELECT model FROM health_models WHERE tenant_id = ${tenantId}) AS model,
+      SELECT (SELECT model FROM health_models WHERE ${inTenant(tenantId)}) AS model,
         (SELECT array_agg(id::text ORDER BY id) FROM customers
-         WHERE tenant_id = ${tenantId} AND id = ANY(${customerIds}::uuid[]) AND deleted_at IS NULL) AS ids`;
+         WHERE ${inTenant(tenantId)} AND id = ANY(${customerIds}::uuid[]) AND deleted_at IS NULL) AS ids`;
     const ids = row?.ids ?? [];
     const out = new Map<string, string>();
     if (!ids.length) return out;

@@ -1,6 +1,6 @@
 import { uuidv7 } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import type { ClickHouse } from '../clickhouse.js';
 import type { Scored } from './score.js';
 
@@ -184,7 +184,7 @@ async function writeChunk(sql: Sql, tenantId: string, a: ChunkArgs, at: Date, fo
 export async function markRun(sql: Sql, tenantId: string, at: Date, restored: string[]): Promise<void> {
   await sql`
     WITH covered AS (
-      DELETE FROM health_run_misses WHERE tenant_id = ${tenantId} AND customer_id = ANY(${restored}::uuid[])
+      DELETE FROM health_run_misses WHERE ${inTenant(tenantId)} AND customer_id = ANY(${restored}::uuid[])
     )
     INSERT INTO health_runs AS r (tenant_id, calculated_at) VALUES (${tenantId}, ${at})
     ON CONFLICT (tenant_id) DO UPDATE SET calculated_at = GREATEST(r.calculated_at, EXCLUDED.calculated_at)`;

@@ -3,7 +3,7 @@ import { ProviderError, refreshTokens } from '../../lib/integrations/oauth.js';
 import { forConnection, type ProviderConfig, type Providers } from '../../lib/integrations/providers.js';
 import type { DataCipher } from '../../lib/credentials/data-cipher.js';
 import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import type { IntegrationMetrics } from '../metrics.js';
 
 /** Tokens that end within this are refreshed before they are used, and by the scheduled refresher. */
@@ -103,7 +103,7 @@ export class AccessTokens {
   async fail(c: Connection, reason: string): Promise<void> {
     await this.sql`
       UPDATE integrations SET status = 'error', error = ${reason}, updated_at = now()
-      WHERE tenant_id = ${c.tenantId} AND name = ${c.name} AND status = 'connected'`;
+      WHERE ${inTenant(c.tenantId)} AND name = ${c.name} AND status = 'connected'`;
     this.log.warn({ tenantId: c.tenantId, name: c.name, err: reason }, 'integration put in error');
   }
 
@@ -113,7 +113,7 @@ export class AccessTokens {
       SELECT access_token, refresh_token, subdomain,
         coalesce(token_expires_at < now() + ${this.marginMs}::float8 * interval '1 ms', false) AS due
       FROM integrations
-      WHERE tenant_id = ${c.tenantId} AND name = ${c.name} AND status = 'connected' AND access_token IS NOT NULL`;
+      WHERE ${inTenant(c.tenantId)} AND name = ${c.name} AND status = 'connected' AND access_token IS NOT NULL`;
     if (!r) throw new NotConnectedError(`${c.name} is not connected`);
     const token = r.due && r.refresh_token ? await this.refresh(c, r.access_token, false) : r.access_token;
     return { token, subdomain: r.subdomain };
@@ -147,7 +147,7 @@ export class AccessTokens {
         SELECT access_token, refresh_token, subdomain,
           coalesce(token_expires_at < now() + ${this.marginMs}::float8 * interval '1 ms', false) AS due
         FROM integrations
-        WHERE tenant_id = ${c.tenantId} AND name = ${c.name} AND status = 'connected' AND access_token IS NOT NULL
+        WHERE ${inTenant(c.tenantId)} AND name = ${c.name} AND status = 'connected' AND access_token IS NOT NULL
         FOR UPDATE`;
       if (!r) return { notConnected: true };
       const replaced = r.access_token !== stale && !r.due;
@@ -161,7 +161,7 @@ export class AccessTokens {
           UPDATE integrations SET access_token = ${token},
             refresh_token = ${t.refresh_token ? cipher.encrypt(t.refresh_token) : r.refresh_token},
             token_expires_at = ${t.expires_in ? new Date(Date.now() + t.expires_in * 1000) : null}, updated_at = now()
-          WHERE tenant_id = ${c.tenantId} AND name = ${c.name}`;
+          WHERE ${inTenant(c.tenantId)} AND name = ${c.name}`;
         return { token };
       } catch (err) {
         // The provider may answer later: the integration stays connected, the caller retries.
@@ -177,7 +177,7 @@ export class AccessTokens {
             : `token refresh failed: ${(err as Error).message}`;
         await tx`
           UPDATE integrations SET status = 'error', error = ${reason}, updated_at = now()
-          WHERE tenant_id = ${c.tenantId} AND name = ${c.name}`;
+          WHERE ${inTenant(c.tenantId)} AND name = ${c.name}`;
         return { refused: reason };
       }
     })) as { token?: string; notConnected?: boolean; refused?: string };

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, inTenants, type Sql } from '../../lib/pg.js';
 import { PollingJob } from '../polling-job.js';
 import { type AccessTokens, missingScope, retryAfterMs } from './access-tokens.js';
 import { type ProviderAnswer, readAnswer } from './provider-answer.js';
@@ -101,12 +101,12 @@ export class Notifier extends PollingJob {
       UPDATE integration_notifications n SET status = 'failed', in_flight = false, updated_at = now(),
         error = 'delivery_unknown: the attempt was interrupted; not sent again, the provider may have accepted it'
       WHERE in_flight AND next_attempt_at < now()
-        AND (${tenants.length === 0} OR n.tenant_id = ANY(${tenants}::uuid[]))`;
+        AND ${inTenants(tenants, 'n')}`;
     const due = await this.sql<Due[]>`
       WITH c AS (
         SELECT id FROM integration_notifications
         WHERE status = 'pending' AND NOT in_flight AND next_attempt_at <= now()
-          AND (${tenants.length === 0} OR tenant_id = ANY(${tenants}::uuid[]))
+          AND ${inTenants(tenants)}
         ORDER BY next_attempt_at LIMIT 50 FOR UPDATE SKIP LOCKED
       )
       UPDATE integration_notifications n SET attempts = n.attempts + 1, in_flight = true,
@@ -168,7 +168,7 @@ export class Notifier extends PollingJob {
   private async recordFailure(d: Due, error: string): Promise<void> {
     await this.sql`
       UPDATE integrations SET last_error = ${`notification to ${d.target}: ${error}`}, last_error_at = now()
-      WHERE tenant_id = ${d.tenant_id} AND name = ${d.name}`;
+      WHERE ${inTenant(d.tenant_id)} AND name = ${d.name}`;
     if (!d.run_id || !d.customer_id) return;
     await this.sql`
       UPDATE playbook_runs r SET actions = (
@@ -176,7 +176,7 @@ export class Notifier extends PollingJob {
             AND x.e->>'via' = ${d.name} AND x.e->>'status' = 'succeeded'
           THEN x.e || jsonb_build_object('status', 'failed', 'reason', ${error}::text) ELSE x.e END ORDER BY x.i)
         FROM jsonb_array_elements(r.actions) WITH ORDINALITY AS x (e, i))
-      WHERE r.id = ${d.run_id} AND r.tenant_id = ${d.tenant_id} AND jsonb_array_length(r.actions) > 0`;
+      WHERE r.id = ${d.run_id} AND ${inTenant(d.tenant_id, 'r')} AND jsonb_array_length(r.actions) > 0`;
   }
 }
 
@@ -314,12 +314,11 @@ export class TokenRefresher extends PollingJob {
   async once(): Promise<number> {
     const tokens = this.tokens;
     if (!tokens) return 0;
-    const tenants = this.o.tenants;
     const rows = await this.sql<Array<{ tenant_id: string; name: string; access_token: string }>>`
       SELECT tenant_id::text, name, access_token FROM integrations
       WHERE status = 'connected' AND refresh_token IS NOT NULL AND access_token IS NOT NULL
         AND token_expires_at < now() + ${tokens.marginMs}::float8 * interval '1 ms'
-        AND (${tenants.length === 0} OR tenant_id = ANY(${tenants}::uuid[]))
+        AND ${inTenants(this.o.tenants)}
       ORDER BY token_expires_at LIMIT 20`;
     for (const r of rows) {
       await tokens.refreshDue({ tenantId: r.tenant_id, name: r.name }, r.access_token).catch((err: unknown) => {

@@ -1,7 +1,7 @@
 import { storeActivities } from '../../lib/integrations/activities.js';
 import { tokenDisowned } from '../../lib/integrations/oauth.js';
 import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, inTenants, type Sql } from '../../lib/pg.js';
 import type { ActivityPush } from '../../schemas/core/integrations.js';
 import { PollingJob } from '../polling-job.js';
 import { type AccessTokens, missingScope, retryAfterMs } from './access-tokens.js';
@@ -95,15 +95,14 @@ export class ZendeskBackfill extends PollingJob {
   /** One round of the oldest connection due (`tenantId`: that workspace's only); how many it claimed. */
   async once(tenantId?: string): Promise<number> {
     if (!this.tokens) return 0;
-    const tenants = this.o.tenants;
     const [claim] = await this.sql<Claim[]>`
       UPDATE integrations i SET backfill_lease_until = now() + ${LEASE_MS}::float8 * interval '1 ms'
       FROM (
         SELECT tenant_id FROM integrations
         WHERE name = 'zendesk' AND status = 'connected' AND backfilled_at IS NULL
           AND coalesce(backfill_lease_until, '-infinity') < now()
-          AND (${tenants.length === 0} OR tenant_id = ANY(${tenants}::uuid[]))
-          ${tenantId ? this.sql`AND tenant_id = ${tenantId}` : this.sql``}
+          AND ${inTenants(this.o.tenants)}
+          ${tenantId ? this.sql`AND ${inTenant(tenantId)}` : this.sql``}
         ORDER BY connected_at LIMIT 1 FOR UPDATE SKIP LOCKED
       ) c
       WHERE i.tenant_id = c.tenant_id AND i.name = 'zendesk'
@@ -136,7 +135,7 @@ export class ZendeskBackfill extends PollingJob {
         UPDATE integrations SET backfill_cursor = ${cursor}, updated_at = now(),
           backfilled_at = ${done ? new Date() : null},
           backfill_lease_until = CASE WHEN ${done} THEN NULL ELSE backfill_lease_until END
-        WHERE tenant_id = ${claim.tenant_id} AND name = 'zendesk' AND connection_id = ${claim.connection_id}`;
+        WHERE ${inTenant(claim.tenant_id)} AND name = 'zendesk' AND connection_id = ${claim.connection_id}`;
       if (done) {
         this.log.info({ tenantId: claim.tenant_id }, 'zendesk backfill complete');
         return;
@@ -156,7 +155,7 @@ export class ZendeskBackfill extends PollingJob {
     await this.sql`
       UPDATE integrations SET backfill_lease_until = now() + ${waitMs}::float8 * interval '1 ms',
         last_error = ${res.status === 429 ? null : error}, last_error_at = ${res.status === 429 ? null : new Date()}
-      WHERE tenant_id = ${claim.tenant_id} AND name = 'zendesk' AND connection_id = ${claim.connection_id}`;
+      WHERE ${inTenant(claim.tenant_id)} AND name = 'zendesk' AND connection_id = ${claim.connection_id}`;
   }
 }
 

@@ -1,4 +1,4 @@
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import type { MetricDefinition } from '../../schemas/core/metrics.js';
 
 /**
@@ -36,7 +36,7 @@ interface Row {
 export async function playbookTriggerMetrics(sql: Sql, tenantId: string): Promise<Set<string>> {
   const rows = await sql<Array<{ id: string }>>`
     SELECT DISTINCT m.id::text AS id FROM playbooks p, unnest(p.metric_ids) AS m (id)
-    WHERE p.tenant_id = ${tenantId} AND p.enabled`;
+    WHERE ${inTenant(tenantId, 'p')} AND p.enabled`;
   return new Set(rows.map((r) => r.id));
 }
 
@@ -59,7 +59,7 @@ async function metricRows(sql: Sql, tenantId: string, only?: string): Promise<Ro
        JOIN customers c ON c.id = o.customer_id AND c.deleted_at IS NULL
        WHERE o.tenant_id = m.tenant_id AND o.metric_id = m.id) AS objective_customers
     FROM metrics m
-    WHERE m.tenant_id = ${tenantId} ${only ? sql`AND m.id = ${only}` : sql`AND m.status = 'active'`}`;
+    WHERE ${inTenant(tenantId, 'm')} ${only ? sql`AND m.id = ${only}` : sql`AND m.status = 'active'`}`;
 }
 
 /** The workspace's active metrics that have at least one consumer, with the customers they need. */
@@ -97,6 +97,6 @@ export async function metricForNow(sql: Sql, tenantId: string, metricId: string)
 /** Ids of the workspace's live customers, in one value rather than a row each. */
 export async function liveCustomers(sql: Sql, tenantId: string): Promise<string[]> {
   const [row] = await sql<Array<{ ids: string | null }>>`
-    SELECT string_agg(id::text, ',') AS ids FROM customers WHERE tenant_id = ${tenantId} AND deleted_at IS NULL`;
+    SELECT string_agg(id::text, ',') AS ids FROM customers WHERE ${inTenant(tenantId)} AND deleted_at IS NULL`;
   return row?.ids ? row.ids.split(',') : [];
 }

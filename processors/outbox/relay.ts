@@ -4,7 +4,7 @@ import { headers, type JetStreamClient } from 'nats';
 import type { TransactionSql } from 'postgres';
 import type { Logger } from '../../lib/logger.js';
 import { subjects } from '../../lib/nats.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenants, type Sql } from '../../lib/pg.js';
 import type { EventRow } from '../../schemas/rows.js';
 import type { OutboxMetrics } from '../metrics.js';
 
@@ -23,10 +23,6 @@ export interface RelayOptions {
   tenants: readonly string[];
 }
 
-/** `AND tenant_id = ANY(tenants)`, or nothing for an empty list: every workspace. */
-export const tenantFilter = (tx: TransactionSql, tenants: readonly string[]) =>
-  tenants.length ? tx`AND tenant_id = ANY(${tenants as string[]}::uuid[])` : tx``;
-
 /**
  * What a relay moves: rows of one outbox table (`id`, `published_at` and an `occurred_at` to order
  * by), each published as one JetStream message whose Nats-Msg-Id is the row's id.
@@ -35,7 +31,7 @@ export interface RelaySource<R extends { id: string }> {
   table: 'event_outbox' | 'webhook_outbox';
   /**
    * Up to `batch` unpublished rows, oldest first, locked FOR UPDATE SKIP LOCKED; of the workspaces in
-   * `tenants` only, unless it is empty (`tenantFilter`).
+   * `tenants` only, unless it is empty (`inTenants`).
    */
   lock(tx: TransactionSql, batch: number, tenants: readonly string[]): Promise<R[]>;
   publish(r: R, now: number): Promise<void>;
@@ -282,7 +278,7 @@ export class SystemEvents implements RelaySource<OutboxRow> {
   lock(tx: TransactionSql, batch: number, tenants: readonly string[]): Promise<OutboxRow[]> {
     return tx<OutboxRow[]>`
       SELECT id::text, tenant_id::text, customer_id::text, event_name, properties, occurred_at, surface
-      FROM event_outbox WHERE published_at IS NULL ${tenantFilter(tx, tenants)}
+      FROM event_outbox WHERE published_at IS NULL AND ${inTenants(tenants)}
       ORDER BY occurred_at LIMIT ${batch}
       FOR UPDATE SKIP LOCKED`;
   }

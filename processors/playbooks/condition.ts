@@ -1,4 +1,5 @@
 import type { TransactionSql } from 'postgres';
+import { inTenant } from '../../lib/pg.js';
 import { compileCondition, type ConditionEnv, type SegmentDef } from '../../lib/playbooks/condition-sql.js';
 import type { SqlParams } from '../../lib/sql-params.js';
 import type { ClickHouse } from '../clickhouse.js';
@@ -22,9 +23,9 @@ export async function conditionPredicate(
 ): Promise<string> {
   const [segments, metrics] = await Promise.all([
     tx<Array<SegmentDef & { name: string }>>`
-      SELECT id::text, name, rules, match FROM segments WHERE tenant_id = ${pb.tenant_id}`,
+      SELECT id::text, name, rules, match FROM segments WHERE ${inTenant(pb.tenant_id)}`,
     tx<Array<{ id: string; slug: string }>>`
-      SELECT id::text, slug FROM metrics WHERE tenant_id = ${pb.tenant_id} AND status = 'active'`,
+      SELECT id::text, slug FROM metrics WHERE ${inTenant(pb.tenant_id)} AND status = 'active'`,
   ]);
   const env: ConditionEnv = {
     segments: new Map(segments.map((s) => [s.name.toLowerCase(), { id: s.id, rules: s.rules, match: s.match }])),

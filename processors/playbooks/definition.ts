@@ -1,5 +1,5 @@
 import type { Static } from '#typebox';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import type {
   ConditionTrigger as ConditionTriggerSchema,
   CreateTaskAction as CreateTaskActionSchema,
@@ -40,7 +40,7 @@ export type TriggerSource = 'schedule' | 'health' | 'metrics' | 'event' | 'manua
 export async function loadPlaybook(sql: Sql, tenantId: string, id: string): Promise<Playbook | undefined> {
   const [row] = await sql<Playbook[]>`
     SELECT id::text, tenant_id::text, name, trigger, actions, enabled, segment_ids::text[], metric_ids::text[]
-    FROM playbooks WHERE tenant_id = ${tenantId} AND id = ${id}`;
+    FROM playbooks WHERE ${inTenant(tenantId)} AND id = ${id}`;
   return row;
 }
 
@@ -49,6 +49,6 @@ export async function enabledPlaybooks(sql: Sql, tenantId: string, types?: Trigg
   return sql<Playbook[]>`
     SELECT id::text, tenant_id::text, name, trigger, actions, enabled, segment_ids::text[], metric_ids::text[]
     FROM playbooks
-    WHERE tenant_id = ${tenantId} AND enabled ${types ? sql`AND trigger->>'type' = ANY(${types}::text[])` : sql``}
+    WHERE ${inTenant(tenantId)} AND enabled ${types ? sql`AND trigger->>'type' = ANY(${types}::text[])` : sql``}
     ORDER BY created_at, id`;
 }

@@ -1,7 +1,7 @@
 import type { TransactionSql } from 'postgres';
 import { isUuid, uuidv7 } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenant, type Sql } from '../../lib/pg.js';
 import { SqlParams } from '../../lib/sql-params.js';
 import type { ClickHouse } from '../clickhouse.js';
 import { conditionPredicate } from './condition.js';
@@ -52,7 +52,7 @@ export class Evaluator {
       await bulkPlans(tx);
       const [pb] = await tx<Playbook[]>`
         SELECT id::text, tenant_id::text, name, trigger, actions, enabled, segment_ids::text[], metric_ids::text[]
-        FROM playbooks WHERE tenant_id = ${tenantId} AND id = ${playbookId} FOR KEY SHARE`;
+        FROM playbooks WHERE ${inTenant(tenantId)} AND id = ${playbookId} FOR KEY SHARE`;
       if (!pb) return { status: 'unknown_playbook' } as const;
       if (!pb.enabled && !(dryRun || allowDisabled)) return { status: 'playbook_disabled' } as const;
       const p = new SqlParams();
@@ -87,7 +87,7 @@ export class Evaluator {
     return this.d.sql.begin(async (tx) => {
       const [pb] = await tx<Playbook[]>`
         SELECT id::text, tenant_id::text, name, trigger, actions, enabled, segment_ids::text[], metric_ids::text[]
-        FROM playbooks WHERE tenant_id = ${tenantId} AND id = ${playbookId}`;
+        FROM playbooks WHERE ${inTenant(tenantId)} AND id = ${playbookId}`;
       if (!pb) throw new Error(`unknown playbook ${playbookId}`);
       await bulkPlans(tx);
       const p = new SqlParams();
@@ -96,7 +96,7 @@ export class Evaluator {
       const t1 = performance.now();
       const [r] = await tx.unsafe<Array<{ n: number }>>(
         `SELECT count(*)::int AS n FROM customers c LEFT JOIN customer_health h ON h.customer_id = c.id
-         WHERE c.tenant_id = ${p.add(tenantId, 'uuid')} AND c.deleted_at IS NULL AND coalesce((${predicate}), false)`,
+         WHERE ${p.inTenant(tenantId, 'c')} AND c.deleted_at IS NULL AND coalesce((${predicate}), false)`,
         p.values as never[],
       );
       const t2 = performance.now();
@@ -153,7 +153,7 @@ async function resolveAssignees(tx: TransactionSql, pb: Playbook): Promise<Map<s
   const ids = keys.filter(isUuid);
   const rows = await tx<Array<{ id: string; email: string }>>`
     SELECT id::text, lower(email) AS email FROM users
-    WHERE tenant_id = ${pb.tenant_id} AND (id = ANY(${ids}::uuid[]) OR lower(email) = ANY(${keys}::text[]))`;
+    WHERE ${inTenant(pb.tenant_id)} AND (id = ANY(${ids}::uuid[]) OR lower(email) = ANY(${keys}::text[]))`;
   for (const r of rows) {
     if (out.has(r.id)) out.set(r.id, r.id);
     if (out.has(r.email)) out.set(r.email, r.id);

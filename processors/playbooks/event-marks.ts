@@ -1,5 +1,5 @@
 import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenants, type Sql } from '../../lib/pg.js';
 import type { PlaybookRunner } from './runner.js';
 
 /**
@@ -110,13 +110,12 @@ export class EventLoop {
   }
 
   async tick(): Promise<void> {
-    const only = this.o.tenants;
     const claimAfter = Math.floor(this.o.pollMs * 0.8);
     const rows = await this.sql<Array<{ id: string }>>`
       UPDATE playbook_event_marks SET evaluated_at = now()
       WHERE marked_at > now() - (${this.o.settleMs}::float8 * interval '1 ms')
         AND (evaluated_at IS NULL OR evaluated_at < now() - (${claimAfter}::float8 * interval '1 ms'))
-        ${only.length ? this.sql`AND tenant_id = ANY(${only}::uuid[])` : this.sql``}
+        AND ${inTenants(this.o.tenants)}
       RETURNING tenant_id::text AS id`;
     for (const { id } of rows) {
       if (this.stopping) return;

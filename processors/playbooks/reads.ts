@@ -1,4 +1,4 @@
-import { dateTime, num, str, uuid } from '../../lib/metrics/literal.js';
+import { chTenant, dateTime, num, str, uuid } from '../../lib/metrics/literal.js';
 import { PORTFOLIO_CUSTOMER } from '../../schemas/materialize.js';
 import type { ClickHouse } from '../clickhouse.js';
 import type { EventTrigger, MetricThresholdTrigger } from './definition.js';
@@ -29,7 +29,7 @@ export async function latestValues(ch: ClickHouse, tenantId: string, metricIds: 
 FROM (
   SELECT metric_id, customer_id, argMax(ifNull(value, nan), (computed_at, period_start)) AS v
   FROM ${ch.database}.metric_values
-  WHERE tenant_id = ${uuid(tenantId)} AND metric_id IN (${metricIds.map(uuid).join(', ')})
+  WHERE ${chTenant(tenantId)} AND metric_id IN (${metricIds.map(uuid).join(', ')})
     AND customer_id != ${uuid(PORTFOLIO_CUSTOMER)}
   GROUP BY metric_id, customer_id
 )`);
@@ -54,7 +54,7 @@ export async function thresholdMatches(ch: ClickHouse, tenantId: string, t: Metr
 FROM (
   SELECT customer_id, argMax(ifNull(value, nan), (computed_at, period_start)) AS v
   FROM ${ch.database}.metric_values
-  WHERE tenant_id = ${uuid(tenantId)} AND metric_id = ${uuid(t.metric_id)}
+  WHERE ${chTenant(tenantId)} AND metric_id = ${uuid(t.metric_id)}
     AND customer_id != ${uuid(PORTFOLIO_CUSTOMER)}
   GROUP BY customer_id
 )
@@ -70,7 +70,7 @@ export async function eventMatches(ch: ClickHouse, tenantId: string, t: EventTri
   return lines(
     await ch.text(`SELECT toString(customer_id)
 FROM ${ch.database}.events
-WHERE tenant_id = ${uuid(tenantId)} AND event_name = ${str(t.event_name)} AND ts >= ${dateTime(since)}
+WHERE ${chTenant(tenantId)} AND event_name = ${str(t.event_name)} AND ts >= ${dateTime(since)}
 GROUP BY customer_id
 HAVING count() >= ${num(count)}`),
   );

@@ -68,7 +68,7 @@ export function buildStatement(i: StatementInput, predicate: string, p: SqlParam
   const head = `live AS MATERIALIZED (
   SELECT c.id, c.owner_email, coalesce((${predicate}), false) AS hit
   FROM customers c LEFT JOIN customer_health h ON h.customer_id = c.id
-  WHERE c.tenant_id = ${T} AND c.deleted_at IS NULL
+  WHERE ${p.inTenant(i.tenantId, 'c')} AND c.deleted_at IS NULL
 ),
 matched AS MATERIALIZED (SELECT id, owner_email FROM live WHERE hit)`;
   const run = (actions: string, actionsCount: string) => `INSERT INTO playbook_runs (id, tenant_id, playbook_id,
@@ -117,7 +117,7 @@ fired AS MATERIALIZED (
 owners AS MATERIALIZED (
   SELECT f.customer_id, u.id AS owner_id
   FROM fired f JOIN matched m ON m.id = f.customer_id
-  LEFT JOIN users u ON u.tenant_id = ${T} AND lower(u.email) = lower(m.owner_email)
+  LEFT JOIN users u ON ${p.inTenant(i.tenantId, 'u')} AND lower(u.email) = lower(m.owner_email)
 ),
 planned AS MATERIALIZED (
   SELECT gen_random_uuid() AS id, o.customer_id, a.ord, a.title, a.description, a.kind, o.owner_id,
@@ -141,7 +141,7 @@ outbox AS (
   RETURNING 1
 ),
 hooked AS (
-  SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE tenant_id = ${T} AND enabled
+  SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE ${p.inTenant(i.tenantId)} AND enabled
     AND ('playbook.notification' = ANY(events) OR '*' = ANY(events))) AS yes
 ),
 channels AS MATERIALIZED (
@@ -151,7 +151,7 @@ channels AS MATERIALIZED (
   FROM ${notifyRel}
   LEFT JOIN LATERAL (
     SELECT i.name FROM integrations i
-    WHERE i.tenant_id = ${T} AND i.status = 'connected' AND i.name = ANY(CASE n.channel
+    WHERE ${p.inTenant(i.tenantId, 'i')} AND i.status = 'connected' AND i.name = ANY(CASE n.channel
       WHEN 'slack' THEN ARRAY['slack'] WHEN 'teams' THEN ARRAY['teams'] WHEN 'email' THEN ARRAY['gmail', 'outlook']
       ELSE ARRAY[]::text[] END)
     ORDER BY array_position(ARRAY['slack', 'teams', 'gmail', 'outlook'], i.name) LIMIT 1

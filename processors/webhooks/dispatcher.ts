@@ -1,5 +1,5 @@
 import type { Logger } from '../../lib/logger.js';
-import type { Sql } from '../../lib/pg.js';
+import { inTenants, type Sql } from '../../lib/pg.js';
 import { signatureHeader } from '../../lib/webhooks/signature.js';
 import type { WebhookMetrics } from '../metrics.js';
 import type { Sender, SendResult } from './send.js';
@@ -144,7 +144,7 @@ export class WebhookDispatcher {
           FOR UPDATE SKIP LOCKED
         ) d
         WHERE s.enabled AND NOT (s.id = ANY(${busy}::uuid[]))
-          AND (${this.o.tenants.length === 0} OR s.tenant_id = ANY(${this.o.tenants}::uuid[]))
+          AND ${inTenants(this.o.tenants, 's')}
         ORDER BY d.next_attempt_at LIMIT ${free}
       ),
       claimed AS (

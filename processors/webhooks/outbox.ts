@@ -1,7 +1,8 @@
 import type { JetStreamClient } from 'nats';
 import type { TransactionSql } from 'postgres';
 import { subjects } from '../../lib/nats.js';
-import { type RelaySource, tenantFilter } from '../outbox/relay.js';
+import { inTenants } from '../../lib/pg.js';
+import type { RelaySource } from '../outbox/relay.js';
 
 interface WebhookOutboxRow {
   id: string;
@@ -32,7 +33,7 @@ export class WebhookEvents implements RelaySource<WebhookOutboxRow> {
   lock(tx: TransactionSql, batch: number, tenants: readonly string[]): Promise<WebhookOutboxRow[]> {
     return tx<WebhookOutboxRow[]>`
       SELECT id::text, tenant_id::text, type, data, occurred_at
-      FROM webhook_outbox WHERE published_at IS NULL ${tenantFilter(tx, tenants)}
+      FROM webhook_outbox WHERE published_at IS NULL AND ${inTenants(tenants)}
       ORDER BY occurred_at LIMIT ${batch}
       FOR UPDATE SKIP LOCKED`;
   }

@@ -1,5 +1,6 @@
 import { isUuid } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
+import { chTenants } from '../../lib/metrics/literal.js';
 import { tenantOfSubject } from '../../lib/nats.js';
 import { type ClickHouse, chErrorCode } from '../clickhouse.js';
 import { batchIdOf, rowsOf, withoutRows } from './payload.js';
@@ -114,7 +115,7 @@ export class Reconciler {
     const list = partial.map((m) => `'${batchIdOf(m)}'`).join(',');
     const stored = await this.d.ch.rows<{ e: string }>(
       `SELECT lower(toString(event_id)) AS e FROM ${this.d.ch.database}.${this.table}
-       WHERE ${tenantFilter(tenantsOf(partial))} batch_id IN (${list})`,
+       WHERE ${chTenants(tenantsOf(partial))} AND batch_id IN (${list})`,
     );
     const ids = new Set(stored.map((r) => r.e));
     for (const m of partial) {
@@ -139,7 +140,7 @@ export class Reconciler {
   private async countInTable(ids: string[], tenants: string[]): Promise<Map<string, number>> {
     const rows = await this.d.ch.rows<{ b: string; c: string }>(
       `SELECT lower(toString(batch_id)) AS b, count() AS c FROM ${this.d.ch.database}.${this.table}
-       WHERE ${tenantFilter(tenants)} batch_id IN (${ids.map((i) => `'${i}'`).join(',')}) GROUP BY b`,
+       WHERE ${chTenants(tenants)} AND batch_id IN (${ids.map((i) => `'${i}'`).join(',')}) GROUP BY b`,
     );
     return new Map(rows.map((r) => [r.b, Number(r.c)]));
   }
@@ -201,8 +202,4 @@ function tenantsOf(batch: RowsMessage[]): string[] {
     out.add(t.toLowerCase());
   }
   return [...out];
-}
-
-function tenantFilter(tenants: string[]): string {
-  return tenants.length ? `tenant_id IN (${tenants.map((t) => `'${t}'`).join(',')}) AND` : '';
 }

@@ -1,3 +1,4 @@
+import { inTenant } from '../../../lib/pg.js';
 import { externalParticipants } from './addresses.js';
 import type { SyncRun } from './run.js';
 import { type SyncedActivity, storeSynced } from './store.js';
@@ -46,7 +47,7 @@ export async function applyChanges(run: SyncRun, changes: CalendarChange[]): Pro
     if (drop.length)
       await tx`
         DELETE FROM integration_pending_meetings
-        WHERE tenant_id = ${run.tenantId} AND name = ${run.name} AND event_id = ANY(${drop}::text[])`;
+        WHERE ${inTenant(run.tenantId)} AND name = ${run.name} AND event_id = ANY(${drop}::text[])`;
     if (pending.length)
       await tx`
         INSERT INTO integration_pending_meetings (tenant_id, name, event_id, starts_at, ends_at, attendees)
@@ -68,7 +69,7 @@ export async function applyChanges(run: SyncRun, changes: CalendarChange[]): Pro
 export async function produceEnded(run: SyncRun): Promise<void> {
   const rows = await run.sql<Array<{ event_id: string; starts_at: Date; ends_at: Date; attendees: string[] }>>`
     SELECT event_id, starts_at, ends_at, attendees FROM integration_pending_meetings
-    WHERE tenant_id = ${run.tenantId} AND name = ${run.name} AND ends_at <= ${new Date(run.now)}
+    WHERE ${inTenant(run.tenantId)} AND name = ${run.name} AND ends_at <= ${new Date(run.now)}
     ORDER BY ends_at LIMIT 1000`;
   if (!rows.length) return;
   const held = rows.map((p) => meeting(p.event_id, p.starts_at, p.ends_at, p.attendees));
@@ -76,7 +77,7 @@ export async function produceEnded(run: SyncRun): Promise<void> {
   const r = await storeSynced(run.sql, run.tenantId, run.name, held, async (tx) => {
     await tx`
       DELETE FROM integration_pending_meetings
-      WHERE tenant_id = ${run.tenantId} AND name = ${run.name} AND event_id = ANY(${ids}::text[])`;
+      WHERE ${inTenant(run.tenantId)} AND name = ${run.name} AND event_id = ANY(${ids}::text[])`;
   });
   run.counts.events += r.events;
   run.counts.unmatched += r.unmatched;

@@ -1,6 +1,6 @@
 import type { Providers } from '../../../lib/integrations/providers.js';
 import type { Logger } from '../../../lib/logger.js';
-import type { Sql } from '../../../lib/pg.js';
+import { inTenant, inTenants, type Sql } from '../../../lib/pg.js';
 import { Ticker } from '../../../lib/ticker.js';
 import type { AccessTokens } from '../access-tokens.js';
 import { syncGmail } from './gmail.js';
@@ -170,8 +170,8 @@ export class IntegrationSync {
         SELECT i.tenant_id, i.name, i.connection_id FROM integrations i
         LEFT JOIN integration_syncs s ON s.tenant_id = i.tenant_id AND s.name = i.name
         WHERE i.status = 'connected' AND i.name = ANY(${names}::text[])
-          ${tenants.length ? sql`AND i.tenant_id = ANY(${tenants}::uuid[])` : sql``}
-          ${only ? sql`AND i.tenant_id = ${only.tenantId} AND i.name = ${only.name}` : sql``}
+          AND ${inTenants(tenants, 'i')}
+          ${only ? sql`AND ${inTenant(only.tenantId, 'i')} AND i.name = ${only.name}` : sql``}
           AND (s.tenant_id IS NULL OR (s.lease_expires_at < now() AND (
             s.connection_id IS DISTINCT FROM i.connection_id OR s.last_finished_at IS NULL
             OR s.last_finished_at < now() - (${intervalMs}::float8 * interval '1 ms')
@@ -202,7 +202,7 @@ export class IntegrationSync {
       () =>
         void this.sql`
           UPDATE integration_syncs SET lease_expires_at = now() + (${leaseTtlMs}::float8 * interval '1 ms')
-          WHERE tenant_id = ${c.tenant_id} AND name = ${c.name} AND holder = ${holder}`.then(
+          WHERE ${inTenant(c.tenant_id)} AND name = ${c.name} AND holder = ${holder}`.then(
           (r) => r.count === 0 && this.log.warn(key, 'integration sync lease lost during a run'),
           (err: unknown) => this.log.warn({ ...key, err: String(err) }, 'integration sync lease renewal failed'),
         ),
@@ -214,7 +214,7 @@ export class IntegrationSync {
     // A new connection starts over: what an earlier one remembered of the calendar is not its own.
     if (!same)
       await this.sql`
-        DELETE FROM integration_pending_meetings WHERE tenant_id = ${c.tenant_id} AND name = ${c.name}`.catch(
+        DELETE FROM integration_pending_meetings WHERE ${inTenant(c.tenant_id)} AND name = ${c.name}`.catch(
         (err: unknown) => this.log.warn({ ...key, err: String(err) }, 'pending meetings of an earlier connection kept'),
       );
     const t0 = performance.now();
@@ -286,12 +286,12 @@ export class IntegrationSync {
           last_synced_at = ${f ? tx`last_synced_at` : tx`now()`},
           last_error = ${f && !f.stopped ? f.message : tx`last_error`},
           last_error_at = ${f && !f.stopped ? tx`now()` : tx`last_error_at`}
-        WHERE tenant_id = ${c.tenant_id} AND name = ${c.name} AND holder = ${holder}
+        WHERE ${inTenant(c.tenant_id)} AND name = ${c.name} AND holder = ${holder}
         RETURNING requested_at > last_started_at AS again`;
       if (f?.scope)
         await tx`
           UPDATE integrations SET status = 'error', error = ${f.message}, updated_at = now()
-          WHERE tenant_id = ${c.tenant_id} AND name = ${c.name} AND connection_id = ${c.current}
+          WHERE ${inTenant(c.tenant_id)} AND name = ${c.name} AND connection_id = ${c.current}
             AND status = 'connected'`;
       return r?.again === true;
     });
@@ -305,22 +305,21 @@ export class IntegrationSync {
   async forget(): Promise<{ meetings: number; cursors: number }> {
     const { tenants } = this.o;
     const sql = this.sql;
-    const only = (col: ReturnType<typeof sql>) => (tenants.length ? sql`AND ${col} = ANY(${tenants}::uuid[])` : sql``);
     const meetings = await sql`
       DELETE FROM integration_pending_meetings p
       WHERE NOT EXISTS (SELECT 1 FROM integrations i
-        WHERE i.tenant_id = p.tenant_id AND i.name = p.name AND i.status = 'connected') ${only(sql`p.tenant_id`)}`;
+        WHERE i.tenant_id = p.tenant_id AND i.name = p.name AND i.status = 'connected') AND ${inTenants(tenants, 'p')}`;
     const cursors = await sql`
       UPDATE integration_syncs s SET cursor = '{}'
       WHERE cursor <> '{}' AND lease_expires_at < now() AND NOT EXISTS (SELECT 1 FROM integrations i
-        WHERE i.tenant_id = s.tenant_id AND i.name = s.name AND i.status = 'connected') ${only(sql`s.tenant_id`)}`;
+        WHERE i.tenant_id = s.tenant_id AND i.name = s.name AND i.status = 'connected') AND ${inTenants(tenants, 's')}`;
     return { meetings: meetings.count, cursors: cursors.count };
   }
 
   /** The workspace's own domains: those of its users' addresses. */
   private async ownDomains(tenantId: string): Promise<Set<string>> {
     const rows = await this.sql<Array<{ d: string }>>`
-      SELECT DISTINCT lower(split_part(email, '@', 2)) AS d FROM users WHERE tenant_id = ${tenantId}`;
+      SELECT DISTINCT lower(split_part(email, '@', 2)) AS d FROM users WHERE ${inTenant(tenantId)}`;
     return new Set(rows.map((r) => r.d).filter(Boolean));
   }
 

@@ -1,6 +1,6 @@
 import type { TransactionSql } from 'postgres';
 import { type ActivityEvent, storeActivityEvents } from '../../../lib/integrations/activities.js';
-import type { Sql } from '../../../lib/pg.js';
+import { inTenant, type Sql } from '../../../lib/pg.js';
 
 /** One message or meeting read from a provider, reduced to what becomes an event. */
 export interface SyncedActivity {
@@ -62,6 +62,6 @@ export async function seenIds(sql: Sql, tenantId: string, name: string, ids: str
   if (!ids.length) return new Set();
   const rows = await sql<Array<{ activity_id: string }>>`
     SELECT activity_id FROM integration_activities
-    WHERE tenant_id = ${tenantId} AND name = ${name} AND activity_id = ANY(${ids}::text[])`;
+    WHERE ${inTenant(tenantId)} AND name = ${name} AND activity_id = ANY(${ids}::text[])`;
   return new Set(rows.map((r) => r.activity_id));
 }
