@@ -528,36 +528,3 @@ export function trimmerJob(t: Tier): Job {
   const trimmer = new StreamTrimmer(t.jsm, [STREAM_EVENTS, STREAM_WEBHOOKS], t.log.child({ mod: 'stream-trimmer' }));
   return { start: () => trimmer.start(), stop: () => trimmer.stop() };
 }
-
-/** Backlog gauges on /metrics: how far the consumers of the EVENTS stream are behind. */
-export function backlogJob(t: Tier): Job {
-  let sampler: NodeJS.Timeout | undefined;
-  const names = [
-    consumers.usageWriter,
-    consumers.billingWriter,
-    consumers.backfillWriter,
-    consumers.systemWriter,
-    consumers.catalog,
-    consumers.catalogBackfill,
-    consumers.catalogKeyed,
-    ...(t.cfg.SURFACE_B_DEDUP === 'stream' ? Array.from({ length: KEYED_PARTITIONS }, (_, p) => keyedWriter(p)) : []),
-  ];
-  return {
-    start() {
-      sampler = setInterval(() => {
-        for (const name of names) {
-          t.jsm.consumers.info(STREAM_EVENTS, name).then(
-            (i) => {
-              t.metrics.pending.set({ consumer: name }, i.num_pending);
-              t.metrics.ackPending.set({ consumer: name }, i.num_ack_pending);
-            },
-            () => {},
-          );
-        }
-      }, 5000);
-    },
-    async stop() {
-      clearInterval(sampler);
-    },
-  };
-}

@@ -11,7 +11,6 @@ import { ClickHouse } from './clickhouse.js';
 import { ProcessorsConfig } from './config.js';
 import {
   alertsJob,
-  backlogJob,
   catalogsJob,
   erasureJob,
   healthJob,
@@ -66,7 +65,6 @@ const jobs: Job[] = [
   trimmerJob(tier),
   erasure,
   healthJob(tier, playbooks.afterRuns),
-  backlogJob(tier),
   signalsJob(tier, providersFromConfig(cfg)),
 ];
 tier.metrics.watchStalled(() => writers.writers);

@@ -63,18 +63,6 @@ export class WriterMetrics {
     labelNames: ['table', 'outcome'],
     registers: [this.registry],
   });
-  readonly pending = new Gauge({
-    name: 'consumer_pending_messages',
-    help: 'Messages not yet delivered to the consumer',
-    labelNames: ['consumer'],
-    registers: [this.registry],
-  });
-  readonly ackPending = new Gauge({
-    name: 'consumer_ack_pending_messages',
-    help: 'Messages delivered and not yet acknowledged',
-    labelNames: ['consumer'],
-    registers: [this.registry],
-  });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
