@@ -192,7 +192,7 @@ async function serve(): Promise<void> {
     await runner.stop();
     await housekeeping.stop();
     poolProbe.stop();
-    housekeepingGauges?.stop();
+    await housekeepingGauges?.stop();
     await audit.close();
     await nc.drain();
     await sql.end({ timeout: 5 });

@@ -1,6 +1,7 @@
 import type { ConsumerInfo, JetStreamManager } from 'nats';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
 import type { Logger } from './logger.js';
+import { Sampler } from './sampler.js';
 
 export interface StreamLagOptions {
   /** Streams whose durable consumers are watched (EVENTS, WEBHOOKS). */
@@ -30,20 +31,17 @@ interface Oldest {
  * It runs outside the processors on purpose: a consumer that stopped cannot report that it stopped.
  */
 export class StreamLag {
-  private timer?: NodeJS.Timeout;
-  private sampling?: Promise<void>;
+  private readonly loop: Sampler;
   private readonly oldest = new Map<string, Oldest>();
   private readonly unacked: Gauge;
   private readonly age: Gauge;
   private readonly messages: Gauge;
   private readonly bytes: Gauge;
-  private readonly failures: Counter;
-  private lastWarned = 0;
 
   constructor(
     private readonly jsm: JetStreamManager,
     registry: Registry,
-    private readonly log: Logger,
+    log: Logger,
     private readonly o: StreamLagOptions,
   ) {
     // `max` across the processes of a supervised tier: one of them samples (lib/prometheus.ts).
@@ -62,36 +60,15 @@ export class StreamLag {
     );
     this.messages = gauge('stream_messages', 'Messages stored in the stream', ['stream']);
     this.bytes = gauge('stream_bytes', 'Bytes stored in the stream', ['stream']);
-    this.failures = new Counter({
-      name: 'stream_lag_sample_failures_total',
-      help:
-        'Samples of the streams and their consumers that failed (NATS unreachable); the gauges keep their last ' +
-        'values',
-      registers: [registry],
+    this.loop = new Sampler(() => this.sample(), registry, log, {
+      name: 'stream_lag',
+      what: 'the streams and their consumers',
+      everyMs: o.everyMs,
     });
   }
 
   start(): void {
-    let busy = false;
-    const tick = () => {
-      // A sample still waiting on NATS is not joined by another.
-      if (busy) return;
-      busy = true;
-      this.sampling = this.sample()
-        .catch((err: unknown) => {
-          this.failures.inc();
-          if (Date.now() - this.lastWarned > 60_000) {
-            this.lastWarned = Date.now();
-            this.log.warn({ err: String(err) }, 'stream lag sample failed');
-          }
-        })
-        .finally(() => {
-          busy = false;
-        });
-    };
-    tick();
-    this.timer = setInterval(tick, this.o.everyMs);
-    this.timer.unref();
+    this.loop.start();
   }
 
   /** One sample of every watched stream and consumer, the gauges set together at the end. */
@@ -141,8 +118,7 @@ export class StreamLag {
     return storedAt;
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.sampling;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 }

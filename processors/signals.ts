@@ -1,7 +1,8 @@
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
 import { commaList } from '../lib/comma-list.js';
 import type { Providers } from '../lib/integrations/providers.js';
 import type { Logger } from '../lib/logger.js';
+import { Sampler } from '../lib/sampler.js';
 import { inTenants, type Sql } from '../lib/pg.js';
 import { PoolProbe, watchNats } from '../lib/prometheus.js';
 import { SYNC_CONNECTORS } from './integrations/sync/index.js';
@@ -109,24 +110,21 @@ const V7_TIME = `to_timestamp(
  * the maximum. A failed sample leaves the gauges as they were and counts a failure.
  */
 export class Signals {
-  private timer?: NodeJS.Timeout;
-  private sampling?: Promise<void>;
+  private readonly loop: Sampler;
   private readonly gauges = new Map<string, Gauge>();
-  private readonly failures: Counter;
-  private lastWarned = 0;
 
   constructor(
     private readonly sql: Sql,
     registry: Registry,
-    private readonly log: Logger,
+    log: Logger,
     private readonly o: SignalsOptions,
   ) {
     for (const [key, [name, help, label]] of Object.entries(GAUGES))
       this.gauges.set(key, new Gauge({ name, help, labelNames: label ? [label] : [], registers: [registry] }));
-    this.failures = new Counter({
-      name: 'processors_signals_sample_failures_total',
-      help: 'Samples of the PostgreSQL backlogs that failed; the gauges keep their last values',
-      registers: [registry],
+    this.loop = new Sampler(() => this.sample(), registry, log, {
+      name: 'processors_signals',
+      what: 'the PostgreSQL backlogs',
+      everyMs: o.everyMs,
     });
     // The schedules themselves, so that a rule can compare an age with its job's interval.
     const intervals = new Gauge({
@@ -143,30 +141,11 @@ export class Signals {
   }
 
   start(): void {
-    let busy = false;
-    const tick = () => {
-      if (busy) return;
-      busy = true;
-      this.sampling = this.sample()
-        .catch((err: unknown) => {
-          this.failures.inc();
-          if (Date.now() - this.lastWarned > 60_000) {
-            this.lastWarned = Date.now();
-            this.log.warn({ err: String(err) }, 'backlog gauges not sampled');
-          }
-        })
-        .finally(() => {
-          busy = false;
-        });
-    };
-    tick();
-    this.timer = setInterval(tick, this.o.everyMs);
-    this.timer.unref();
+    this.loop.start();
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.sampling;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One statement; the gauges are set together once it answered. */

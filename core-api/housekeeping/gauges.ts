@@ -1,5 +1,6 @@
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
 import type { Logger } from '../../lib/logger.js';
+import { Sampler } from '../../lib/sampler.js';
 import { inTenant, type Sql } from '../../lib/pg.js';
 import { GLOBAL_TENANT } from './schedule.js';
 
@@ -9,14 +10,13 @@ import { GLOBAL_TENANT } from './schedule.js';
  * statement every `everyMs`, by one process of the tier.
  */
 export class HousekeepingGauges {
-  private timer?: NodeJS.Timeout;
+  private readonly loop: Sampler;
   private readonly age: Gauge;
-  private readonly failures: Counter;
 
   constructor(
     private readonly sql: Sql,
     registry: Registry,
-    private readonly log: Logger,
+    log: Logger,
     private readonly o: { jobs: readonly string[]; intervalMs: number; everyMs: number },
   ) {
     this.age = new Gauge({
@@ -32,26 +32,19 @@ export class HousekeepingGauges {
       registers: [registry],
       aggregator: 'max',
     }).set(o.intervalMs / 1000);
-    this.failures = new Counter({
-      name: 'housekeeping_gauges_sample_failures_total',
-      help: 'Samples of the housekeeping ages that failed; the gauge keeps its last values',
-      registers: [registry],
+    this.loop = new Sampler(() => this.sample(), registry, log, {
+      name: 'housekeeping_gauges',
+      what: 'the housekeeping ages',
+      everyMs: o.everyMs,
     });
   }
 
   start(): void {
-    const tick = () =>
-      this.sample().catch((err: unknown) => {
-        this.failures.inc();
-        this.log.debug({ err: String(err) }, 'housekeeping ages not sampled');
-      });
-    void tick();
-    this.timer = setInterval(tick, this.o.everyMs);
-    this.timer.unref();
+    this.loop.start();
   }
 
-  stop(): void {
-    clearInterval(this.timer);
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   async sample(): Promise<void> {
