@@ -7,6 +7,7 @@ import type { Scored } from '../../processors/health/score.js';
 import { historyRows, insertHistory } from '../../processors/health/store.js';
 import { ValueBatch } from '../../processors/metrics/store.js';
 import type { BillingRow, EventRow } from '../../schemas/rows.js';
+import { Random } from '../../infra/demo/random.js';
 
 /**
  * One workspace of the event store, the same on both engines: stored through the product's own
@@ -42,16 +43,10 @@ export interface Fixture {
   events: number;
 }
 
-/** A small deterministic generator (mulberry32). */
+/** A deterministic generator: the demo's (mulberry32), as a function. */
 function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const r = new Random(seed);
+  return () => r.next();
 }
 
 function properties(r: () => number, i: number): Record<string, unknown> {
