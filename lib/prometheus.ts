@@ -1,30 +1,62 @@
 import type { ChildProcess } from 'node:child_process';
 import type { NatsConnection } from 'nats';
-import { AggregatorRegistry, Counter, Histogram, type Registry } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { CounterConfiguration, GaugeConfiguration, HistogramConfiguration } from 'prom-client';
 import type { Sql } from './pg.js';
 
 /*
  * What every tier's /metrics has besides its own figures (docs/operations.md lists them all): the
  * NATS connection's reconnects, how long a query waits for the PostgreSQL pool, and the sum of a
- * supervised tier's processes. Labels never carry a workspace or customer id.
+ * supervised tier's processes. Labels never carry a workspace or customer id. Every metric of the
+ * product is declared with `counter`, `histogram` or `gauge` below, one call each.
  */
+
+/** prom-client's configuration of a metric, less what the helpers below fill in. */
+type Config<C> = Omit<C, 'name' | 'labelNames' | 'registers'>;
+/** Series that exist from the start, at zero: a rate over a series that appears at its first change misses it. */
+type Zero<L extends string> = { zero?: Partial<Record<L, string | number>>[] };
+type CounterOptions<L extends string> = Config<CounterConfiguration<L>> & Zero<L>;
+type HistogramOptions<L extends string> = Config<HistogramConfiguration<L>> & Zero<L> & { buckets: number[] };
+type GaugeOptions<L extends string> = Config<GaugeConfiguration<L>>;
+
+/** A counter registered in `registry`, labelled `labels` ([] for none). */
+export function counter<L extends string>(registry: Registry, name: string, labels: L[], o: CounterOptions<L>) {
+  const { zero = [], ...config } = o;
+  const c = new Counter({ ...config, name, labelNames: labels, registers: [registry] });
+  for (const series of zero) c.inc(series, 0);
+  return c;
+}
+
+/** A histogram registered in `registry`, labelled `labels` ([] for none), its buckets stated. */
+export function histogram<L extends string>(registry: Registry, name: string, labels: L[], o: HistogramOptions<L>) {
+  const { zero = [], ...config } = o;
+  const h = new Histogram({ ...config, name, labelNames: labels, registers: [registry] });
+  for (const series of zero) h.zero(series);
+  return h;
+}
+
+/** A gauge registered in `registry`, labelled `labels` ([] for none). */
+export function gauge<L extends string>(registry: Registry, name: string, labels: L[], o: GaugeOptions<L>) {
+  return new Gauge({ ...o, name, labelNames: labels, registers: [registry] });
+}
+
+/**
+ * A class of figures declared in field initializers (`counter(this.registry, …)`) in the registry given
+ * to its constructor: a parameter property of the class itself would be assigned after them.
+ */
+export class Figures {
+  constructor(readonly registry: Registry) {}
+}
 
 /** Counts the NATS connection's disconnects and reconnects (`nats_reconnects_total`). */
 export function watchNats(nc: NatsConnection, registry: Registry): void {
-  const events = new Counter({
-    name: 'nats_connection_events_total',
+  const events = counter(registry, 'nats_connection_events_total', ['event'], {
     help: 'Status changes of the NATS connection (disconnect, reconnect)',
-    labelNames: ['event'],
-    registers: [registry],
+    zero: [{ event: 'disconnect' }, { event: 'reconnect' }],
   });
-  const reconnects = new Counter({
-    name: 'nats_reconnects_total',
+  const reconnects = counter(registry, 'nats_reconnects_total', [], {
     help: 'Times the NATS connection was made again after it was lost',
-    registers: [registry],
   });
-  // Zero from the start: a rate over a series that appears only at the first reconnect misses it.
-  events.inc({ event: 'disconnect' }, 0);
-  events.inc({ event: 'reconnect' }, 0);
   void (async () => {
     for await (const s of nc.status()) {
       if (s.type !== 'disconnect' && s.type !== 'reconnect') continue;
@@ -48,14 +80,11 @@ export class PoolProbe {
     private readonly pools: Record<string, Sql>,
     private readonly everyMs = 5000,
   ) {
-    this.seconds = new Histogram({
-      name: 'pg_pool_wait_seconds',
+    this.seconds = histogram(registry, 'pg_pool_wait_seconds', ['pool'], {
       help: 'Time a probe query took through the PostgreSQL pool (waiting for a connection, plus one round trip)',
-      labelNames: ['pool'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-      registers: [registry],
+      zero: Object.keys(pools).map((pool) => ({ pool })),
     });
-    for (const pool of Object.keys(pools)) this.seconds.zero({ pool });
   }
 
   start(): void {
@@ -89,13 +118,14 @@ interface ScrapeMessage {
  * lib/lifecycle.ts `supervise`): a scrape reaches one of them, and would see that process's
  * counters alone, each scrape another's. The process asks its supervisor, which collects every
  * process's figures and sums them (gauges declared with `aggregator: 'max'` take the largest):
- * one series per tier, as if one process served it. Without a supervisor, the process's own.
+ * one series per tier, as if one process served it. Without a supervisor, the process's own. A
+ * tier's metrics class extends it and declares its figures in `registry`, as a Figures class does.
  */
 export class SupervisedMetrics {
   private next = 0;
   private readonly waiting = new Map<number, (text: string) => void>();
 
-  constructor(private readonly registry: Registry) {
+  constructor(readonly registry = new Registry()) {
     if (!process.send) return;
     process.on('message', (m: ScrapeMessage) => {
       if (m?.type === 'metrics-collect')

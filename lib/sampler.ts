@@ -1,5 +1,6 @@
-import { Counter, type Registry } from 'prom-client';
+import type { Counter, Registry } from 'prom-client';
 import type { Logger } from './logger.js';
+import { counter } from './prometheus.js';
 
 /**
  * The loop of a gauge sampler (stream lag, PostgreSQL backlogs, housekeeping ages): `sample` at
@@ -19,10 +20,8 @@ export class Sampler {
     private readonly log: Logger,
     private readonly o: { name: string; what: string; everyMs: number },
   ) {
-    this.failures = new Counter({
-      name: `${o.name}_sample_failures_total`,
+    this.failures = counter(registry, `${o.name}_sample_failures_total`, [], {
       help: `Samples of ${o.what} that failed; the gauges keep their last values`,
-      registers: [registry],
     });
   }
 

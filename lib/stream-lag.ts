@@ -1,6 +1,7 @@
 import type { ConsumerInfo, JetStreamManager } from 'nats';
-import { Gauge, type Registry } from 'prom-client';
+import type { Gauge, Registry } from 'prom-client';
 import type { Logger } from './logger.js';
+import { gauge } from './prometheus.js';
 import { Sampler } from './sampler.js';
 
 export interface StreamLagOptions {
@@ -45,21 +46,21 @@ export class StreamLag {
     private readonly o: StreamLagOptions,
   ) {
     // `max` across the processes of a supervised tier: one of them samples (lib/prometheus.ts).
-    const gauge = (name: string, help: string, labelNames: string[]) =>
-      new Gauge({ name, help, labelNames, registers: [registry], aggregator: 'max' });
-    this.unacked = gauge(
-      'stream_consumer_unacked_messages',
-      'Messages a durable consumer has not acknowledged yet (pending plus delivered and not acknowledged)',
-      ['stream', 'consumer'],
-    );
-    this.age = gauge(
-      'stream_consumer_oldest_unacked_age_seconds',
-      "Age of the consumer's oldest message not acknowledged yet (0 when none); for a writer, of the oldest " +
+    this.unacked = gauge(registry, 'stream_consumer_unacked_messages', ['stream', 'consumer'], {
+      help: 'Messages a durable consumer has not acknowledged yet (pending plus delivered and not acknowledged)',
+      aggregator: 'max',
+    });
+    this.age = gauge(registry, 'stream_consumer_oldest_unacked_age_seconds', ['stream', 'consumer'], {
+      help:
+        "Age of the consumer's oldest message not acknowledged yet (0 when none); for a writer, of the oldest " +
         'accepted event not yet queryable',
-      ['stream', 'consumer'],
-    );
-    this.messages = gauge('stream_messages', 'Messages stored in the stream', ['stream']);
-    this.bytes = gauge('stream_bytes', 'Bytes stored in the stream', ['stream']);
+      aggregator: 'max',
+    });
+    this.messages = gauge(registry, 'stream_messages', ['stream'], {
+      help: 'Messages stored in the stream',
+      aggregator: 'max',
+    });
+    this.bytes = gauge(registry, 'stream_bytes', ['stream'], { help: 'Bytes stored in the stream', aggregator: 'max' });
     this.loop = new Sampler(() => this.sample(), registry, log, {
       name: 'stream_lag',
       what: 'the streams and their consumers',

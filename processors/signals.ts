@@ -1,10 +1,10 @@
-import { Gauge, type Registry } from 'prom-client';
+import type { Gauge, Registry } from 'prom-client';
 import { commaList } from '../lib/comma-list.js';
 import type { Providers } from '../lib/integrations/providers.js';
 import type { Logger } from '../lib/logger.js';
 import { Sampler } from '../lib/sampler.js';
 import { inTenants, type Sql } from '../lib/pg.js';
-import { PoolProbe, watchNats } from '../lib/prometheus.js';
+import { PoolProbe, gauge, watchNats } from '../lib/prometheus.js';
 import { SYNC_CONNECTORS } from './integrations/sync/index.js';
 import type { Job, Tier } from './jobs.js';
 
@@ -120,18 +120,15 @@ export class Signals {
     private readonly o: SignalsOptions,
   ) {
     for (const [key, [name, help, label]] of Object.entries(GAUGES))
-      this.gauges.set(key, new Gauge({ name, help, labelNames: label ? [label] : [], registers: [registry] }));
+      this.gauges.set(key, gauge(registry, name, label ? [label] : [], { help }));
     this.loop = new Sampler(() => this.sample(), registry, log, {
       name: 'processors_signals',
       what: 'the PostgreSQL backlogs',
       everyMs: o.everyMs,
     });
     // The schedules themselves, so that a rule can compare an age with its job's interval.
-    const intervals = new Gauge({
-      name: 'schedule_interval_seconds',
+    const intervals = gauge(registry, 'schedule_interval_seconds', ['schedule'], {
       help: 'Per scheduled job, the configured interval between runs of a workspace',
-      labelNames: ['schedule'],
-      registers: [registry],
     });
     const { health, metrics, playbooks, integrationSync } = o.intervals;
     if (o.scopes.health) intervals.set({ schedule: 'health' }, health / 1000);

@@ -1,7 +1,8 @@
-import { Gauge, type Registry } from 'prom-client';
+import type { Gauge, Registry } from 'prom-client';
 import type { Logger } from '../../lib/logger.js';
 import { Sampler } from '../../lib/sampler.js';
 import { inTenant, type Sql } from '../../lib/pg.js';
+import { gauge } from '../../lib/prometheus.js';
 import { GLOBAL_TENANT } from './schedule.js';
 
 /**
@@ -19,17 +20,12 @@ export class HousekeepingGauges {
     log: Logger,
     private readonly o: { jobs: readonly string[]; intervalMs: number; everyMs: number },
   ) {
-    this.age = new Gauge({
-      name: 'housekeeping_last_run_age_seconds',
+    this.age = gauge(registry, 'housekeeping_last_run_age_seconds', ['task'], {
       help: 'Per housekeeping task, the time since its last run finished (since it started when none finished)',
-      labelNames: ['task'],
-      registers: [registry],
       aggregator: 'max',
     });
-    new Gauge({
-      name: 'housekeeping_interval_seconds',
+    gauge(registry, 'housekeeping_interval_seconds', [], {
       help: 'The configured interval between housekeeping runs (HOUSEKEEPING_INTERVAL_MS)',
-      registers: [registry],
       aggregator: 'max',
     }).set(o.intervalMs / 1000);
     this.loop = new Sampler(() => this.sample(), registry, log, {
