@@ -1,4 +1,5 @@
 import type { Msg, NatsConnection, Subscription } from 'nats';
+import { isUuid } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 
 /**
@@ -16,6 +17,8 @@ export interface Command<Req, Rep> {
   what: string;
   parse(data: Uint8Array): Req | undefined;
   handle(req: Req): Promise<Rep>;
+  /** The text a reply is sent as; JSON.stringify when absent. */
+  text?(r: Rep): string;
   invalid: Rep;
   busy: Rep;
   failed: Rep;
@@ -61,7 +64,7 @@ export class CommandResponder<Req, Rep> {
   private reply(msg: Msg, r: Rep): void {
     if (!msg.reply) return;
     try {
-      msg.respond(JSON.stringify(r));
+      msg.respond(this.c.text ? this.c.text(r) : JSON.stringify(r));
     } catch (err) {
       this.log.warn({ err: String(err) }, `${this.c.what} reply failed`);
     }
@@ -81,4 +84,19 @@ export function requestObject(data: Uint8Array): Record<string, unknown> | undef
   } catch {
     return undefined;
   }
+}
+
+/** The JSON object a request carries, its `keys` UUIDs (lowercased), or undefined. */
+export function requestUuids<K extends string>(
+  data: Uint8Array,
+  ...keys: K[]
+): (Record<string, unknown> & Record<K, string>) | undefined {
+  const r = requestObject(data);
+  if (!r) return undefined;
+  for (const k of keys) {
+    const v = r[k];
+    if (typeof v !== 'string' || !isUuid(v)) return undefined;
+    r[k] = v.toLowerCase();
+  }
+  return r as Record<string, unknown> & Record<K, string>;
 }

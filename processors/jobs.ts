@@ -16,7 +16,7 @@ import type { ClickHouse } from './clickhouse.js';
 import type { ProcessorsSettings } from './config.js';
 import { ErasedCustomers } from './erasure/erased-customers.js';
 import { Eraser } from './erasure/eraser.js';
-import { RecalculateResponder } from './health/responder.js';
+import { recalculateResponder } from './health/responder.js';
 import { HistoryRetention } from './health/retention.js';
 import { HealthScheduler } from './health/scheduler.js';
 import type { ScoreTask } from './health/score-worker.js';
@@ -479,7 +479,7 @@ export function healthJob(t: Tier, afterRuns: AfterRuns): Job {
       );
     },
   );
-  const responder = new RecalculateResponder(t.nc, scorer, history, log, metrics, { lanes: cfg.HEALTH_RECALC_LANES });
+  const responder = recalculateResponder(t.nc, scorer, history, log, metrics, { lanes: cfg.HEALTH_RECALC_LANES });
   const retention = new HistoryRetention(ch, log);
   return {
     start() {

@@ -1,14 +1,12 @@
-import type { Msg, NatsConnection, Subscription } from 'nats';
-import { isUuid } from '../../lib/ids.js';
+import type { NatsConnection } from 'nats';
 import type { Logger } from '../../lib/logger.js';
 import { subjects } from '../../lib/nats.js';
 import type { RecalculateReply, RecalculateRequest } from '../../schemas/health.js';
+import { CommandResponder, requestUuids } from '../command-responder.js';
 import type { HealthMetrics } from '../metrics.js';
 import { type BatcherOptions, RecalculateBatcher } from './batcher.js';
 import type { HealthScorer } from './scorer.js';
 import type { HistoryBuffer } from './store.js';
-
-export const SCORER_QUEUE = 'health-scorer';
 
 export interface ResponderOptions extends BatcherOptions {
   /** Requests held at once (waiting or being calculated); more are answered scorer_busy. */
@@ -16,6 +14,9 @@ export interface ResponderOptions extends BatcherOptions {
 }
 
 const DEFAULTS: ResponderOptions = { maxInFlight: 256, maxBatch: 500, windowMs: 2 };
+
+/** A reply, or a success's JSON text with the health spliced in (it is JSON text already). */
+type Reply = RecalculateReply | string;
 
 /**
  * On-demand recalculation (POST /v1/customers/{id}/health/recalculate): core NATS requests on
@@ -25,96 +26,44 @@ const DEFAULTS: ResponderOptions = { maxInFlight: 256, maxBatch: 500, windowMs: 
  * the handler. Requests beyond `maxInFlight` are refused at once so the core API answers 503
  * instead of waiting for its timeout behind a queue.
  */
-export class RecalculateResponder {
-  private sub?: Subscription;
-  private inFlight = new Set<Promise<void>>();
-  private batcher: RecalculateBatcher<string>;
-  private readonly o: ResponderOptions;
-
-  constructor(
-    private readonly nc: NatsConnection,
-    scorer: HealthScorer,
-    history: HistoryBuffer,
-    private readonly log: Logger,
-    private readonly metrics: HealthMetrics,
-    options: Partial<ResponderOptions> = {},
-  ) {
-    this.o = { ...DEFAULTS, ...options };
-    this.batcher = new RecalculateBatcher(
-      (tenantId, ids) => scorer.scoreCustomers(tenantId, ids, history),
-      log,
-      this.o,
-    );
-  }
-
-  start(): void {
-    this.sub = this.nc.subscribe(subjects.healthRecalculate, {
-      queue: SCORER_QUEUE,
-      callback: (err, msg) => {
-        if (err) {
-          this.log.warn({ err: String(err) }, 'health recalculation subscription error');
-          return;
-        }
-        if (this.inFlight.size >= this.o.maxInFlight) {
-          this.reply(msg, { ok: false, error: 'scorer_busy' });
-          return;
-        }
-        const p = this.handle(msg).finally(() => this.inFlight.delete(p));
-        this.inFlight.add(p);
+export function recalculateResponder(
+  nc: NatsConnection,
+  scorer: HealthScorer,
+  history: HistoryBuffer,
+  log: Logger,
+  metrics: HealthMetrics,
+  options: Partial<ResponderOptions> = {},
+): CommandResponder<RecalculateRequest, Reply> {
+  const o: ResponderOptions = { ...DEFAULTS, ...options };
+  const batcher = new RecalculateBatcher((tenantId, ids) => scorer.scoreCustomers(tenantId, ids, history), log, o);
+  return new CommandResponder<RecalculateRequest, Reply>(
+    nc,
+    {
+      subject: subjects.healthRecalculate,
+      queue: 'health-scorer',
+      what: 'health recalculation',
+      parse(data) {
+        const r = requestUuids(data, 'tenant_id', 'customer_id');
+        if (!r) metrics.recalculated('invalid');
+        return r && { tenant_id: r.tenant_id, customer_id: r.customer_id };
       },
-    });
-  }
-
-  private async handle(msg: Msg): Promise<void> {
-    const req = parse(msg.data);
-    if (!req) {
-      this.metrics.recalculated('invalid');
-      this.reply(msg, { ok: false, error: 'invalid_request' });
-      return;
-    }
-    try {
-      const health = await this.batcher.recalculate(req.tenant_id, req.customer_id);
-      this.metrics.recalculated(health ? 'ok' : 'unknown_customer');
-      // The health is JSON text already: spliced in, not parsed and serialized again.
-      if (health) this.respond(msg, `{"ok":true,"health":${health}}`);
-      else this.reply(msg, { ok: false, error: 'unknown_customer' });
-    } catch {
-      // Logged once per batch by the batcher.
-      this.metrics.recalculated('failed');
-      this.reply(msg, { ok: false, error: 'recalculation_failed' });
-    }
-  }
-
-  private reply(msg: Msg, r: RecalculateReply): void {
-    this.respond(msg, JSON.stringify(r));
-  }
-
-  private respond(msg: Msg, text: string): void {
-    if (!msg.reply) return;
-    try {
-      msg.respond(text);
-    } catch (err) {
-      this.log.warn({ err: String(err) }, 'health recalculation reply failed');
-    }
-  }
-
-  /** Stops taking requests and lets those in progress answer. */
-  async stop(): Promise<void> {
-    this.sub?.unsubscribe();
-    await Promise.all(this.inFlight);
-  }
-}
-
-function parse(data: Uint8Array): RecalculateRequest | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(Buffer.from(data).toString('utf8'));
-  } catch {
-    return undefined;
-  }
-  const r = v as Partial<RecalculateRequest> | null;
-  if (typeof r !== 'object' || r === null) return undefined;
-  if (typeof r.tenant_id !== 'string' || typeof r.customer_id !== 'string') return undefined;
-  if (!isUuid(r.tenant_id) || !isUuid(r.customer_id)) return undefined;
-  return { tenant_id: r.tenant_id.toLowerCase(), customer_id: r.customer_id.toLowerCase() };
+      async handle(req) {
+        try {
+          const health = await batcher.recalculate(req.tenant_id, req.customer_id);
+          metrics.recalculated(health ? 'ok' : 'unknown_customer');
+          return health ? `{"ok":true,"health":${health}}` : { ok: false, error: 'unknown_customer' };
+        } catch {
+          // Logged once per batch by the batcher.
+          metrics.recalculated('failed');
+          return { ok: false, error: 'recalculation_failed' };
+        }
+      },
+      text: (r) => (typeof r === 'string' ? r : JSON.stringify(r)),
+      invalid: { ok: false, error: 'invalid_request' },
+      busy: { ok: false, error: 'scorer_busy' },
+      failed: { ok: false, error: 'recalculation_failed' },
+      maxInFlight: o.maxInFlight,
+    },
+    log,
+  );
 }

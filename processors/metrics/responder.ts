@@ -1,10 +1,9 @@
 import type { NatsConnection } from 'nats';
-import { isUuid } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
 import { subjects } from '../../lib/nats.js';
 import type { Sql } from '../../lib/pg.js';
 import type { MaterializeReply, MaterializeRequest } from '../../schemas/materialize.js';
-import { CommandResponder, requestObject } from '../command-responder.js';
+import { CommandResponder, requestUuids } from '../command-responder.js';
 import { metricForNow } from './consumers.js';
 import type { Materializer } from './materializer.js';
 
@@ -45,8 +44,6 @@ export function materializeNowResponder(
 }
 
 function parse(data: Uint8Array): MaterializeRequest | undefined {
-  const r = requestObject(data);
-  if (!r || typeof r.tenant_id !== 'string' || typeof r.metric_id !== 'string') return undefined;
-  if (!isUuid(r.tenant_id) || !isUuid(r.metric_id)) return undefined;
-  return { tenant_id: r.tenant_id.toLowerCase(), metric_id: r.metric_id.toLowerCase() };
+  const r = requestUuids(data, 'tenant_id', 'metric_id');
+  return r && { tenant_id: r.tenant_id, metric_id: r.metric_id };
 }

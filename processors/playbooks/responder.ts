@@ -1,9 +1,8 @@
 import type { NatsConnection } from 'nats';
-import { isUuid } from '../../lib/ids.js';
 import type { Logger } from '../../lib/logger.js';
 import { subjects } from '../../lib/nats.js';
 import type { PlaybookRunReply, PlaybookRunRequest } from '../../schemas/playbook-run.js';
-import { CommandResponder, requestObject } from '../command-responder.js';
+import { CommandResponder, requestUuids } from '../command-responder.js';
 import type { Evaluator } from './evaluate.js';
 
 /**
@@ -39,13 +38,7 @@ export function playbookRunResponder(
 }
 
 function parse(data: Uint8Array): PlaybookRunRequest | undefined {
-  const r = requestObject(data);
-  if (!r || typeof r.tenant_id !== 'string' || typeof r.playbook_id !== 'string') return undefined;
-  if (!isUuid(r.tenant_id) || !isUuid(r.playbook_id)) return undefined;
-  if (r.dry_run !== undefined && typeof r.dry_run !== 'boolean') return undefined;
-  return {
-    tenant_id: r.tenant_id.toLowerCase(),
-    playbook_id: r.playbook_id.toLowerCase(),
-    dry_run: r.dry_run === true,
-  };
+  const r = requestUuids(data, 'tenant_id', 'playbook_id');
+  if (!r || (r.dry_run !== undefined && typeof r.dry_run !== 'boolean')) return undefined;
+  return { tenant_id: r.tenant_id, playbook_id: r.playbook_id, dry_run: r.dry_run === true };
 }
