@@ -20,16 +20,15 @@ export interface NamesObserver {
 export class EventCatalog {
   private known = new Set<string>();
   private readonly loop: BatchedConsumer;
-  private stopping = false;
 
   constructor(
     js: JetStreamClient,
     private readonly sql: Sql,
     consumer: string,
-    private readonly log: Logger,
+    log: Logger,
     private readonly observer?: NamesObserver,
   ) {
-    this.loop = new BatchedConsumer(js, STREAM_EVENTS, consumer, { maxMessages: 1000, kickMs: 200 }, (b) =>
+    this.loop = new BatchedConsumer(js, STREAM_EVENTS, consumer, { maxMessages: 1000, kickMs: 200, log }, (b) =>
       this.write(b),
     );
   }
@@ -54,32 +53,22 @@ export class EventCatalog {
         names.push(name);
       }
     }
-    for (let attempt = 0; ; attempt++) {
-      try {
-        if (names.length) {
-          // A workspace deleted meanwhile has no catalog: its names are dropped, not retried forever.
-          await this.sql`
-            INSERT INTO event_catalog (tenant_id, event_name)
-            SELECT u.tenant_id, u.event_name
-            FROM unnest(${tenants}::uuid[], ${names}::text[]) AS u (tenant_id, event_name)
-            JOIN tenants t ON t.id = u.tenant_id
-            ON CONFLICT DO NOTHING`;
-        }
-        await this.observer?.flush();
-        break;
-      } catch (err) {
-        if (this.stopping) return; // un-acked: redelivered to the next process
-        this.log.warn({ err: String(err), attempt }, 'event catalog write failed; retrying');
-        for (const m of batch) m.working();
-        await new Promise((r) => setTimeout(r, Math.min(10_000, 200 * 2 ** attempt)));
+    const acked = await this.loop.retryThenAck(batch, 'event catalog write failed', async () => {
+      if (names.length) {
+        // A workspace deleted meanwhile has no catalog: its names are dropped, not retried forever.
+        await this.sql`
+          INSERT INTO event_catalog (tenant_id, event_name)
+          SELECT u.tenant_id, u.event_name
+          FROM unnest(${tenants}::uuid[], ${names}::text[]) AS u (tenant_id, event_name)
+          JOIN tenants t ON t.id = u.tenant_id
+          ON CONFLICT DO NOTHING`;
       }
-    }
-    for (const m of batch) m.ack();
-    if (this.known.size > 1_000_000) this.known.clear();
+      await this.observer?.flush();
+    });
+    if (acked && this.known.size > 1_000_000) this.known.clear();
   }
 
-  async stop(): Promise<void> {
-    this.stopping = true;
-    await this.loop.stop();
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 }

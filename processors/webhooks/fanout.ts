@@ -15,7 +15,6 @@ import type { WebhookMessage } from './outbox.js';
  */
 export class WebhookFanout {
   private readonly loop: BatchedConsumer;
-  private stopping = false;
 
   constructor(
     js: JetStreamClient,
@@ -25,7 +24,7 @@ export class WebhookFanout {
     /** Told when deliveries were written (the dispatcher of this process claims them at once). */
     private readonly onDeliveries: () => void,
   ) {
-    this.loop = new BatchedConsumer(js, STREAM_WEBHOOKS, consumer, { maxMessages: 500, kickMs: 20 }, (b) =>
+    this.loop = new BatchedConsumer(js, STREAM_WEBHOOKS, consumer, { maxMessages: 500, kickMs: 20, log }, (b) =>
       this.write(b),
     );
   }
@@ -58,37 +57,26 @@ export class WebhookFanout {
       bodies.push(JSON.stringify({ type: w.type, timestamp: w.occurred_at, data: w.data }));
     }
     let written = 0;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        if (ids.length) {
-          const r = await this.sql`
-            INSERT INTO webhook_deliveries (tenant_id, subscription_id, message_id, event_type, body, next_attempt_at)
-            SELECT m.tenant_id, s.id, m.message_id, m.type, m.body, now()
-            FROM unnest(
-              ${tenants}::uuid[], ${ids}::uuid[], ${types}::text[], ${times}::timestamptz[], ${bodies}::text[]
-            )
-              AS m (tenant_id, message_id, type, occurred_at, body)
-            JOIN webhook_subscriptions s ON s.tenant_id = m.tenant_id AND s.enabled
-              AND s.created_at <= m.occurred_at
-              AND (m.type = ANY(s.events) OR ('*' = ANY(s.events) AND m.type <> 'ping'))
-            ORDER BY s.id, m.message_id
-            ON CONFLICT (subscription_id, message_id) DO NOTHING`;
-          written = r.count;
-        }
-        break;
-      } catch (err) {
-        if (this.stopping) return; // un-acked: redelivered to the next process
-        this.log.warn({ err: String(err), attempt }, 'webhook fan-out failed; retrying');
-        for (const m of batch) m.working();
-        await new Promise((r) => setTimeout(r, Math.min(10_000, 200 * 2 ** attempt)));
-      }
-    }
-    for (const m of batch) m.ack();
+    await this.loop.retryThenAck(batch, 'webhook fan-out failed', async () => {
+      if (!ids.length) return;
+      const r = await this.sql`
+        INSERT INTO webhook_deliveries (tenant_id, subscription_id, message_id, event_type, body, next_attempt_at)
+        SELECT m.tenant_id, s.id, m.message_id, m.type, m.body, now()
+        FROM unnest(
+          ${tenants}::uuid[], ${ids}::uuid[], ${types}::text[], ${times}::timestamptz[], ${bodies}::text[]
+        )
+          AS m (tenant_id, message_id, type, occurred_at, body)
+        JOIN webhook_subscriptions s ON s.tenant_id = m.tenant_id AND s.enabled
+          AND s.created_at <= m.occurred_at
+          AND (m.type = ANY(s.events) OR ('*' = ANY(s.events) AND m.type <> 'ping'))
+        ORDER BY s.id, m.message_id
+        ON CONFLICT (subscription_id, message_id) DO NOTHING`;
+      written = r.count;
+    });
     if (written) this.onDeliveries();
   }
 
-  async stop(): Promise<void> {
-    this.stopping = true;
-    await this.loop.stop();
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 }
