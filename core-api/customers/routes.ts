@@ -46,6 +46,19 @@ const EXAMPLE = {
   external_source: 'stripe',
 };
 
+interface ContactRow {
+  id: string;
+  customer_id: string;
+  name: string;
+  email: string | null;
+  title: string | null;
+  is_champion: boolean;
+  whatsapp_number: string | null;
+  created_at: Date;
+}
+
+const toContact = ({ created_at, ...r }: ContactRow) => ({ ...r, created_at: created_at.toISOString() });
+
 export function renewalInPast(date: string | null | undefined): ApiError | null {
   if (!date || date >= todayUtc()) return null;
   return new ApiError('renewal_date_in_past', `renewal_date ${date} is before today (${todayUtc()}, UTC).`, [
@@ -243,19 +256,7 @@ export function customerRoutes(d: Deps): Route[] {
     if (!(await getCustomer(sql, c.principal.tenantId, c.params.id))) throw notFound('Customer');
     const limit = c.query.limit ?? 50;
     const after = decodeCursor(c.query.cursor);
-    const rows = await sql<
-      Array<{
-        id: string;
-        customer_id: string;
-        name: string;
-        email: string | null;
-        title: string | null;
-        is_champion: boolean;
-        whatsapp_number: string | null;
-        created_at: Date;
-        cursor_ts: string;
-      }>
-    >`
+    const rows = await sql<Array<ContactRow & { cursor_ts: string }>>`
       SELECT id::text, customer_id::text, name, email, title, is_champion, whatsapp_number, created_at,
         created_at::text AS cursor_ts
       FROM contacts WHERE ${c.tenant} AND customer_id = ${c.params.id}
@@ -263,7 +264,7 @@ export function customerRoutes(d: Deps): Route[] {
       ORDER BY created_at, id LIMIT ${limit + 1}`;
     return json(
       200,
-      page(rows, limit, ({ cursor_ts: _, created_at, ...r }) => ({ ...r, created_at: created_at.toISOString() })),
+      page(rows, limit, ({ cursor_ts: _, ...r }) => toContact(r)),
     );
   }
 
@@ -277,27 +278,14 @@ export function customerRoutes(d: Deps): Route[] {
       whatsapp_number?: string;
     };
     try {
-      const [row] = await sql<
-        Array<{
-          id: string;
-          customer_id: string;
-          name: string;
-          email: string | null;
-          title: string | null;
-          is_champion: boolean;
-          whatsapp_number: string | null;
-          created_at: Date;
-        }>
-      >`
+      const [row] = await sql<ContactRow[]>`
         INSERT INTO contacts (tenant_id, customer_id, name, email, title, is_champion, whatsapp_number)
         VALUES (
           ${c.principal.tenantId}, ${c.params.id}, ${b.name}, ${b.email ?? null}, ${b.title ?? null},
           ${b.is_champion ?? false}, ${b.whatsapp_number ?? null}
         )
         RETURNING id::text, customer_id::text, name, email, title, is_champion, whatsapp_number, created_at`;
-      return json(201, { ...row, created_at: row.created_at.toISOString() }, [
-        ['Location', `/v1/customers/${c.params.id}/contacts/${row.id}`],
-      ]);
+      return json(201, toContact(row), [['Location', `/v1/customers/${c.params.id}/contacts/${row.id}`]]);
     } catch (err) {
       if (isUniqueViolation(err, 'contacts_email'))
         throw new ApiError('conflict', 'This customer already has a contact with this e-mail.', [
