@@ -2,6 +2,7 @@ import { definitionErrors, slugify } from '../../lib/metrics/validate.js';
 import type { Sql } from '../../lib/pg.js';
 import { IdParams } from '../../schemas/core/common.js';
 import {
+  definitionOfRow,
   Metric,
   MetricCreate,
   MetricListQuery,
@@ -38,12 +39,7 @@ export const toMetric = (r: MetricRow, c: Consumers) => ({
   slug: r.slug,
   name: r.name,
   description: r.description,
-  source_event: r.source_event,
-  calculation: r.calculation,
-  target_property: r.target_property,
-  filter: r.filter,
-  window: r.window_def,
-  grain: r.grain,
+  ...definitionOfRow(r),
   unit: r.unit,
   status: r.status,
   created_at: r.created_at.toISOString(),

@@ -1,5 +1,5 @@
 import { inTenant, type Sql } from '../../lib/pg.js';
-import type { MetricDefinition } from '../../schemas/core/metrics.js';
+import { type DefinitionRow, definitionOfRow, type MetricDefinition } from '../../schemas/core/metrics.js';
 
 /**
  * Which customers each active metric of a workspace is materialized for, from its consumers:
@@ -15,14 +15,8 @@ export interface MetricToRun {
   customers: 'all' | string[];
 }
 
-interface Row {
+interface Row extends DefinitionRow {
   id: string;
-  source_event: string;
-  calculation: MetricDefinition['calculation'];
-  target_property: string | null;
-  filter: MetricDefinition['filter'];
-  window_def: MetricDefinition['window'];
-  grain: MetricDefinition['grain'];
   status: 'active' | 'deleted';
   driver: boolean;
   objective_customers: string[] | null;
@@ -39,15 +33,6 @@ export async function playbookTriggerMetrics(sql: Sql, tenantId: string): Promis
     WHERE ${inTenant(tenantId, 'p')} AND p.enabled`;
   return new Set(rows.map((r) => r.id));
 }
-
-const toDefinition = (r: Row): MetricDefinition => ({
-  source_event: r.source_event,
-  calculation: r.calculation,
-  target_property: r.target_property,
-  filter: r.filter,
-  window: r.window_def,
-  grain: r.grain,
-});
 
 async function metricRows(sql: Sql, tenantId: string, only?: string): Promise<Row[]> {
   return sql<Row[]>`
@@ -69,7 +54,7 @@ export async function metricsInUse(sql: Sql, tenantId: string): Promise<MetricTo
   for (const r of rows) {
     const all = r.driver || triggers.has(r.id);
     if (!all && !r.objective_customers?.length) continue;
-    out.push({ id: r.id, definition: toDefinition(r), customers: all ? 'all' : r.objective_customers! });
+    out.push({ id: r.id, definition: definitionOfRow(r), customers: all ? 'all' : r.objective_customers! });
   }
   return out;
 }
@@ -90,7 +75,7 @@ export async function metricForNow(sql: Sql, tenantId: string, metricId: string)
   return {
     found: true,
     deleted: r.status === 'deleted',
-    metric: { id: r.id, definition: toDefinition(r), customers: some ? r.objective_customers! : 'all' },
+    metric: { id: r.id, definition: definitionOfRow(r), customers: some ? r.objective_customers! : 'all' },
   };
 }
 

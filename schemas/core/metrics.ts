@@ -98,6 +98,18 @@ export const DefinitionFields = {
 export const MetricDefinition = Type.Object(DefinitionFields, { additionalProperties: false });
 export type MetricDefinition = Static<typeof MetricDefinition>;
 
+/** A definition as the metrics table stores it: the window in `window_def`. */
+export type DefinitionRow = Omit<MetricDefinition, 'window'> & { window_def: MetricWindow };
+
+export const definitionOfRow = (r: DefinitionRow): MetricDefinition => ({
+  source_event: r.source_event,
+  calculation: r.calculation,
+  target_property: r.target_property,
+  filter: r.filter,
+  window: r.window_def,
+  grain: r.grain,
+});
+
 const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' });
 const Description = Nullable(Type.String({ maxLength: 2000 }));
 const Unit = Nullable(Type.String({ maxLength: 32, description: 'Display unit, e.g. `USD` or `reports`.' }));
