@@ -1,17 +1,10 @@
 import type { Position } from '../../lib/cursor.js';
 import { inTenant, type Sql } from '../../lib/pg.js';
-import type { Action, Trigger } from '../../schemas/core/playbooks.js';
+import type { Action, StoredPlaybook, Trigger } from '../../schemas/core/playbooks.js';
 
 /** SQL of the playbook endpoints (PostgreSQL). Every query is scoped by tenant_id. */
 
-export interface PlaybookRow {
-  id: string;
-  name: string;
-  trigger: Trigger;
-  actions: Action[];
-  enabled: boolean;
-  segment_ids: string[];
-  metric_ids: string[];
+export interface PlaybookRow extends StoredPlaybook {
   created_at: Date;
   updated_at: Date;
   cursor_ts: string;

@@ -2,10 +2,11 @@ import type { Static } from '#typebox';
 import { inTenant, type Sql } from '../../lib/pg.js';
 import type {
   ConditionTrigger as ConditionTriggerSchema,
-  CreateTaskAction as CreateTaskActionSchema,
   EventTrigger as EventTriggerSchema,
   MetricThresholdTrigger as MetricThresholdTriggerSchema,
-  NotifyAction as NotifyActionSchema,
+  StoredPlaybook,
+  TRIGGER_SOURCES,
+  Trigger,
 } from '../../schemas/core/playbooks.js';
 
 /**
@@ -15,26 +16,16 @@ import type {
  */
 
 // The trigger and action shapes are the ones the core API validates (schemas/core/playbooks.ts).
+export type { Action, Trigger } from '../../schemas/core/playbooks.js';
 export type ConditionTrigger = Static<typeof ConditionTriggerSchema>;
 export type MetricThresholdTrigger = Static<typeof MetricThresholdTriggerSchema>;
 export type EventTrigger = Static<typeof EventTriggerSchema>;
-export type Trigger = ConditionTrigger | MetricThresholdTrigger | EventTrigger;
-export type CreateTaskAction = Static<typeof CreateTaskActionSchema>;
-export type NotifyAction = Static<typeof NotifyActionSchema>;
-export type Action = CreateTaskAction | NotifyAction;
 
-export interface Playbook {
-  id: string;
+export interface Playbook extends StoredPlaybook {
   tenant_id: string;
-  name: string;
-  trigger: Trigger;
-  actions: Action[];
-  enabled: boolean;
-  segment_ids: string[];
-  metric_ids: string[];
 }
 
-export type TriggerSource = 'schedule' | 'health' | 'metrics' | 'event' | 'manual';
+export type TriggerSource = (typeof TRIGGER_SOURCES)[number];
 
 /** One playbook of the workspace (enabled or not), or undefined. */
 export async function loadPlaybook(sql: Sql, tenantId: string, id: string): Promise<Playbook | undefined> {

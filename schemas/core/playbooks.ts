@@ -118,6 +118,17 @@ export const Action = tagged(
 );
 export type Action = Static<typeof Action>;
 
+/** A playbook as PostgreSQL stores it; segment_ids and metric_ids are resolved when it is saved. */
+export interface StoredPlaybook {
+  id: string;
+  name: string;
+  trigger: Trigger;
+  actions: Action[];
+  enabled: boolean;
+  segment_ids: string[];
+  metric_ids: string[];
+}
+
 const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' });
 const Actions = Type.Array(Action, { minItems: 1, maxItems: MAX_ACTIONS });
 
