@@ -37,39 +37,21 @@ export interface StreamOptions {
  * on one server it is correct).
  */
 export function streamConfigs(o: StreamOptions): Array<Partial<StreamConfig> & { name: string }> {
+  // Every stream: limits retention (the processors trim), on disk.
+  const every = { retention: RetentionPolicy.Limits, storage: StorageType.File, num_replicas: o.replicas };
+  // Full, EVENTS and WEBHOOKS refuse new messages; a message published twice within 2 minutes is stored once.
+  const refusing = {
+    ...every,
+    discard: DiscardPolicy.New,
+    max_msg_size: 8 * 1024 * 1024,
+    duplicate_window: nanos(2 * 60_000),
+  };
   return [
-    {
-      name: STREAM_EVENTS,
-      subjects: ['ev.>'],
-      retention: RetentionPolicy.Limits,
-      storage: StorageType.File,
-      discard: DiscardPolicy.New,
-      max_bytes: o.maxBytes,
-      max_msg_size: 8 * 1024 * 1024,
-      duplicate_window: nanos(2 * 60_000),
-      num_replicas: o.replicas,
-    },
-    {
-      // Webhook events until the fan-out has written their deliveries; full → the relay leaves
-      // them in webhook_outbox (nothing is lost, they wait).
-      name: STREAM_WEBHOOKS,
-      subjects: ['wh.>'],
-      retention: RetentionPolicy.Limits,
-      storage: StorageType.File,
-      discard: DiscardPolicy.New,
-      max_bytes: Math.min(o.maxBytes, 1024 ** 3),
-      max_msg_size: 8 * 1024 * 1024,
-      duplicate_window: nanos(2 * 60_000),
-      num_replicas: o.replicas,
-    },
-    {
-      name: STREAM_DLQ,
-      subjects: ['dlq.>'],
-      retention: RetentionPolicy.Limits,
-      storage: StorageType.File,
-      max_age: nanos(30 * 24 * 3600_000),
-      num_replicas: o.replicas,
-    },
+    { ...refusing, name: STREAM_EVENTS, subjects: ['ev.>'], max_bytes: o.maxBytes },
+    // Webhook events until the fan-out has written their deliveries; full → the relay leaves
+    // them in webhook_outbox (nothing is lost, they wait).
+    { ...refusing, name: STREAM_WEBHOOKS, subjects: ['wh.>'], max_bytes: Math.min(o.maxBytes, 1024 ** 3) },
+    { ...every, name: STREAM_DLQ, subjects: ['dlq.>'], max_age: nanos(30 * 24 * 3600_000) },
   ];
 }
 
