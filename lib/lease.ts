@@ -31,7 +31,7 @@ export interface Due {
 }
 
 export class Lease {
-  private validUntil: number;
+  private validUntil = 0;
 
   constructor(
     private readonly leases: Leases,
@@ -41,7 +41,7 @@ export class Lease {
     /** When it was claimed, by PostgreSQL's clock (ms since epoch). */
     readonly claimedAt: number,
   ) {
-    this.validUntil = leases.validFrom(sentAt);
+    this.extended(sentAt);
   }
 
   /** Whether this holder may still count on the lease (fencing: checked before a write that must be the holder's). */
@@ -49,9 +49,9 @@ export class Lease {
     return this.leases.now() < this.validUntil;
   }
 
-  /** Called by renewals that succeeded: the lease runs on from when that renewal was sent. */
+  /** Called by the claim and by renewals that succeeded: counted on for two thirds of the lifetime from `sentAt`. */
   extended(sentAt: number): void {
-    this.validUntil = this.leases.validFrom(sentAt);
+    this.validUntil = sentAt + (this.leases.o.ttlMs * 2) / 3;
   }
 
   /** Renews the lease; false when another holder has it (lost). */
@@ -76,7 +76,7 @@ export class Lease {
           },
           (err: unknown) => this.leases.log.warn({ err: String(err), job: this.job }, 'lease renewal failed'),
         ),
-      Math.max(200, Math.floor(this.leases.ttlMs / 3)),
+      Math.max(200, Math.floor(this.leases.o.ttlMs / 3)),
     );
     return () => clearInterval(timer);
   }
@@ -87,12 +87,12 @@ export class Lease {
    */
   async free(o: { finished?: boolean; retryAfterMs?: number } = {}): Promise<void> {
     this.validUntil = 0;
-    const { sql, holder } = this.leases;
+    const { sql } = this.leases;
     const expires = o.retryAfterMs ? sql`now() + (${o.retryAfterMs}::float8 * interval '1 ms')` : sql`'-infinity'`;
     await sql`
       UPDATE job_leases SET holder = NULL, expires_at = ${expires}
         ${o.finished ? sql`, last_finished_at = now()` : sql``}
-      WHERE job = ${this.job} AND ${inTenant(this.tenantId)} AND holder = ${holder}`;
+      WHERE job = ${this.job} AND ${inTenant(this.tenantId)} AND holder = ${this.leases.o.holder}`;
   }
 }
 
@@ -114,19 +114,6 @@ export class Leases {
 
   now(): number {
     return this.o.clock ? this.o.clock() : performance.now();
-  }
-
-  get holder(): string {
-    return this.o.holder;
-  }
-
-  get ttlMs(): number {
-    return this.o.ttlMs;
-  }
-
-  /** Monotonic time until which a lease claimed or renewed at `sentAt` may be counted on. */
-  validFrom(sentAt: number): number {
-    return sentAt + (this.o.ttlMs * 2) / 3;
   }
 
   /** Claims (job, workspace) when its lease has run out and, with `due`, its work is due again. */
