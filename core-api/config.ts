@@ -1,4 +1,4 @@
-import Type, { type Static } from '#typebox';
+import Type from '#typebox';
 import { IntegrationConfig } from '../lib/integrations/config.js';
 import { MAX_CACHE_TTL_MS } from '../schemas/core/analytics.js';
 
@@ -172,6 +172,3 @@ export const CoreApiConfig = Type.Object({
   }),
   ...IntegrationConfig,
 });
-
-/** The core API's settings, as loaded from the environment. */
-export type CoreApiSettings = Readonly<Static<typeof CoreApiConfig>>;

@@ -1,4 +1,4 @@
-import Type, { type Static } from '#typebox';
+import Type from '#typebox';
 
 /**
  * The health model and score shapes shared by the scorer (processors/health/) and the core API
@@ -99,7 +99,6 @@ export const DimensionSchema = Type.Object({
   value: Type.Union([Type.Number(), Type.Null()], { description: 'The raw measurement, in `unit`.' }),
   unit: Type.String(),
 });
-export type DimensionSchemaType = Static<typeof DimensionSchema>;
 
 /** Core NATS request of POST /v1/customers/{id}/health/recalculate, answered by the scorer. */
 export interface RecalculateRequest {

@@ -34,10 +34,3 @@ export const ACTIVITY_TYPES: Record<Category, readonly string[]> = {
   ticketing: ['ticket_opened', 'ticket_closed'],
   chat: [],
 };
-
-/** Which connectors deliver a playbook `notify` action of a channel (the first connected one wins). */
-export const NOTIFY_CONNECTORS: Record<'slack' | 'teams' | 'email', readonly ConnectorName[]> = {
-  slack: ['slack'],
-  teams: ['teams'],
-  email: ['gmail', 'outlook'],
-};

@@ -27,14 +27,6 @@ export interface Playbook extends StoredPlaybook {
 
 export type TriggerSource = (typeof TRIGGER_SOURCES)[number];
 
-/** One playbook of the workspace (enabled or not), or undefined. */
-export async function loadPlaybook(sql: Sql, tenantId: string, id: string): Promise<Playbook | undefined> {
-  const [row] = await sql<Playbook[]>`
-    SELECT id::text, tenant_id::text, name, trigger, actions, enabled, segment_ids::text[], metric_ids::text[]
-    FROM playbooks WHERE ${inTenant(tenantId)} AND id = ${id}`;
-  return row;
-}
-
 /** The workspace's enabled playbooks, optionally only those of some trigger types, oldest first. */
 export async function enabledPlaybooks(sql: Sql, tenantId: string, types?: Trigger['type'][]): Promise<Playbook[]> {
   return sql<Playbook[]>`

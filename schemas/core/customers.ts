@@ -2,7 +2,7 @@ import { SegmentRef } from './segments.js';
 import { Task } from './tasks.js';
 import Type from '#typebox';
 import { CurrentHealth } from './health.js';
-import { DateOnly, IdParams, Limit, Cursor, Nullable, Page, StringEnum, Timestamp, Uuid } from './common.js';
+import { DateOnly, Limit, Cursor, Nullable, Page, StringEnum, Timestamp, Uuid } from './common.js';
 
 export const CUSTOMER_STATUSES = ['active', 'trial', 'churned', 'paused'] as const;
 export const HEALTH_STATUSES = ['healthy', 'neutral', 'at_risk'] as const;
@@ -166,8 +166,6 @@ export const DeleteQuery = Type.Object(
   },
   { additionalProperties: false },
 );
-
-export const CustomerParams = IdParams;
 
 // Contacts
 const e164 = Type.String({

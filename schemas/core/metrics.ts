@@ -11,11 +11,9 @@ export type Calculation = (typeof CALCULATIONS)[number];
 /** Calculations that read a property's value and so need `target_property`. */
 export const NEEDS_TARGET: ReadonlySet<Calculation> = new Set(['sum', 'avg', 'max', 'distinct_count']);
 export const FILTER_OPS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'contains', 'in'] as const;
-export type FilterOp = (typeof FILTER_OPS)[number];
 /** An event's own fields a filter may name besides `properties.<name>`. */
 export const EVENT_FIELDS = ['user_id', 'product_id', 'product_code', 'external_source'] as const;
 export const CALENDAR_UNITS = ['day', 'week', 'month', 'quarter'] as const;
-export type CalendarUnit = (typeof CALENDAR_UNITS)[number];
 export const GRAINS = ['customer', 'portfolio'] as const;
 export const MAX_WINDOW_DAYS = 365;
 export const MAX_FILTERS = 20;

@@ -18,7 +18,6 @@ export const WEBHOOK_EVENT_TYPES = [
   'integration.disconnected',
   'ping',
 ] as const;
-export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 const Url = Type.String({
   minLength: 1,
