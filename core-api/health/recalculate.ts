@@ -1,9 +1,8 @@
-import type { NatsConnection } from 'nats';
-import type { Logger } from '../../lib/logger.js';
 import { subjects } from '../../lib/nats.js';
 import { RECALC_RETRY_AFTER_S } from '../../schemas/core/health.js';
 import type { RecalculatedHealth, RecalculateReply, RecalculateRequest } from '../../schemas/health.js';
 import { ApiError } from '../../lib/problem.js';
+import { CommandClient } from '../command-client.js';
 
 /** What the scorer said: the customer's new health, or that it has no such customer. */
 export type RecalculateOutcome = { found: true; health?: RecalculatedHealth } | { found: false };
@@ -15,34 +14,18 @@ export type RecalculateOutcome = { found: true; health?: RecalculatedHealth } | 
  * all look the same to the client: 503 `scorer_unavailable` with Retry-After, the stored score
  * unchanged.
  */
-export class Recalculator {
-  constructor(
-    private readonly nc: NatsConnection,
-    private readonly timeoutMs: number,
-    private readonly log: Logger,
-  ) {}
-
+export class Recalculator extends CommandClient {
   async recalculate(req: RecalculateRequest): Promise<RecalculateOutcome> {
-    let text: string;
-    try {
-      const msg = await this.nc.request(subjects.healthRecalculate, JSON.stringify(req), { timeout: this.timeoutMs });
-      text = msg.string();
-    } catch (err) {
-      // nats.js codes: '503' no responders, 'TIMEOUT' no answer in time; anything else is a lost connection.
-      const code = (err as { code?: string }).code;
-      this.log.warn({ code, err: String(err), ...req }, 'health recalculation: no scorer answered');
-      throw unavailable(
-        code === '503'
-          ? 'No health scorer is running; the stored score is unchanged. Retry later.'
-          : `No health scorer answered within ${this.timeoutMs / 1000} s; the stored score is unchanged. Retry later.`,
-      );
-    }
-    let reply: RecalculateReply | undefined;
-    try {
-      reply = JSON.parse(text) as RecalculateReply;
-    } catch {
-      /* an unreadable reply is a failed recalculation */
-    }
+    const { text, reply } = await this.ask<RecalculateReply>(subjects.healthRecalculate, req, {
+      log: 'health recalculation: no scorer answered',
+      error: (code) =>
+        unavailable(
+          code === '503'
+            ? 'No health scorer is running; the stored score is unchanged. Retry later.'
+            : `No health scorer answered within ${this.timeoutMs / 1000} s; the stored score is unchanged. ` +
+                'Retry later.',
+        ),
+    });
     if (reply?.ok === true) return { found: true, health: reply.health };
     if (reply?.error === 'unknown_customer') return { found: false };
     this.log.warn({ reply: text.slice(0, 300), ...req }, 'health recalculation failed in the scorer');

@@ -1,5 +1,3 @@
-import type { NatsConnection } from 'nats';
-import type { Logger } from '../../lib/logger.js';
 import { subjects } from '../../lib/nats.js';
 import {
   MATERIALIZE_RETRY_AFTER_S,
@@ -8,6 +6,7 @@ import {
   type MaterializeSummary,
 } from '../../schemas/materialize.js';
 import { ApiError, notFound } from '../../lib/problem.js';
+import { CommandClient } from '../command-client.js';
 
 /**
  * Materialize now: the core API does not compute metrics, it asks a materializer (processors,
@@ -15,35 +14,18 @@ import { ApiError, notFound } from '../../lib/problem.js';
  * stored. No materializer, one too slow or one that failed all answer 503
  * `materializer_unavailable` with Retry-After, the stored values unchanged.
  */
-export class MaterializeClient {
-  constructor(
-    private readonly nc: NatsConnection,
-    private readonly timeoutMs: number,
-    private readonly log: Logger,
-  ) {}
-
+export class MaterializeClient extends CommandClient {
   async materialize(req: MaterializeRequest): Promise<MaterializeSummary> {
-    let text: string;
-    try {
-      const msg = await this.nc.request(subjects.metricsMaterialize, JSON.stringify(req), { timeout: this.timeoutMs });
-      text = msg.string();
-    } catch (err) {
-      // nats.js codes: '503' no responders, 'TIMEOUT' no answer in time; anything else is a lost connection.
-      const code = (err as { code?: string }).code;
-      this.log.warn({ code, err: String(err), ...req }, 'materialize: no materializer answered');
-      throw unavailable(
-        code === '503'
-          ? 'No metric materializer is running; stored values are unchanged. Retry later.'
-          : `No metric materializer answered within ${this.timeoutMs / 1000} s; stored values are unchanged. ` +
-              'Retry later.',
-      );
-    }
-    let reply: MaterializeReply | undefined;
-    try {
-      reply = JSON.parse(text) as MaterializeReply;
-    } catch {
-      /* an unreadable reply is a failed run */
-    }
+    const { text, reply } = await this.ask<MaterializeReply>(subjects.metricsMaterialize, req, {
+      log: 'materialize: no materializer answered',
+      error: (code) =>
+        unavailable(
+          code === '503'
+            ? 'No metric materializer is running; stored values are unchanged. Retry later.'
+            : `No metric materializer answered within ${this.timeoutMs / 1000} s; stored values are unchanged. ` +
+                'Retry later.',
+        ),
+    });
     if (reply?.ok === true) {
       const { ok: _ok, ...summary } = reply;
       return summary;

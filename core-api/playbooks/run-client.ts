@@ -1,5 +1,3 @@
-import type { NatsConnection } from 'nats';
-import type { Logger } from '../../lib/logger.js';
 import { subjects } from '../../lib/nats.js';
 import { ApiError, notFound } from '../../lib/problem.js';
 import {
@@ -7,6 +5,7 @@ import {
   type PlaybookRunReply,
   type PlaybookRunRequest,
 } from '../../schemas/playbook-run.js';
+import { CommandClient } from '../command-client.js';
 
 /**
  * Run now: the core API does not evaluate playbooks, it asks a playbook runner (processors, queue
@@ -14,36 +13,19 @@ import {
  * sends once the run (and its tasks) is committed. No runner, one too slow or one that failed all
  * answer 503 `runner_unavailable` with Retry-After; a run that did not commit fired nothing.
  */
-export class PlaybookRunClient {
-  constructor(
-    private readonly nc: NatsConnection,
-    private readonly timeoutMs: number,
-    private readonly log: Logger,
-  ) {}
-
+export class PlaybookRunClient extends CommandClient {
   /** The id of the recorded run. */
   async run(req: PlaybookRunRequest): Promise<string> {
-    let text: string;
-    try {
-      const msg = await this.nc.request(subjects.playbookRun, JSON.stringify(req), { timeout: this.timeoutMs });
-      text = msg.string();
-    } catch (err) {
-      // nats.js codes: '503' no responders, 'TIMEOUT' no answer in time; anything else is a lost connection.
-      const code = (err as { code?: string }).code;
-      this.log.warn({ code, err: String(err), ...req }, 'playbook run: no runner answered');
-      throw unavailable(
-        code === '503'
-          ? 'No playbook runner is running; nothing was evaluated. Retry later.'
-          : `No playbook runner answered within ${this.timeoutMs / 1000} s. Retry later; a run that did not ` +
-              'complete fired nothing.',
-      );
-    }
-    let reply: PlaybookRunReply | undefined;
-    try {
-      reply = JSON.parse(text) as PlaybookRunReply;
-    } catch {
-      /* an unreadable reply is a failed run */
-    }
+    const { text, reply } = await this.ask<PlaybookRunReply>(subjects.playbookRun, req, {
+      log: 'playbook run: no runner answered',
+      error: (code) =>
+        unavailable(
+          code === '503'
+            ? 'No playbook runner is running; nothing was evaluated. Retry later.'
+            : `No playbook runner answered within ${this.timeoutMs / 1000} s. Retry later; a run that did not ` +
+                'complete fired nothing.',
+        ),
+    });
     if (reply?.ok === true && typeof reply.run_id === 'string') return reply.run_id;
     // The playbook changed between the core API's check and the run (deleted or disabled meanwhile).
     if (reply?.ok === false && reply.error === 'unknown_playbook') throw notFound('Playbook');
