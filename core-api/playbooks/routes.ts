@@ -1,11 +1,10 @@
 import { decodeCursor, page } from '../../lib/cursor.js';
 import type { Sql } from '../../lib/pg.js';
 import { notFound } from '../../lib/problem.js';
-import { IdParams, Page } from '../../schemas/core/common.js';
+import { IdParams, Page, PageQuery } from '../../schemas/core/common.js';
 import {
   Playbook,
   PlaybookCreate,
-  PlaybookListQuery,
   PlaybookPatch,
   PlaybookRun,
   RunBody,
@@ -171,7 +170,7 @@ export function playbookRoutes(d: PlaybookDeps): Route[] {
       path: '/v1/playbooks',
       summary: 'List playbooks',
       description: 'Oldest first, cursor-paginated.',
-      query: PlaybookListQuery,
+      query: PageQuery,
       handler: list,
       responses: { 200: { description: 'A page of playbooks.', schema: Page(Playbook) } },
     },

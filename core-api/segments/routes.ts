@@ -2,8 +2,8 @@ import { decodeCursor, page } from '../../lib/cursor.js';
 import type { Sql } from '../../lib/pg.js';
 import { ApiError, notFound } from '../../lib/problem.js';
 import { type SegmentRule, segmentRuleErrors } from '../../lib/segments/compile.js';
-import { IdParams, Page } from '../../schemas/core/common.js';
-import { MAX_SEGMENTS, Segment, SegmentCreate, SegmentListQuery, SegmentPatch } from '../../schemas/core/segments.js';
+import { IdParams, Page, PageQuery } from '../../schemas/core/common.js';
+import { MAX_SEGMENTS, Segment, SegmentCreate, SegmentPatch } from '../../schemas/core/segments.js';
 import { type Deps, isUniqueViolation } from '../deps.js';
 import { type Ctx, json, noContent, type Reply } from '../http/context.js';
 import type { Route } from '../http/router.js';
@@ -169,7 +169,7 @@ export function segmentRoutes(d: Deps): Route[] {
       path: '/v1/segments',
       summary: 'List segments',
       description: 'Oldest first, cursor-paginated. Members: `GET /v1/customers?segment_id=`.',
-      query: SegmentListQuery,
+      query: PageQuery,
       handler: list,
       responses: { 200: { description: 'A page of segments.', schema: Page(Segment) } },
     },

@@ -3,11 +3,10 @@ import type { Sql } from '../../lib/pg.js';
 import { ApiError, type FieldError, notFound } from '../../lib/problem.js';
 import { checkDestination, parseWebhookUrl, type UrlPolicy, WebhookUrlError } from '../../lib/webhooks/address.js';
 import { newSecret } from '../../lib/webhooks/signature.js';
-import { IdParams, Page } from '../../schemas/core/common.js';
+import { IdParams, Page, PageQuery } from '../../schemas/core/common.js';
 import {
   WEBHOOK_EVENT_TYPES,
   WebhookAttempt,
-  WebhookListQuery,
   WebhookSecret,
   WebhookSubscription,
   WebhookSubscriptionCreate,
@@ -205,7 +204,7 @@ export function webhookRoutes(d: WebhookDeps): Route[] {
       path: '/v1/webhook-subscriptions',
       summary: 'List webhook subscriptions',
       description: 'Oldest first, cursor-paginated. Secrets are never listed.',
-      query: WebhookListQuery,
+      query: PageQuery,
       handler: list,
       responses: { 200: { description: 'A page of subscriptions.', schema: Page(WebhookSubscription) } },
     },
@@ -282,7 +281,7 @@ export function webhookRoutes(d: WebhookDeps): Route[] {
         'Every attempt, newest first, cursor-paginated: `pending` while in flight, then `succeeded` (2xx) or ' +
         '`failed` (with `next_attempt_at` while retries remain). The attempts of one message share `message_id`.',
       params: IdParams,
-      query: WebhookListQuery,
+      query: PageQuery,
       handler: deliveries,
       errors: [404],
       responses: { 200: { description: 'A page of attempts.', schema: Page(WebhookAttempt) } },

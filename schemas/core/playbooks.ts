@@ -198,14 +198,6 @@ export const RunBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const PlaybookListQuery = Type.Object(
-  {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
-    cursor: Type.Optional(Cursor),
-  },
-  { additionalProperties: false },
-);
-
 export const RunListQuery = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),

@@ -1,5 +1,5 @@
 import Type, { type Static } from '#typebox';
-import { Cursor, Limit, Nullable, StringEnum, Timestamp, Uuid } from './common.js';
+import { Nullable, StringEnum, Timestamp, Uuid } from './common.js';
 
 /**
  * Segments: a named set of customers defined by rules over customer fields. The rules' fields,
@@ -61,11 +61,6 @@ export const SegmentPatch = Type.Object(
   { additionalProperties: false, minProperties: 1 },
 );
 export type SegmentPatch = Static<typeof SegmentPatch>;
-
-export const SegmentListQuery = Type.Object(
-  { limit: Type.Optional(Limit), cursor: Type.Optional(Cursor) },
-  { additionalProperties: false },
-);
 
 /** How the customer detail names the segments the customer is in. */
 export const SegmentRef = Type.Object({ id: Uuid, name: Type.String() });

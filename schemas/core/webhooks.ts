@@ -1,5 +1,5 @@
 import Type, { type Static } from '#typebox';
-import { Cursor, Nullable, Timestamp, Uuid } from './common.js';
+import { Nullable, Timestamp, Uuid } from './common.js';
 
 /** Outbound webhooks (docs/webhooks.md): subscriptions, event kinds and delivery attempts. */
 
@@ -100,14 +100,6 @@ export const WebhookAttempt = Type.Object({
   created_at: Timestamp,
   next_attempt_at: Nullable(Timestamp),
 });
-
-export const WebhookListQuery = Type.Object(
-  {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
-    cursor: Type.Optional(Cursor),
-  },
-  { additionalProperties: false },
-);
 
 export const WebhookTestSent = Type.Object({
   message_id: Uuid,
