@@ -23,10 +23,6 @@ export class DailyQuota {
     this.plans = new PlanCache(sql);
   }
 
-  limitOf(plan: string): number | undefined {
-    return this.quotas[plan];
-  }
-
   /** The workspace's plan (surface B knows only the tenant from its credential). */
   planOf(tenantId: string): Promise<string> {
     return this.plans.planOf(tenantId);

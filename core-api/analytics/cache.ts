@@ -81,11 +81,6 @@ export class ResponseCache {
     this.timer.unref();
   }
 
-  stop(): void {
-    clearInterval(this.timer);
-    this.timer = undefined;
-  }
-
   get size(): number {
     return this.entries.size;
   }
