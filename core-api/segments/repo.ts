@@ -6,22 +6,18 @@ import { SqlParams } from '../../lib/sql-params.js';
 
 /** SQL of the segment endpoints and of segment membership (PostgreSQL). Every query is scoped by tenant_id. */
 
-export interface SegmentRow {
-  id: string;
-  name: string;
-  description: string | null;
-  rules: SegmentRule[];
-  match: 'all' | 'any';
-  created_at: Date;
-  updated_at: Date;
-  cursor_ts: string;
-}
-
 export interface SegmentInput {
   name: string;
   description: string | null;
   rules: SegmentRule[];
   match: 'all' | 'any';
+}
+
+export interface SegmentRow extends SegmentInput {
+  id: string;
+  created_at: Date;
+  updated_at: Date;
+  cursor_ts: string;
 }
 
 const COLUMNS = 'id::text, name, description, rules, match, created_at, updated_at, created_at::text AS cursor_ts';
