@@ -1,20 +1,16 @@
 import { inTenant, type Sql } from '../../lib/pg.js';
-import type { MetricDefinition, MetricFilter, MetricWindow } from '../../schemas/core/metrics.js';
+import type { DefinitionRow, MetricDefinition, MetricFilter } from '../../schemas/core/metrics.js';
 import type { Position } from '../../lib/cursor.js';
 
 /** SQL of the metrics library (PostgreSQL). Every query is scoped by tenant_id. */
 
-export interface MetricRow {
+export interface MetricRow extends DefinitionRow {
   id: string;
   slug: string;
   name: string;
   description: string | null;
-  source_event: string;
-  calculation: MetricDefinition['calculation'];
   target_property: string | null;
   filter: MetricFilter[];
-  window_def: MetricWindow;
-  grain: MetricDefinition['grain'];
   unit: string | null;
   status: 'active' | 'deleted';
   created_at: Date;
