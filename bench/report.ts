@@ -21,7 +21,9 @@ export interface Section<T> {
   options: Record<string, unknown>;
   data: T;
   /** The run of the same scenario this one replaced: how far apart two runs of one command are. */
-  previous?: { at: string; command: string; eventsPerSec: number; ingestUsPerEvent: number };
+  previous?: { at: string; command: string; eventsPerSec: number; ingestUsPerEvent: number; probeUs?: number };
+  /** The host's speed just before the run (bench/parse.ts hostProbe), µs per event. */
+  probeUs?: number;
 }
 
 /** What a run of surface A or B is compared on with the run before it (`previous`). */
@@ -29,8 +31,10 @@ export function reproducible(
   at: string,
   command: string,
   m: { eventsPerSec: number; usage: Usage },
+  probeUs?: number,
 ): NonNullable<Section<unknown>['previous']> {
-  return { at, command, eventsPerSec: m.eventsPerSec, ingestUsPerEvent: usPerEvent(m.usage, 'ingest', m.eventsPerSec) };
+  const ingestUsPerEvent = usPerEvent(m.usage, 'ingest', m.eventsPerSec);
+  return { at, command, eventsPerSec: m.eventsPerSec, ingestUsPerEvent, probeUs };
 }
 
 export interface Stored {
@@ -274,11 +278,20 @@ export function rows(s: Stored): Row[] {
     if (!sec || !p || !m) continue;
     const rate = m.eventsPerSec / p.eventsPerSec;
     const cpu = usPerEvent(m.usage, 'ingest', m.eventsPerSec) / p.ingestUsPerEvent;
+    const outside = Math.abs(rate - 1) > 0.1 || Math.abs(cpu - 1) > 0.1;
+    // The host probe of each run: how much of the difference is the machine's speed, not the code's.
+    const host = sec.probeUs && p.probeUs ? sec.probeUs / p.probeUs : undefined;
+    const probe = host
+      ? `; the host probe ${sec.probeUs?.toFixed(2)} against ${p.probeUs?.toFixed(2)} µs per event (${host.toFixed(2)} ×)`
+      : '';
+    const speed = host
+      ? `; per unit of the host's speed ${(cpu / host).toFixed(2)} ×${Math.abs(host - 1) > 0.1 ? ', the host ran at another speed' : ''}`
+      : '';
     out.push({
       figure: `${name}: this run against the previous run of the scenario (${p.at.slice(0, 16)}, \`${p.command}\`)`,
-      measured: `${n(m.eventsPerSec)} against ${n(p.eventsPerSec)} events/s; ingest ${usPerEvent(m.usage, 'ingest', m.eventsPerSec).toFixed(2)} against ${p.ingestUsPerEvent.toFixed(2)} µs per event`,
+      measured: `${n(m.eventsPerSec)} against ${n(p.eventsPerSec)} events/s; ingest ${usPerEvent(m.usage, 'ingest', m.eventsPerSec).toFixed(2)} against ${p.ingestUsPerEvent.toFixed(2)} µs per event${probe}`,
       target: 'within ±10 %',
-      ratio: `rate ${rate.toFixed(2)} ×, ingest CPU per event ${cpu.toFixed(2)} ×${Math.abs(rate - 1) > 0.1 || Math.abs(cpu - 1) > 0.1 ? ': outside; the CPU of the other processes is in the rows above' : ''}`,
+      ratio: `rate ${rate.toFixed(2)} ×, ingest CPU per event ${cpu.toFixed(2)} ×${outside ? ': outside; the CPU of the other processes is in the rows above' : ''}${speed}`,
       bound: '—',
     });
   }

@@ -6,7 +6,7 @@ import { connect } from 'nats';
 import { connectPg } from '../lib/pg.js';
 import { applyClickhouse } from '../infra/apply.js';
 import { ROOT, stackProfile, stackUrls } from '../infra/stack.js';
-import { parseScenario } from './parse.js';
+import { hostProbe, parseScenario } from './parse.js';
 import { ceilings } from './ceilings.js';
 import type { BenchContext, BenchOptions } from './context.js';
 import { e2eScenario } from './e2e.js';
@@ -304,12 +304,14 @@ async function main(): Promise<void> {
     await attempt('ceilings', async () => void (stored.ceilings = section(await ceilings(ctx))));
     await attempt('ingest', async () => {
       const before = stored.ingest;
-      stored.ingest = section(await ingestScenario(ctx));
-      if (before) stored.ingest.previous = reproducible(before.at, before.command, before.data.full);
+      const probeUs = hostProbe();
+      stored.ingest = { ...section(await ingestScenario(ctx)), probeUs };
+      if (before) stored.ingest.previous = reproducible(before.at, before.command, before.data.full, before.probeUs);
     });
     // Both places of the deduplication, one after the other in the same run.
     for (const dedupAt of ['request', 'stream'] as const)
       await attempt('events-b', async () => {
+        const probeUs = hostProbe();
         const b = await scenarioB(ctx, dedupAt);
         // As for surface A: a run where more than 1 % of requests failed measures a failure, not throughput.
         if (b.requests === 0 || b.failures > b.requests * 0.01)
@@ -319,8 +321,9 @@ async function main(): Promise<void> {
         if (dedupAt === 'request') stored.eventsB = section(b);
         else {
           const before = stored.eventsBStream;
-          stored.eventsBStream = section(b);
-          if (before) stored.eventsBStream.previous = reproducible(before.at, before.command, before.data);
+          stored.eventsBStream = { ...section(b), probeUs };
+          if (before)
+            stored.eventsBStream.previous = reproducible(before.at, before.command, before.data, before.probeUs);
         }
       });
     await attempt('e2e', async () => void (stored.e2e = section(await e2eScenario(ctx))));
