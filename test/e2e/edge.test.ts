@@ -67,6 +67,11 @@ t.test('the edge serves both tiers over HTTPS, routed by path, and redirects pla
   const me = await request(`${base}/v1/users/me`, { ca, headers: { authorization: `Bearer ${ws.api_key}` } });
   t.equal(me.status, 200, 'the core API through the edge');
 
+  const metrics = await request(`${base}/metrics`, { ca });
+  t.equal(metrics.status, 404, "the tiers' /metrics is not served at the edge");
+  t.equal(JSON.parse(metrics.body).status, 404);
+  t.equal((await fetch(`http://127.0.0.1:${profile.apiPort}/metrics`)).status, 200, "but on the tier's own port");
+
   await t.rejects(request(`${base}/v1/users/me`, {}), 'a client that does not trust the certificate is refused');
 
   const plain = await fetch(`http://127.0.0.1:${profile.edgeHttpPort}/v1/customers?limit=5`, { redirect: 'manual' });
