@@ -2,6 +2,7 @@ import { NO_PROPERTIES, splitProperties } from '../lib/event-properties.js';
 import { EVENT_ROW_COLUMNS, RowBinaryWriter, rowSpans } from '../lib/row-binary.js';
 import type { EventRow } from '../schemas/rows.js';
 import { uuidv7 } from '../lib/ids.js';
+import { Random } from '../infra/demo/random.js';
 
 /** A benchmark workspace: its ingestion key and the seeded customers and products it references. */
 export interface BenchTenant {
@@ -27,18 +28,6 @@ export interface RequestBody {
   tenant: number;
   events: UsageEvent[];
   json: string;
-}
-
-/** Deterministic so that two runs send the same bytes. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 // Weighted towards the few events that dominate real product analytics.
@@ -100,7 +89,9 @@ export class Workload {
     private readonly tenants: BenchTenant[],
     private readonly o: WorkloadOptions,
   ) {
-    this.rnd = mulberry32(o.seed);
+    // Seeded, so that two runs send the same bytes.
+    const r = new Random(o.seed);
+    this.rnd = () => r.next();
   }
 
   private pick<T>(a: readonly T[]): T {

@@ -4,6 +4,7 @@ import t from '#tap';
 import { IngestClient } from '../../sdk/src/client.js';
 import { NO_ROOM, NOT_PLAIN, writeJson } from '../../sdk/src/json-writer.js';
 import { BatchQueue, BODY_OVERHEAD } from '../../sdk/src/queue.js';
+import { Random } from '../../infra/demo/random.js';
 
 /**
  * The producer client writes events as JSON without JSON.stringify: what it writes must be the very
@@ -11,16 +12,10 @@ import { BatchQueue, BODY_OVERHEAD } from '../../sdk/src/queue.js';
  * JSON.stringify (NOT_PLAIN). Held on generated values of every kind an event may carry.
  */
 
-/** A small deterministic generator (mulberry32), so a failure can be replayed. */
-function rng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
+/** A seeded generator (infra/demo/random.ts), so a failure can be replayed. */
+function rng(seed: number): () => number {
+  const r = new Random(seed);
+  return () => r.next();
 }
 
 const UNITS = [
