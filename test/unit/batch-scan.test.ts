@@ -185,6 +185,40 @@ t.test('bodies the scanner leaves to the general path', async (t) => {
   }
 });
 
+t.test('string content is skimmed a word at a time: every place of a quote, an escape or a control byte', async (t) => {
+  // The scanner reads a string's bytes four at a time from a word boundary of the body's memory: a
+  // stop (end quote, backslash, control byte) must be found at every offset of the body in its
+  // buffer, every length and every place within a word, non-ASCII bytes beside it.
+  const specials: Array<[string, string]> = [
+    ['an escaped quote', '\\"'],
+    ['an escaped backslash', '\\\\'],
+    ['a newline escape', '\\n'],
+    ['a raw control byte', '\u0001'],
+    ['a raw tab', '\t'],
+    ['a non-ASCII letter', 'é'],
+    ['nothing', ''],
+  ];
+  let scanned = 0;
+  let refused = 0;
+  for (const [name, special] of specials)
+    for (let length = 0; length <= 12; length++)
+      for (let at = 0; at <= length; at++) {
+        const text = 'x'.repeat(at) + special + 'y'.repeat(length - at);
+        const body = Buffer.from(withProps(`{"note":"${text}","after":"z"}`));
+        for (let offset = 0; offset < 4; offset++) {
+          const memory = Buffer.alloc(body.length + offset + 4, 0x20);
+          body.copy(memory, offset);
+          const placed = memory.subarray(offset, offset + body.length);
+          if (agree(t, placed, `${name} at ${at} of ${length}, body at offset ${offset}`)) scanned++;
+          else refused++;
+        }
+      }
+  // 91 places (length 0 to 12, each place in it) at 4 offsets for each special. A raw control byte
+  // is JSON that neither path takes; everything else scans.
+  t.equal(scanned, 5 * 4 * 91, `${scanned} scanned`);
+  t.equal(refused, 2 * 4 * 91, `${refused} left to the general path: the raw control bytes`);
+});
+
 t.test('timestamps are read as the date-time format and Date.parse read them', async (t) => {
   let seed = 9;
   const rnd = () => {
