@@ -4,7 +4,7 @@ import { scanEvents } from '../ingest/surface-b/events.js';
 import { scanUsage } from '../ingest/surface-a/usage.js';
 import { BufferPool } from '../lib/buffer-pool.js';
 import { decodeJson } from '../lib/json.js';
-import { RowBinaryWriter } from '../lib/row-binary.js';
+import { RowBinaryWriter, uuidWire } from '../lib/row-binary.js';
 import { compile } from '../schemas/ajv.js';
 import { UsageBatchB } from '../schemas/events.js';
 import { UsageBatchA } from '../schemas/ingest.js';
@@ -35,6 +35,7 @@ export interface ParseResult {
 }
 
 const CUSTOMER = '0190a000-0000-7000-8000-000000000003';
+const CUSTOMER_WIRE = uuidWire(CUSTOMER);
 const ROUNDS = 5;
 const PASSES = 10;
 
@@ -47,7 +48,8 @@ function rows(events: Events, pool: BufferPool): void {
     const props = storedProperties(e.properties as Record<string, unknown> | undefined);
     if (isRejection(props)) continue;
     writeEventRow(w, stamp, {
-      customerId: CUSTOMER,
+      customer: CUSTOMER_WIRE,
+      customerAt: 0,
       eventName: e.event_name,
       ts: typeof e.timestamp === 'number' ? e.timestamp : Date.now(),
       externalCustomerId: '',

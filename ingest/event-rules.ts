@@ -88,7 +88,9 @@ export const isRejection = (v: unknown): v is Rejection => typeof v === 'object'
 
 /** What a surface says about one accepted event; the rest of the row is the request's. */
 export interface EventRowFields {
-  customerId: string;
+  /** The customer's UUID in wire order, 16 bytes at `customerAt` (ingest/resolver.ts CustomerView). */
+  customer: Uint8Array;
+  customerAt: number;
   eventName: string;
   ts: number;
   externalCustomerId: string;
@@ -127,7 +129,7 @@ export function rowStamp(r: RequestStamp): RowStamp {
  */
 export function writeEventRow(w: RowBinaryWriter, r: RowStamp, f: EventRowFields): void {
   w.raw16(r.tenant);
-  w.uuid(f.customerId);
+  w.raw16(f.customer, f.customerAt);
   w.string(f.eventName);
   w.dateTime(Math.floor(f.ts / 1000));
   w.uint16(f.ts % 1000);

@@ -75,7 +75,7 @@ const HEX_AT: number[] = [];
 for (let i = 0; i < 36; i++) if (i !== 8 && i !== 13 && i !== 18 && i !== 23) HEX_AT.push(i);
 
 /** A UUID in the canonical 8-4-4-4-12 form (either case) as its 16 wire bytes, into `out` at `at`. */
-function encodeUuid(text: string, out: Uint8Array, at: number): void {
+export function encodeUuid(text: string, out: Uint8Array, at: number): void {
   for (let i = 0; i < 16; i++)
     out[at + UUID_ORDER[i]] =
       (HEX_VALUE[text.charCodeAt(HEX_AT[2 * i])] << 4) | HEX_VALUE[text.charCodeAt(HEX_AT[2 * i + 1])];
@@ -227,12 +227,12 @@ export class RowBinaryWriter {
     this.at = at;
   }
 
-  /** 16 bytes already in wire order (a UUID written once per request, copied into every row). */
-  raw16(src: Uint8Array): void {
+  /** 16 bytes already in wire order at `src[from]` (a UUID encoded once, copied into every row). */
+  raw16(src: Uint8Array, from = 0): void {
     this.room(16);
     const b = this.buf;
     const at = this.at;
-    for (let i = 0; i < 16; i++) b[at + i] = src[i];
+    for (let i = 0; i < 16; i++) b[at + i] = src[from + i];
     this.at += 16;
   }
 

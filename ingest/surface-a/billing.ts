@@ -26,7 +26,7 @@ export async function prepareBilling(
   const customers = await resolver.prepare(tenantId, ids);
   const details: Detail[] = [];
   for (let i = 0; i < ids.length; i++) {
-    if (customers.known[i] === 0) {
+    if (customers.ids[i] < 0) {
       details.push({
         type: 'unknown_customer',
         loc: ['body', 'events', i, 'customer_id'],

@@ -131,27 +131,26 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
       );
       continue;
     }
-    let customerId: string;
+    let slot: number;
     if (e.customer_id !== undefined) {
-      customerId = ids[at];
-      if (customerId === '') {
+      if (ids[at] === '') {
         fail('invalid_customer_id', 'customer_id is not a valid UUID');
         continue;
       }
-      if (customers.known[at] === 0) {
+      slot = customers.ids[at];
+      if (slot < 0) {
         fail('unknown_customer', 'No customer with this customer_id in the workspace');
         continue;
       }
     } else {
-      const found = customers.external[at];
-      if (found === undefined) {
+      slot = customers.external[at];
+      if (slot < 0) {
         fail(
           'unknown_external_customer',
           `No customer with external_source "${e.external_source ?? 'internal'}" and this external_customer_id`,
         );
         continue;
       }
-      customerId = found;
     }
     const ts = eventTime(e.timestamp, window);
     if (typeof ts !== 'number') {
@@ -166,7 +165,8 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
     names.add(e.event_name);
     accepted++;
     writeEventRow(rows, stamp, {
-      customerId,
+      customer: customers.wire,
+      customerAt: 16 * slot,
       eventName: e.event_name,
       ts,
       externalCustomerId: e.external_customer_id ?? '',

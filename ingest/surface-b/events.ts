@@ -177,7 +177,8 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
       continue;
     }
     const customerId = ids[i];
-    if (customers.known[i] === 0) {
+    const slot = customers.ids[i];
+    if (slot < 0) {
       errors.push({
         index: i,
         code: 'unknown_customer',
@@ -215,7 +216,8 @@ export async function prepareB(events: unknown[], ctx: ContextB): Promise<Prepar
     rowKey[rowCount] = key;
     rowName[rowCount] = name;
     writeEventRow(rows, stamp, {
-      customerId,
+      customer: customers.wire,
+      customerAt: 16 * slot,
       eventName: e.event_name,
       ts,
       externalCustomerId: '',

@@ -5,7 +5,7 @@ import { type IncomingUsage, scanUsage } from '../../ingest/surface-a/usage.js';
 import { BatchScanner } from '../../ingest/scan.js';
 import { scanEvents } from '../../ingest/surface-b/events.js';
 import { decodeJson } from '../../lib/json.js';
-import { decodeRows, EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
+import { decodeRows, EVENT_ROW_COLUMNS, RowBinaryWriter, uuidWire } from '../../lib/row-binary.js';
 import { compile } from '../../schemas/ajv.js';
 import { isDateTime } from '../../schemas/formats.js';
 import { UsageBatchB } from '../../schemas/events.js';
@@ -50,7 +50,8 @@ function outcome(e: IncomingUsage): unknown {
   if (isRejection(props)) return { fields, rejected: props.code };
   const w = new RowBinaryWriter(64);
   writeEventRow(w, stamp, {
-    customerId: CUSTOMER,
+    customer: uuidWire(CUSTOMER),
+    customerAt: 0,
     eventName: e.event_name,
     ts: 1_700_000_000_000,
     externalCustomerId: e.external_customer_id ?? '',

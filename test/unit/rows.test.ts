@@ -3,7 +3,7 @@ import path from 'node:path';
 import t from '#tap';
 import { rowStamp, writeEventRow } from '../../ingest/event-rules.js';
 import { splitProperties } from '../../lib/event-properties.js';
-import { decodeRows, EVENT_ROW_COLUMNS, RowBinaryWriter } from '../../lib/row-binary.js';
+import { decodeRows, EVENT_ROW_COLUMNS, RowBinaryWriter, uuidWire } from '../../lib/row-binary.js';
 import { ROOT } from '../../infra/stack.js';
 import { SINK_TABLES } from '../../schemas/rows.js';
 
@@ -37,7 +37,12 @@ t.test('the ingest tier writes csp.events rows column for column as the contract
     surface: 'a',
   });
   writeEventRow(w, stamp, {
-    customerId: '0190a000-0000-7000-8000-000000000003',
+    // The customer's UUID is copied from a slab of them (the resolver's), here the second of two.
+    customer: Buffer.concat([
+      uuidWire('0190a000-0000-7000-8000-00000000000f'),
+      uuidWire('0190a000-0000-7000-8000-000000000003'),
+    ]),
+    customerAt: 16,
     eventName: 'login',
     ts: 1_700_000_000_123,
     externalCustomerId: 'ext-1',
