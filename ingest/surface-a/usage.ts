@@ -3,7 +3,16 @@ import { isUuid } from '../../lib/ids.js';
 import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
 import { MAX_EVENT_AGE_MS, UsageBatchA, type UsageEventA } from '../../schemas/ingest.js';
 import { RowBinaryWriter } from '../../lib/row-binary.js';
-import { eventTime, isRejection, type Rejection, rowStamp, storedProperties, writeEventRow } from '../event-rules.js';
+import {
+  type EventRowFields,
+  eventTime,
+  isRejection,
+  type Rejection,
+  rowStamp,
+  storedProperties,
+  writeEventRow,
+} from '../event-rules.js';
+import { NO_PROPERTIES } from '../../lib/event-properties.js';
 import { unprocessable, type Detail } from './errors.js';
 import type { Resolver } from '../resolver.js';
 import { BatchScanner, type Incoming } from '../scan.js';
@@ -114,6 +123,22 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
     newest: ctx.now + ctx.futureSkewMs,
     tooOld: 'timestamp is more than 30 days in the past',
   };
+  // One row's fields, filled in for each accepted event in turn (an object per event was garbage).
+  const row: EventRowFields = {
+    customer: customers.wire,
+    customerAt: 0,
+    eventName: '',
+    ts: 0,
+    externalCustomerId: '',
+    externalSource: '',
+    userId: '',
+    productId: '',
+    productCode: '',
+    externalId: '',
+    userEmail: '',
+    userExternalId: '',
+    props: NO_PROPERTIES,
+  };
   let i = 0;
   // The reference of events[i] is ids[id] or customers.external[ext] (each in the events' order).
   let id = 0;
@@ -164,21 +189,16 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
     }
     names.add(e.event_name);
     accepted++;
-    writeEventRow(rows, stamp, {
-      customer: customers.wire,
-      customerAt: 16 * slot,
-      eventName: e.event_name,
-      ts,
-      externalCustomerId: e.external_customer_id ?? '',
-      externalSource: e.external_source ?? 'internal',
-      userId: e.user_id ?? '',
-      productId: resolver.product(tenantId, e.product_id, e.product_code),
-      productCode: e.product_code ?? '',
-      externalId: '',
-      userEmail: '',
-      userExternalId: '',
-      props,
-    });
+    row.customerAt = 16 * slot;
+    row.eventName = e.event_name;
+    row.ts = ts;
+    row.externalCustomerId = e.external_customer_id ?? '';
+    row.externalSource = e.external_source ?? 'internal';
+    row.userId = e.user_id ?? '';
+    row.productId = resolver.product(tenantId, e.product_id, e.product_code);
+    row.productCode = e.product_code ?? '';
+    row.props = props;
+    writeEventRow(rows, stamp, row);
   }
   return { rows: rows.take(), accepted, errors, names: [...names] };
 }
