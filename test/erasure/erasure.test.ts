@@ -206,6 +206,10 @@ t.test(`a permanent delete erases ${BIG} events and everything else of the custo
   t.equal(otherAfter['clickhouse.events'], BIG + 10, 'its events included the late ones');
 
   const dropped = () => metric(processors.url, 'writer_erased_rows_dropped_total', { table: 'events' });
+  // The writer counts the rows it dropped once the batch is acknowledged, just after the other
+  // rows are queryable: the count is awaited, then must be exact.
+  const droppedReach = (n: number) => waitFor(`${n} rows dropped`, async () => (await dropped()) >= n, 10_000, 100);
+  await droppedReach(10);
   t.equal(await dropped(), 10, "the customer's ten events still in the stream were dropped by the writer");
   const counted = (await c.get(`/v1/erasures/${target}`)).body.rows_removed.clickhouse.tables.events;
   t.equal(counted, BIG, 'the erasure counted every event stored, none twice');
@@ -234,6 +238,7 @@ t.test(`a permanent delete erases ${BIG} events and everything else of the custo
     60_000,
     200,
   );
+  await droppedReach(11);
   t.equal(await dropped(), 11, "the erased customer's row dropped");
   t.equal(total(await rowsEverywhere(ws.tenant_id, target)), 0, 'no row of the customer is left');
 
