@@ -66,10 +66,26 @@ if (profile.name !== 'cluster') {
         const r = await post(`${ingest.url}/v1/ingest/events`, { events }, { 'x-api-key': ws.ingestion_key });
         t.equal(r.status, 202, `batch ${b} of ${external_id} accepted`, { diagnostic: r.status !== 202 });
       }
+    // Landed: the customer's events on both replicas of its shard, and on each of them the daily
+    // rollup holding every day of those events. The rollup's parts replicate on their own, so a count
+    // taken when the first of them had come saw 2 days of 3 (a fresh-clone run).
+    const days = async (id: string, server: number) => {
+      const [x] = await all.rowsAt<{ days: string }>(
+        servers[server],
+        `SELECT uniqExact(toDate(ts)) AS days FROM csp_local.events
+         WHERE tenant_id = toUUID('${ws.tenant_id}') AND customer_id = toUUID('${id}')`,
+      );
+      return Number(x.days);
+    };
     const replicasHold = async (id: string) => {
       const r = await rowsPerServer(ws.tenant_id, id);
-      const events = Object.entries(r).filter(([k, n]) => k.endsWith('.events') && n === N);
-      return events.length === 2 && nonZero(r).some(([k]) => k.endsWith('.usage_daily')) ? r : undefined;
+      const holding = Object.entries(r).filter(([k, n]) => k.endsWith('.events') && n === N);
+      if (holding.length !== 2) return undefined;
+      for (const [k] of holding) {
+        const server = Number(k.slice('clickhouse'.length, k.indexOf('.'))) - 1;
+        if (r[`clickhouse${server + 1}.usage_daily`] !== (await days(id, server))) return undefined;
+      }
+      return r;
     };
     await waitFor('both customers landed on both replicas of the shard', () => replicasHold(target), 120_000, 250);
     const otherBefore = await waitFor('the other customer landed', () => replicasHold(other), 120_000, 250);
