@@ -124,7 +124,7 @@ if (!process.env.CHAOS) {
           '2 more sending 100-event surface-B batches with external_id, a tenth of them repeating a key sent before, to an',
           'ingest tier of 2 processes, one processors process (deduplication after the stream: SURFACE_B_DEDUP=stream),',
           'one core API; one fault at a time, after 6 s of load,',
-          'with 15 s of load after recovery. "Lost" and "stored twice" count acknowledged requests (202/200) by their',
+          'with 15 s of load after recovery (up to 30 s while the throughput has not come back). "Lost" and "stored twice" count acknowledged requests (202/200) by their',
           'X-Trace-Id, which every stored row carries as batch_id, once the pipeline has stopped making progress (no new',
           'row for 30 s). The keyed requests are counted by key instead: every key of an acknowledged request stored',
           'once, none twice. "Recovery" is the time from the end of the fault until acknowledged requests per half second',

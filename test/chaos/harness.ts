@@ -224,7 +224,11 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
   await sleep(f.downMs);
   await f.recover(s);
   const back = Date.now();
+  // 15 s of load after the recovery, and up to 15 s more while the throughput has not come back:
+  // on a slow machine a restarted server's catching up can hold it below 80 % for longer.
   await sleep(15_000);
+  while (recoverySeconds(load.answers, start, from, back) === Number.POSITIVE_INFINITY && Date.now() - back < 30_000)
+    await sleep(1000);
   await load.stop();
   const loadEnd = Date.now();
 

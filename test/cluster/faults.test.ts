@@ -146,7 +146,7 @@ if (profile.name !== 'cluster') {
         'The cluster profile: 3 nats-servers (streams with 3 replicas), ClickHouse 2 shards × 2 replicas with one ZooKeeper,',
         'the tiers given every server (NATS_URL and CLICKHOUSE_URL lists). Steady load as in the chaos suite: 4 clients',
         'sending 50-event surface-A batches and 2 sending 100-event surface-B batches to 2 ingest processes, one processors',
-        'process, one core API; one fault at a time after 6 s of load, 15 s of load after recovery (which includes',
+        'process, one core API; one fault at a time after 6 s of load, 15 s of load after recovery (up to 30 s while the throughput has not come back; which includes',
         '`infra:up` bringing the server back). "Lost" and "stored twice" count acknowledged requests by the batch_id',
         'every stored row carries; "recovery" is the time until acknowledged requests per half second are back at 80 %',
         'of the rate before the fault; "settled" the time after the load ended until every acknowledged event was stored;',
