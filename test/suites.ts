@@ -39,6 +39,8 @@ export const SERIAL: Readonly<Record<string, string>> = {
   'test/webhooks/data-key-rotation.test.ts': "stores a secret in clear; its tiers' keys are not the stack's (2)",
   'test/cluster/faults.test.ts': "kills and restarts the cluster's servers (1)",
   'test/cluster/unknown-status.test.ts': "stops the cluster's ClickHouse replicas and ZooKeeper (1)",
+  // A writer of another file's processors would take its request from the stream and insert it.
+  'test/cluster/forwarded-insert.test.ts': 'publishes a request that no writer may take (4)',
   'test/chaos/chaos.test.ts': "kills and restarts the stack's servers (1)",
 };
 

@@ -146,41 +146,59 @@ export class Reconciler {
   }
 
   /**
-   * Waits for what could still add this table's rows without the count seeing them yet: writer
-   * inserts running on any server of the store that no live request of this process owns (up to
-   * two minutes: a stuck query must not stop the writer for good), and, on a replicated cluster,
-   * parts that a replica has committed but its peer has not fetched yet (a count read from the
-   * peer would miss them, and inserting them again would count them twice when it catches up).
-   * The latter wait has no deadline: while a replica that holds the only copy of a part is down,
-   * suspect batches wait for it; new batches go on.
-   */
-  /**
-   * Waits until no insert into the table by another writer (or one of ours that timed out) runs;
-   * with `consumer`, only the inserts of that consumer's writers count.
+   * Waits for what could still add this table's rows without the count seeing them yet, in two steps.
+   * First, writer inserts running on any server of the store that no live request of this process
+   * owns (a killed writer's, or ours that timed out while ClickHouse went on), up to two minutes (a
+   * stuck query must not stop the writer for good); with `consumer`, only that consumer's writers'
+   * inserts. On a cluster that includes the shards' parts of an insert, which the Distributed table
+   * sends to the other shards as inserts of their own (into `csp_local.<table>`, under a query id
+   * of their own that names no writer): every one that began before this check is waited for, since
+   * a server killed while it sent them leaves them running on their shard, and which of them are
+   * this process's own cannot be told.
+   * Then, on a replicated cluster, parts that a replica has committed but its peer has not fetched
+   * yet (a count read from the peer would miss them, and inserting them again would count them twice
+   * when it catches up): the peer has copied every entry of the shard's replication log written so
+   * far into its queue, and its queue holds no fetch of a part committed before then. That wait has
+   * no deadline: while a replica that holds the only copy of a part is down, suspect batches wait
+   * for it; new batches go on.
    */
   async awaitForeignInserts(consumer?: string): Promise<void> {
-    const db = this.d.ch.database;
-    const table = `${db}.${this.table}`;
+    const { database: db, storageDatabase: local } = this.d.ch;
+    const began = Date.now();
+    const deadline = began + 120_000;
+    const writers = `query_id LIKE '${consumer ? `cw-%-${consumer}-%` : 'cw-%'}' AND query LIKE 'INSERT INTO ${db}.${this.table} %'`;
+    const shards = local === db ? '0' : `query LIKE 'INSERT INTO ${local}.${this.table} %'`;
+    while (Date.now() < deadline) {
+      // Only what began before the check (or within a second after it: clocks may differ a little)
+      // can hold the batches checked: the wait ends even while other writers go on inserting.
+      const running = await this.d.ch.rows<{ q: string; shard: number }>(
+        `SELECT query_id AS q, ${shards} AS shard FROM ${db}.processes
+         WHERE (${writers} OR ${shards}) AND elapsed > ${(Date.now() - began) / 1000 - 1}
+         SETTINGS skip_unavailable_shards = 1`,
+      );
+      if (!running.some((r) => Number(r.shard) || !this.d.running.has(r.q))) break;
+      await sleep(200);
+    }
     const since = Math.floor(Date.now() / 1000);
-    const deadline = Date.now() + 120_000;
+    /** Per replica: the last entry of its shard's replication log when first seen. */
+    const logged = new Map<string, number>();
     let warned = 0;
     for (;;) {
-      const [running, lagging] = await Promise.all([
-        Date.now() > deadline
-          ? []
-          : this.d.ch.rows<{ q: string }>(
-              `SELECT query_id AS q FROM ${db}.processes
-               WHERE query_id LIKE '${consumer ? `cw-%-${consumer}-%` : 'cw-%'}' AND query LIKE 'INSERT INTO ${table} %'
-               SETTINGS skip_unavailable_shards = 1`,
-            ),
-        this.d.ch.rows<{ r: string }>(
-          `SELECT concat(replica_path, ' ', toString(inserts_in_queue)) AS r FROM ${db}.replicas
-           WHERE table = '${this.table}' AND inserts_in_queue > 0 AND toUInt32(inserts_oldest_time) <= ${since}
-           SETTINGS skip_unavailable_shards = 1`,
-        ),
-      ]);
-      if (!running.some((r) => !this.d.running.has(r.q)) && lagging.length === 0) return;
-      if (lagging.length && Date.now() - warned > 30_000) {
+      const replicas = await this.d.ch.rows<{ r: string; logged: string; pulled: string; fetching: number }>(
+        `SELECT replica_path AS r, log_max_index AS logged, log_pointer AS pulled,
+                inserts_in_queue > 0 AND toUInt32(inserts_oldest_time) <= ${since} AS fetching
+         FROM ${db}.replicas WHERE table = '${this.table}'
+         SETTINGS skip_unavailable_shards = 1`,
+      );
+      for (const r of replicas) if (!logged.has(r.r)) logged.set(r.r, Number(r.logged));
+      // log_pointer is the next entry a replica will copy into its queue (an empty log reads as 0).
+      const behind = (r: (typeof replicas)[number]) => {
+        const last = logged.get(r.r) ?? 0;
+        return last > 0 && Number(r.pulled) <= last;
+      };
+      const lagging = replicas.filter((r) => Number(r.fetching) || behind(r));
+      if (lagging.length === 0) return;
+      if (Date.now() - warned > 30_000) {
         warned = Date.now();
         this.d.log.warn(
           { table: this.table, replicas: lagging.map((r) => r.r) },

@@ -302,16 +302,16 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
     if (!recovered) await sleep(1000);
   }
   const missing = [...acked].filter(([b, n]) => (counts.get(b) ?? 0) < n).map(([b]) => b);
-  if (missing.length) {
-    // What a diagnosis needs: the batches, and what the processors said about them.
-    t.comment(`acknowledged but not stored: ${missing.slice(0, 20).join(' ')}`);
-    t.comment(`processors output:\n${s.processors.output().slice(-20000)}`);
-  }
+  const doubled = [...acked].filter(([b, n]) => (counts.get(b) ?? 0) > n).map(([b]) => b);
+  if (missing.length) t.comment(`acknowledged but not stored: ${missing.slice(0, 20).join(' ')}`);
+  if (doubled.length) t.comment(`acknowledged and stored twice: ${doubled.slice(0, 20).join(' ')}`);
+  // What a diagnosis needs: the batches, and what the processors said about them.
+  if (missing.length || doubled.length) t.comment(`processors output:\n${s.processors.output().slice(-20000)}`);
   return {
     fault: f.name,
     acknowledged: acked.size,
-    lost: [...acked].filter(([b, n]) => (counts.get(b) ?? 0) < n).length,
-    doubled: [...acked].filter(([b, n]) => (counts.get(b) ?? 0) > n).length,
+    lost: missing.length,
+    doubled: doubled.length,
     errors,
     errorsWithoutRetryAfter,
     failedButStored,
