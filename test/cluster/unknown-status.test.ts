@@ -108,7 +108,8 @@ if (profile.name !== 'cluster') {
     await direct.insert('events', body([lost], format), `probe-lost-${batch}`, format);
     const [{ part }] = await at<{ part: string }>(
       writer,
-      `SELECT DISTINCT _part AS part FROM csp_local.events WHERE batch_id = '${batch}'`,
+      // Not moved to PREWHERE: 18.16 segfaults on a virtual column read beside a PREWHERE.
+      `SELECT DISTINCT _part AS part FROM csp_local.events WHERE batch_id = '${batch}' SETTINGS optimize_move_to_prewhere = 0`,
     );
     const [{ path }] = await at<{ path: string }>(
       writer,
@@ -173,10 +174,8 @@ if (profile.name !== 'cluster') {
     try {
       await scenario(t);
     } catch (err) {
-      // On some machines ClickHouse 18.16 itself dies while this state is built: the replica that
-      // takes the rows segfaults (a NULL pointer read at the same address each time; the previous
-      // release of this code meets it too). There the test cannot run: the servers are started
-      // again and the test says so. Any other failure fails it.
+      // A server that died (18.16 segfaulted here while the test read `_part` through a PREWHERE)
+      // is started again for the files after this one; the test fails all the same.
       const down = await Promise.all(
         servers.map((u) =>
           at(u, 'SELECT 1').then(
@@ -185,10 +184,8 @@ if (profile.name !== 'cluster') {
           ),
         ),
       );
-      if (!down.some(Boolean)) throw err;
-      await stackUp();
-      t.comment(`a ClickHouse server died during the test (${String((err as Error).message)}); started again`);
-      t.skip('not runnable on this machine: ClickHouse crashed while the state was built', () => {});
+      if (down.some(Boolean)) await stackUp();
+      throw err;
     }
   });
 }
