@@ -1,4 +1,4 @@
-import { rowStamp, isRejection, storedProperties, writeEventRow } from '../ingest/event-rules.js';
+import { blankRowFields, rowStamp, isRejection, storedProperties, writeEventRow } from '../ingest/event-rules.js';
 import type { Incoming } from '../ingest/scan.js';
 import { scanEvents } from '../ingest/surface-b/events.js';
 import { scanUsage } from '../ingest/surface-a/usage.js';
@@ -44,24 +44,16 @@ type Events = Array<Incoming<{ event_name: string; properties?: object; timestam
 function rows(events: Events, pool: BufferPool): void {
   const w = new RowBinaryWriter(events.length * 1024, pool);
   const stamp = rowStamp({ tenantId: CUSTOMER, batchId: CUSTOMER, now: Date.now(), surface: 'a' });
+  // As surface A writes them (ingest/surface-a/usage.ts): one row-fields object, refilled per event.
+  const row = blankRowFields(CUSTOMER_WIRE);
+  row.externalSource = 'internal';
   for (const e of events) {
     const props = storedProperties(e.properties as Record<string, unknown> | undefined);
     if (isRejection(props)) continue;
-    writeEventRow(w, stamp, {
-      customer: CUSTOMER_WIRE,
-      customerAt: 0,
-      eventName: e.event_name,
-      ts: typeof e.timestamp === 'number' ? e.timestamp : Date.now(),
-      externalCustomerId: '',
-      externalSource: 'internal',
-      userId: '',
-      productId: '',
-      productCode: '',
-      externalId: '',
-      userEmail: '',
-      userExternalId: '',
-      props,
-    });
+    row.eventName = e.event_name;
+    row.ts = typeof e.timestamp === 'number' ? e.timestamp : Date.now();
+    row.props = props;
+    writeEventRow(w, stamp, row);
   }
   pool.give(w.take());
 }

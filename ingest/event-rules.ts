@@ -104,6 +104,26 @@ export interface EventRowFields {
   props: SplitProperties | RawProperties;
 }
 
+/**
+ * Row fields with every field empty, over `customer`'s 16-byte slots: filled in for each event in
+ * turn and handed to `writeEventRow`, one object per request rather than per event.
+ */
+export const blankRowFields = (customer: Uint8Array): EventRowFields => ({
+  customer,
+  customerAt: 0,
+  eventName: '',
+  ts: 0,
+  externalCustomerId: '',
+  externalSource: '',
+  userId: '',
+  productId: '',
+  productCode: '',
+  externalId: '',
+  userEmail: '',
+  userExternalId: '',
+  props: NO_PROPERTIES,
+});
+
 export interface RequestStamp {
   tenantId: string;
   batchId: string;

@@ -4,7 +4,7 @@ import { RESERVED_EVENT_NAMES } from '../../schemas/events.js';
 import { MAX_EVENT_AGE_MS, UsageBatchA, type UsageEventA } from '../../schemas/ingest.js';
 import { RowBinaryWriter } from '../../lib/row-binary.js';
 import {
-  type EventRowFields,
+  blankRowFields,
   eventTime,
   isRejection,
   type Rejection,
@@ -12,7 +12,6 @@ import {
   storedProperties,
   writeEventRow,
 } from '../event-rules.js';
-import { NO_PROPERTIES } from '../../lib/event-properties.js';
 import { unprocessable, type Detail } from './errors.js';
 import type { Resolver } from '../resolver.js';
 import { BatchScanner, type Incoming } from '../scan.js';
@@ -124,21 +123,7 @@ export async function prepareUsage(events: IncomingUsage[], ctx: UsageContext): 
     tooOld: 'timestamp is more than 30 days in the past',
   };
   // One row's fields, filled in for each accepted event in turn (an object per event was garbage).
-  const row: EventRowFields = {
-    customer: customers.wire,
-    customerAt: 0,
-    eventName: '',
-    ts: 0,
-    externalCustomerId: '',
-    externalSource: '',
-    userId: '',
-    productId: '',
-    productCode: '',
-    externalId: '',
-    userEmail: '',
-    userExternalId: '',
-    props: NO_PROPERTIES,
-  };
+  const row = blankRowFields(customers.wire);
   let i = 0;
   // The reference of events[i] is ids[id] or customers.external[ext] (each in the events' order).
   let id = 0;
