@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { connect } from 'nats';
 import postgres from 'postgres';
-import { ROOT, stackUrls, type StackProfile } from './stack.js';
+import { clickhouseUrl, ROOT, stackUrls, type StackProfile } from './stack.js';
 import { migrate } from '../lib/migrate.js';
 import { natsServers } from '../lib/nats.js';
 import { applyStreams } from './streams.js';
@@ -294,7 +294,7 @@ export async function applyAll(p: StackProfile, say: Say, maxBytes: number): Pro
   } finally {
     await nc.close();
   }
-  const nodes = p.clickhouse.map((n) => ({ url: `http://127.0.0.1:${n.httpPort}`, shard: n.shard }));
+  const nodes = p.clickhouse.map((n) => ({ url: clickhouseUrl(n), shard: n.shard }));
   await applyClickhouse(nodes[0].url, p.chCluster ? { name: p.chCluster, nodes } : undefined);
   const applied = await applyPostgres(urls.DATABASE_URL);
   if (applied.length) say(`migrations applied: ${applied.join(', ')}`);

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { CLUSTER_NAME, ROOT, type ClickhouseNode, type NatsNode, type StackProfile } from './stack.js';
+import { CLUSTER_NAME, clickhouseUrl, ROOT, type ClickhouseNode, type NatsNode, type StackProfile } from './stack.js';
 import { release as releaseHugePages, reserve as reserveHugePages } from './huge-pages.js';
 import { InfraError, alive, isRoot, portOpen, readPid, spawnDetached, stopByPidFile, waitFor, which } from './proc.js';
 
@@ -264,7 +264,7 @@ function clickhouseMergeTreeXml(p: StackProfile): string {
 const chDir = (p: StackProfile, node: ClickhouseNode) => path.join(p.dataDir, node.name);
 
 async function chPing(node: ClickhouseNode): Promise<boolean> {
-  const res = await fetch(`http://127.0.0.1:${node.httpPort}/?query=SELECT%201`);
+  const res = await fetch(`${clickhouseUrl(node)}/?query=SELECT%201`);
   return res.ok && (await res.text()).trim() === '1';
 }
 

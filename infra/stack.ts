@@ -201,10 +201,13 @@ export interface StackUrls {
   DATABASE_URL: string;
 }
 
+/** A clickhouse-server's HTTP address. */
+export const clickhouseUrl = (n: ClickhouseNode): string => `http://127.0.0.1:${n.httpPort}`;
+
 export function stackUrls(p: StackProfile): StackUrls {
   return {
     NATS_URL: p.nats.map((n) => `nats://127.0.0.1:${n.port}`).join(','),
-    CLICKHOUSE_URL: p.clickhouse.map((n) => `http://127.0.0.1:${n.httpPort}`).join(','),
+    CLICKHOUSE_URL: p.clickhouse.map(clickhouseUrl).join(','),
     DATABASE_URL: `postgres://postgres@127.0.0.1:${p.pgPort}/csp`,
   };
 }

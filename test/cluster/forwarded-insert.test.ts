@@ -5,7 +5,7 @@ import t from '#tap';
 import { createLogger } from '../../lib/logger.js';
 import { natsServers, STREAM_EVENTS, subjects } from '../../lib/nats.js';
 import { FORMAT_HEADER, formatOf, insertColumns } from '../../lib/row-binary.js';
-import type { ClickhouseNode } from '../../infra/stack.js';
+import { clickhouseUrl } from '../../infra/stack.js';
 import { ClickHouse } from '../../processors/clickhouse.js';
 import { body } from '../../processors/writer/payload.js';
 import { Reconciler } from '../../processors/writer/reconcile.js';
@@ -56,7 +56,6 @@ if (profile.name !== 'cluster') {
     const shard = profile.clickhouse.filter((n) => n.shard === `0${Number(s) + 1}`);
     const second = shard.find((n) => n.replica === 'r2');
     if (shard.length !== 2 || !second) throw new Error(`shard ${Number(s) + 1} is not two replicas`);
-    const at = (n: ClickhouseNode) => `http://127.0.0.1:${n.httpPort}`;
 
     // The shard's insert as a server sends it (the native protocol), its rows held back half-way.
     const rows = Buffer.concat(body([m], format));
@@ -75,7 +74,8 @@ if (profile.name !== 'cluster') {
     await waitFor(
       `the shard insert running on ${second.name}`,
       async () =>
-        (await all.rowsAt(at(second), `SELECT 1 FROM system.processes WHERE query_id = '${queryId}'`)).length > 0,
+        (await all.rowsAt(clickhouseUrl(second), `SELECT 1 FROM system.processes WHERE query_id = '${queryId}'`))
+          .length > 0,
       10_000,
       50,
     );
@@ -102,7 +102,7 @@ if (profile.name !== 'cluster') {
         `the batch on ${n.name}`,
         async () => {
           const [r] = await all.rowsAt<{ c: string }>(
-            at(n),
+            clickhouseUrl(n),
             `SELECT count() AS c FROM csp_local.events WHERE batch_id = '${batch}'`,
           );
           return Number(r.c) === 10;
