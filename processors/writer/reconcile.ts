@@ -191,12 +191,11 @@ export class Reconciler {
          SETTINGS skip_unavailable_shards = 1`,
       );
       for (const r of replicas) if (!logged.has(r.r)) logged.set(r.r, Number(r.logged));
-      // log_pointer is the next entry a replica will copy into its queue (an empty log reads as 0).
-      const behind = (r: (typeof replicas)[number]) => {
+      const lagging = replicas.filter((r) => {
+        // log_pointer is the next entry a replica will copy into its queue (an empty log reads as 0).
         const last = logged.get(r.r) ?? 0;
-        return last > 0 && Number(r.pulled) <= last;
-      };
-      const lagging = replicas.filter((r) => Number(r.fetching) || behind(r));
+        return Number(r.fetching) || (last > 0 && Number(r.pulled) <= last);
+      });
       if (lagging.length === 0) return;
       if (Date.now() - warned > 30_000) {
         warned = Date.now();
