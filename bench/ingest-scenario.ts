@@ -82,7 +82,9 @@ export function failOnErrors(r: LoadResult, tier: Tier): void {
 }
 
 /**
- * Drops what the benchmark's workspaces left in EVENTS when no writer was there to consume it.
+ * Drops what the benchmark's workspaces left in EVENTS when no writer was there to consume it: all
+ * of their subjects, so that surface B's keyed and backfill messages do not stay pending on their
+ * consumers and hold up the next user of the stack (a test's processors would work behind them).
  * nats-server 2.9 before 2.9.15 keeps counting what a purge by subject removed against the
  * account's storage (nats-io/nats-server#3876): every run would add the gigabytes it published,
  * until at `max_file_store` the server refuses every publish (ingest answers 503) until it is
@@ -91,7 +93,14 @@ export function failOnErrors(r: LoadResult, tier: Tier): void {
  * meanwhile have later sequences and stay.
  */
 export async function purgeBenchSubjects(ctx: BenchContext): Promise<number> {
-  const ours = new Set(ctx.tenants.map((t) => subjects.usage(t.tenantId)));
+  const ours = new Set(
+    ctx.tenants.flatMap(({ tenantId: t }) => [
+      subjects.usage(t),
+      subjects.billing(t),
+      subjects.backfill(t),
+      subjects.keyed(t),
+    ]),
+  );
   const info = await ctx.jsm.streams.info(STREAM_EVENTS, { subjects_filter: '>' });
   const held = Object.entries(info.state.subjects ?? {});
   if (held.every(([subject]) => ours.has(subject)))
