@@ -8,6 +8,8 @@ interface Stat {
   comm: string;
   ppid: number;
   ticks: number;
+  /** Of those, the ticks spent in the kernel on the process's behalf (system calls, page faults). */
+  sysTicks: number;
   rss: number;
 }
 
@@ -20,6 +22,7 @@ function readStat(pid: number): Stat | undefined {
       comm: s.slice(s.indexOf('(') + 1, s.lastIndexOf(')')),
       ppid: Number(f[1]),
       ticks: Number(f[11]) + Number(f[12]),
+      sysTicks: Number(f[12]),
       rss: Number(f[21]) * PAGE,
     };
   } catch {
@@ -54,6 +57,11 @@ function machineTicks(): { busy: number; total: number } {
 export interface GroupUsage {
   /** Average CPU over the sampled period, in % of one core (200 % = both cores of this machine). */
   cpuPct: number;
+  /**
+   * The part of cpuPct spent in the kernel: for nats-server most of it is the loopback socket and
+   * writing the stream's files into the page cache, which moves with the host's memory and disk.
+   */
+  sysPct?: number;
   /** Highest sum of RSS over the tree (supervisor and workers together). */
   maxRssMb: number;
   /** Highest RSS of any single process of the tree. */
@@ -77,8 +85,9 @@ export interface Usage {
  */
 export class ProcSampler {
   private timer: NodeJS.Timeout | undefined;
-  private last = new Map<string, number>();
-  private seen = new Map<number, number>();
+  /** `${group}:${pid}` → [ticks, kernel ticks] since the pid was first seen. */
+  private last = new Map<string, [number, number]>();
+  private seen = new Map<number, [number, number]>();
   private maxRss = new Map<string, number>();
   private maxOne = new Map<string, number>();
   private t0 = 0;
@@ -122,8 +131,9 @@ export class ProcSampler {
         rss += st.rss;
         if (st.rss > (this.maxOne.get(name) ?? 0)) this.maxOne.set(name, st.rss);
         // Ticks per pid, so that a worker that appears later counts only from when it was seen.
-        if (initial || !this.seen.has(pid)) this.seen.set(pid, st.ticks);
-        this.last.set(`${name}:${pid}`, st.ticks - this.seen.get(pid)!);
+        if (initial || !this.seen.has(pid)) this.seen.set(pid, [st.ticks, st.sysTicks]);
+        const [ticks0, sys0] = this.seen.get(pid)!;
+        this.last.set(`${name}:${pid}`, [st.ticks - ticks0, st.sysTicks - sys0]);
       }
       this.maxRss.set(name, Math.max(this.maxRss.get(name) ?? 0, rss));
       now[name] = rss;
@@ -152,9 +162,15 @@ export class ProcSampler {
     const groups: Record<string, GroupUsage> = {};
     for (const name of Object.keys(this.groups)) {
       let ticks = 0;
-      for (const [k, v] of this.last) if (k.startsWith(`${name}:`)) ticks += v;
+      let sys = 0;
+      for (const [k, [t, kt]] of this.last)
+        if (k.startsWith(`${name}:`)) {
+          ticks += t;
+          sys += kt;
+        }
       groups[name] = {
-        cpuPct: seconds > 0 ? Math.round((ticks / CLK_TCK / seconds) * 100) : 0,
+        cpuPct: pctOf(ticks),
+        sysPct: pctOf(sys),
         maxRssMb: mb(this.maxRss.get(name)),
         maxProcessRssMb: mb(this.maxOne.get(name)),
       };

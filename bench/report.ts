@@ -21,7 +21,18 @@ export interface Section<T> {
   options: Record<string, unknown>;
   data: T;
   /** The run of the same scenario this one replaced: how far apart two runs of one command are. */
-  previous?: { at: string; command: string; eventsPerSec: number; ingestUsPerEvent: number; probeUs?: number };
+  previous?: {
+    at: string;
+    command: string;
+    eventsPerSec: number;
+    ingestUsPerEvent: number;
+    probeUs?: number;
+    /**
+     * What else took the CPU during the run, % of one core: each process group but ingest, nats-server's
+     * part in the kernel, and everything outside the benchmark (absent in runs from before they were kept).
+     */
+    othersPct?: Record<string, number>;
+  };
   /** The host's speed just before the run (bench/parse.ts hostProbe), µs per event. */
   probeUs?: number;
 }
@@ -33,8 +44,24 @@ export function reproducible(
   m: { eventsPerSec: number; usage: Usage },
   probeUs?: number,
 ): NonNullable<Section<unknown>['previous']> {
-  const ingestUsPerEvent = usPerEvent(m.usage, 'ingest', m.eventsPerSec);
-  return { at, command, eventsPerSec: m.eventsPerSec, ingestUsPerEvent, probeUs };
+  return {
+    at,
+    command,
+    eventsPerSec: m.eventsPerSec,
+    ingestUsPerEvent: usPerEvent(m.usage, 'ingest', m.eventsPerSec),
+    probeUs,
+    othersPct: {
+      ...Object.fromEntries(
+        Object.entries(m.usage.groups)
+          .filter(([g]) => g !== 'ingest')
+          .map(([g, u]) => [g, u.cpuPct]),
+      ),
+      ...(m.usage.groups['nats-server']?.sysPct !== undefined && {
+        'nats-server in the kernel': m.usage.groups['nats-server'].sysPct,
+      }),
+      'outside the benchmark': m.usage.otherCpuPct,
+    },
+  };
 }
 
 export interface Stored {
@@ -88,7 +115,13 @@ export function boundBy(u: Usage, singleThreaded: string[] = []): string {
   const busy = Object.entries(u.groups)
     .filter(([, g]) => g.cpuPct >= 5)
     .sort((a, b) => b[1].cpuPct - a[1].cpuPct);
-  const list = busy.map(([name, g]) => `${name} ${g.cpuPct} %`).join(', ');
+  // nats-server's kernel share (its socket and page-cache writes) is what moves between runs.
+  const list = busy
+    .map(
+      ([name, g]) =>
+        `${name} ${g.cpuPct} %${name === 'nats-server' && g.sysPct ? ` (${g.sysPct} % in the kernel)` : ''}`,
+    )
+    .join(', ');
   // A single-threaded process (or a group whose one busy process does the work) tops out at a core.
   const single = busy.find(([name, g]) => g.cpuPct >= 90 && (singleThreaded.includes(name) || u.machineBusyPct < 90));
   let verdict: string;
@@ -103,9 +136,9 @@ export function boundBy(u: Usage, singleThreaded: string[] = []): string {
 }
 
 /** µs of one group's CPU per event at `eventsPerSec`. */
-function usPerEvent(u: Usage, group: string, eventsPerSec: number): number {
-  const g = u.groups[group];
-  return g && eventsPerSec > 0 ? (g.cpuPct / 100) * (1e6 / eventsPerSec) : Number.NaN;
+function usPerEvent(u: Usage, group: string, eventsPerSec: number, of: 'cpuPct' | 'sysPct' = 'cpuPct'): number {
+  const pct = u.groups[group]?.[of];
+  return pct !== undefined && eventsPerSec > 0 ? (pct / 100) * (1e6 / eventsPerSec) : Number.NaN;
 }
 
 /** "ingest 19.2 µs, nats-server 3.1 µs (sum 22.3 µs)". */
@@ -277,7 +310,8 @@ export function rows(s: Stored): Row[] {
     const p = sec?.previous;
     if (!sec || !p || !m) continue;
     const rate = m.eventsPerSec / p.eventsPerSec;
-    const cpu = usPerEvent(m.usage, 'ingest', m.eventsPerSec) / p.ingestUsPerEvent;
+    const now = reproducible(sec.at, sec.command, m);
+    const cpu = now.ingestUsPerEvent / p.ingestUsPerEvent;
     const outside = Math.abs(rate - 1) > 0.1 || Math.abs(cpu - 1) > 0.1;
     // The host probe of each run: how much of the difference is the machine's speed, not the code's.
     const host = sec.probeUs && p.probeUs ? sec.probeUs / p.probeUs : undefined;
@@ -287,11 +321,18 @@ export function rows(s: Stored): Row[] {
     const speed = host
       ? `; per unit of the host's speed ${(cpu / host).toFixed(2)} ×${Math.abs(host - 1) > 0.1 ? ', the host ran at another speed' : ''}`
       : '';
+    // What else took the two cores in each run: the load generator's and nats-server's shares move the rate.
+    const was = p.othersPct;
+    const others = was
+      ? `; what else took the CPU (% of one core, this run against that one): ${Object.entries(now.othersPct ?? {})
+          .map(([g, pct]) => `${g} ${pct} against ${was[g] ?? '—'}`)
+          .join(', ')}`
+      : '';
     out.push({
       figure: `${name}: this run against the previous run of the scenario (${p.at.slice(0, 16)}, \`${p.command}\`)`,
-      measured: `${n(m.eventsPerSec)} against ${n(p.eventsPerSec)} events/s; ingest ${usPerEvent(m.usage, 'ingest', m.eventsPerSec).toFixed(2)} against ${p.ingestUsPerEvent.toFixed(2)} µs per event${probe}`,
+      measured: `${n(m.eventsPerSec)} against ${n(p.eventsPerSec)} events/s; ingest ${now.ingestUsPerEvent.toFixed(2)} against ${p.ingestUsPerEvent.toFixed(2)} µs per event${probe}${others}`,
       target: 'within ±10 %',
-      ratio: `rate ${rate.toFixed(2)} ×, ingest CPU per event ${cpu.toFixed(2)} ×${outside ? ': outside; the CPU of the other processes is in the rows above' : ''}${speed}`,
+      ratio: `rate ${rate.toFixed(2)} ×, ingest CPU per event ${cpu.toFixed(2)} ×${outside ? `: outside; ${others ? 'what else took the CPU is named in the measured column' : 'the CPU of the other processes is in the rows above'}` : ''}${speed}`,
       bound: '—',
     });
   }
