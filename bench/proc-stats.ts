@@ -48,10 +48,10 @@ function tree(all: Map<number, Stat>, roots: number[]): number[] {
   return out;
 }
 
-function machineTicks(): { busy: number; total: number } {
+function machineTicks(): { busy: number; total: number; iowait: number } {
   const cpu = fs.readFileSync('/proc/stat', 'latin1').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
   const total = cpu.reduce((a, b) => a + b, 0);
-  return { busy: total - cpu[3] - (cpu[4] ?? 0), total };
+  return { busy: total - cpu[3] - (cpu[4] ?? 0), total, iowait: cpu[4] ?? 0 };
 }
 
 export interface GroupUsage {
@@ -72,6 +72,8 @@ export interface Usage {
   seconds: number;
   /** Machine-wide busy CPU, % of all cores. */
   machineBusyPct: number;
+  /** Machine-wide time idle while a disk read or write was outstanding, % of all cores. */
+  iowaitPct?: number;
   groups: Record<string, GroupUsage>;
   /** CPU of everything outside the groups (other work on the machine, kernel threads), % of one core. */
   otherCpuPct: number;
@@ -179,6 +181,7 @@ export class ProcSampler {
     return {
       seconds: Math.round(seconds * 10) / 10,
       machineBusyPct: dt > 0 ? Math.round(((this.m1.busy - this.m0.busy) / dt) * 100) : 0,
+      iowaitPct: dt > 0 ? Math.round(((this.m1.iowait - this.m0.iowait) / dt) * 100) : 0,
       groups,
       // Processes that started and ended inside the window are not in either snapshot: count the
       // machine's busy time we cannot attribute to our groups as outside work too.

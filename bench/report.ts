@@ -32,6 +32,9 @@ export interface Section<T> {
      * part in the kernel, and everything outside the benchmark (absent in runs from before they were kept).
      */
     othersPct?: Record<string, number>;
+    /** The whole machine: busy, and idle waiting on the disk, % of all cores. */
+    machineBusyPct?: number;
+    iowaitPct?: number;
   };
   /** The host's speed just before the run (bench/parse.ts hostProbe), µs per event. */
   probeUs?: number;
@@ -61,6 +64,8 @@ export function reproducible(
       }),
       'outside the benchmark': m.usage.otherCpuPct,
     },
+    machineBusyPct: m.usage.machineBusyPct,
+    iowaitPct: m.usage.iowaitPct,
   };
 }
 
@@ -123,10 +128,15 @@ export function boundBy(u: Usage, singleThreaded: string[] = []): string {
     )
     .join(', ');
   // A single-threaded process (or a group whose one busy process does the work) tops out at a core.
-  const single = busy.find(([name, g]) => g.cpuPct >= 90 && (singleThreaded.includes(name) || u.machineBusyPct < 90));
+  const single = busy.find(
+    ([name, g]) =>
+      g.cpuPct >= 90 && (singleThreaded.includes(name) || (u.machineBusyPct < 90 && (u.iowaitPct ?? 0) < 5)),
+  );
   let verdict: string;
   if (u.machineBusyPct >= 90) verdict = `CPU: both cores saturated (top: ${busy[0]?.[0] ?? '?'})`;
   else if (single) verdict = `one thread: ${single[0]} at ${single[1].cpuPct} % of a core`;
+  else if ((u.iowaitPct ?? 0) >= 5)
+    verdict = `not CPU (machine ${u.machineBusyPct} % busy): waits, on the disk among them (iowait ${u.iowaitPct} %)`;
   else verdict = `not CPU (machine ${u.machineBusyPct} % busy): waits/concurrency`;
   const other =
     u.otherCpuPct >= 5
@@ -326,7 +336,9 @@ export function rows(s: Stored): Row[] {
     const others = was
       ? `; what else took the CPU (% of one core, this run against that one): ${Object.entries(now.othersPct ?? {})
           .map(([g, pct]) => `${g} ${pct} against ${was[g] ?? '—'}`)
-          .join(', ')}`
+          .join(
+            ', ',
+          )}; the machine ${now.machineBusyPct} against ${p.machineBusyPct ?? '—'} % busy, iowait ${now.iowaitPct ?? '—'} against ${p.iowaitPct ?? '—'} %`
       : '';
     out.push({
       figure: `${name}: this run against the previous run of the scenario (${p.at.slice(0, 16)}, \`${p.command}\`)`,
