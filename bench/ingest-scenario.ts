@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { subjects, STREAM_EVENTS } from '../lib/nats.js';
+import { trimAcknowledged } from '../processors/stream-trimmer.js';
 import { sampler, type BenchContext } from './context.js';
 import type { LoadConfig } from './load.js';
 import type { LoadResult } from './meter.js';
@@ -101,10 +102,18 @@ export async function purgeBenchSubjects(ctx: BenchContext): Promise<number> {
       subjects.keyed(t),
     ]),
   );
-  const info = await ctx.jsm.streams.info(STREAM_EVENTS, { subjects_filter: '>' });
-  const held = Object.entries(info.state.subjects ?? {});
-  if (held.every(([subject]) => ours.has(subject)))
-    return (await ctx.jsm.streams.purge(STREAM_EVENTS, { seq: info.state.last_seq + 1 })).purged;
+  const onlyOurs = async () => {
+    const info = await ctx.jsm.streams.info(STREAM_EVENTS, { subjects_filter: '>' });
+    return Object.keys(info.state.subjects ?? {}).every((subject) => ours.has(subject))
+      ? info.state.last_seq
+      : undefined;
+  };
+  let last = await onlyOurs();
+  // Other workspaces' messages that every consumer has finished with go first, by sequence, as the
+  // processors' trimmer would take them (a stack that served the suite holds such leftovers, and
+  // each purge by subject there leaked the GBs of a run from the account's storage).
+  if (last === undefined && (await trimAcknowledged(ctx.jsm, STREAM_EVENTS)) > 0) last = await onlyOurs();
+  if (last !== undefined) return (await ctx.jsm.streams.purge(STREAM_EVENTS, { seq: last + 1 })).purged;
   say("EVENTS holds other workspaces' messages: purging by subject (nats-server 2.9 keeps counting those bytes)");
   let messages = 0;
   for (const subject of ours) messages += (await ctx.jsm.streams.purge(STREAM_EVENTS, { filter: subject })).purged;

@@ -48,10 +48,10 @@ function tree(all: Map<number, Stat>, roots: number[]): number[] {
   return out;
 }
 
-function machineTicks(): { busy: number; total: number; iowait: number } {
+function machineTicks(): { busy: number; total: number; iowait: number; steal: number } {
   const cpu = fs.readFileSync('/proc/stat', 'latin1').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
   const total = cpu.reduce((a, b) => a + b, 0);
-  return { busy: total - cpu[3] - (cpu[4] ?? 0), total, iowait: cpu[4] ?? 0 };
+  return { busy: total - cpu[3] - (cpu[4] ?? 0), total, iowait: cpu[4] ?? 0, steal: cpu[7] ?? 0 };
 }
 
 export interface GroupUsage {
@@ -74,6 +74,8 @@ export interface Usage {
   machineBusyPct: number;
   /** Machine-wide time idle while a disk read or write was outstanding, % of all cores. */
   iowaitPct?: number;
+  /** Time the hypervisor ran something else on this virtual machine's cores, % of all cores (counted as busy). */
+  stealPct?: number;
   groups: Record<string, GroupUsage>;
   /** CPU of everything outside the groups (other work on the machine, kernel threads), % of one core. */
   otherCpuPct: number;
@@ -182,6 +184,7 @@ export class ProcSampler {
       seconds: Math.round(seconds * 10) / 10,
       machineBusyPct: dt > 0 ? Math.round(((this.m1.busy - this.m0.busy) / dt) * 100) : 0,
       iowaitPct: dt > 0 ? Math.round(((this.m1.iowait - this.m0.iowait) / dt) * 100) : 0,
+      stealPct: dt > 0 ? Math.round(((this.m1.steal - this.m0.steal) / dt) * 100) : 0,
       groups,
       // Processes that started and ended inside the window are not in either snapshot: count the
       // machine's busy time we cannot attribute to our groups as outside work too.

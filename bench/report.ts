@@ -35,6 +35,7 @@ export interface Section<T> {
     /** The whole machine: busy, and idle waiting on the disk, % of all cores. */
     machineBusyPct?: number;
     iowaitPct?: number;
+    stealPct?: number;
   };
   /** The host's speed just before the run (bench/parse.ts hostProbe), µs per event. */
   probeUs?: number;
@@ -66,6 +67,7 @@ export function reproducible(
     },
     machineBusyPct: m.usage.machineBusyPct,
     iowaitPct: m.usage.iowaitPct,
+    stealPct: m.usage.stealPct,
   };
 }
 
@@ -142,7 +144,8 @@ export function boundBy(u: Usage, singleThreaded: string[] = []): string {
     u.otherCpuPct >= 5
       ? `; outside the benchmark ${u.otherCpuPct} %${u.otherTop.length ? ` (${u.otherTop.join(', ')})` : ''}`
       : '';
-  return `${verdict}. CPU (% of one core): ${list || 'idle'}${other}; machine ${u.machineBusyPct} % busy`;
+  const stolen = (u.stealPct ?? 0) >= 2 ? ` (${u.stealPct} % stolen by the hypervisor)` : '';
+  return `${verdict}. CPU (% of one core): ${list || 'idle'}${other}; machine ${u.machineBusyPct} % busy${stolen}`;
 }
 
 /** µs of one group's CPU per event at `eventsPerSec`. */
@@ -338,7 +341,7 @@ export function rows(s: Stored): Row[] {
           .map(([g, pct]) => `${g} ${pct} against ${was[g] ?? '—'}`)
           .join(
             ', ',
-          )}; the machine ${now.machineBusyPct} against ${p.machineBusyPct ?? '—'} % busy, iowait ${now.iowaitPct ?? '—'} against ${p.iowaitPct ?? '—'} %`
+          )}; the machine ${now.machineBusyPct} against ${p.machineBusyPct ?? '—'} % busy, iowait ${now.iowaitPct ?? '—'} against ${p.iowaitPct ?? '—'} %, stolen by the hypervisor ${now.stealPct ?? '—'} against ${p.stealPct ?? '—'} %`
       : '';
     out.push({
       figure: `${name}: this run against the previous run of the scenario (${p.at.slice(0, 16)}, \`${p.command}\`)`,

@@ -71,30 +71,38 @@ export class StreamTrimmer {
   }
 
   /** Purges the acknowledged prefix of one stream; returns how many messages went. */
-  async trim(stream: string): Promise<number> {
-    const info = await this.jsm.streams.info(stream);
-    if (info.config.retention !== RetentionPolicy.Limits || info.state.messages === 0) return 0;
-    const last = info.state.last_seq;
-    // STREAM.MSG.GET takes next_by_subj since nats-server 2.9; nats.js types it for direct gets only.
-    const next: NextMatching = (filter, fromSeq) =>
-      this.jsm.streams
-        .getMessage(stream, {
-          next_by_subj: filter,
-          seq: Math.max(fromSeq, info.state.first_seq),
-        } as unknown as MsgRequest)
-        .then(
-          (m) => m.seq,
-          (err: { code?: string }) => {
-            if (err.code === '404') return undefined;
-            throw err;
-          },
-        );
-    let floor = last;
-    for await (const c of this.jsm.consumers.list(stream)) {
-      floor = Math.min(floor, await consumerFloor(c, last, next));
-      if (floor < info.state.first_seq) return 0;
-    }
-    const res = await this.jsm.streams.purge(stream, { seq: floor + 1 });
-    return res.purged;
+  trim(stream: string): Promise<number> {
+    return trimAcknowledged(this.jsm, stream);
   }
+}
+
+/**
+ * Purges, by sequence, the prefix of a limits-retention stream that every consumer on it has
+ * finished with (`consumerFloor`); returns how many messages went.
+ */
+export async function trimAcknowledged(jsm: JetStreamManager, stream: string): Promise<number> {
+  const info = await jsm.streams.info(stream);
+  if (info.config.retention !== RetentionPolicy.Limits || info.state.messages === 0) return 0;
+  const last = info.state.last_seq;
+  // STREAM.MSG.GET takes next_by_subj since nats-server 2.9; nats.js types it for direct gets only.
+  const next: NextMatching = (filter, fromSeq) =>
+    jsm.streams
+      .getMessage(stream, {
+        next_by_subj: filter,
+        seq: Math.max(fromSeq, info.state.first_seq),
+      } as unknown as MsgRequest)
+      .then(
+        (m) => m.seq,
+        (err: { code?: string }) => {
+          if (err.code === '404') return undefined;
+          throw err;
+        },
+      );
+  let floor = last;
+  for await (const c of jsm.consumers.list(stream)) {
+    floor = Math.min(floor, await consumerFloor(c, last, next));
+    if (floor < info.state.first_seq) return 0;
+  }
+  const res = await jsm.streams.purge(stream, { seq: floor + 1 });
+  return res.purged;
 }
