@@ -3,9 +3,10 @@ import { promisify } from 'node:util';
 import { subjects, STREAM_EVENTS } from '../lib/nats.js';
 import { trimAcknowledged } from '../processors/stream-trimmer.js';
 import { sampler, type BenchContext } from './context.js';
+import { hostProbe } from './parse.js';
 import type { LoadConfig } from './load.js';
 import type { LoadResult } from './meter.js';
-import type { Usage } from './proc-stats.js';
+import { connectionsPerProcess, type Usage } from './proc-stats.js';
 import { BenchError, runChild, say, startTier, type Tier } from './tiers.js';
 import { wrkLoad } from './wrk.js';
 
@@ -18,6 +19,10 @@ const execFileP = promisify(execFile);
 export interface IngestResult {
   processes: number;
   connections: number;
+  /** The full load's connections held by each ingest process half-way through, busiest first. */
+  split?: number[];
+  /** The host probe (bench/parse.ts) right after the full load, µs per event. */
+  probeAfterUs?: number;
   full: Measured;
   /**
    * --load-client: the same full load again, its events tracked one by one through the producer
@@ -144,9 +149,21 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
   try {
     await load(ctx, ingest, {}, { label: 'ingest-warmup', durationS: 3 });
     const before = (await ctx.jsm.streams.info(STREAM_EVENTS)).state;
+    // Half-way through, how the kernel split the load's connections over the ingest processes.
+    let split: number[] = [];
+    const port = Number(new URL(ingest.url).port);
+    const look = setTimeout(() => (split = connectionsPerProcess(ingest.pid, port)), (ctx.opts.durationS * 1000) / 2);
     const full = await load(ctx, ingest, {}, { label: 'ingest-full', durationS: ctx.opts.durationS });
+    clearTimeout(look);
     const after = (await ctx.jsm.streams.info(STREAM_EVENTS)).state;
     failOnErrors(full, ingest);
+    // From where the full-load run started for what comes next: an empty stream and nothing dirty.
+    // Right after it, wrk ran while the kernel wrote back its GBs, with nats-server at 2.9 µs per
+    // event instead of 0.9 µs, and measured that writeback as much as ingest.
+    await emptyStream(ctx, 'the full-load run');
+    // The host's speed again, on the quiet machine: the one before the load cannot see it move
+    // during the load, and this VM's does within minutes.
+    const probeAfterUs = hostProbe();
     let viaClient: Measured | undefined;
     if (ctx.opts.loadClient) {
       viaClient = await load(
@@ -163,10 +180,7 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
     }
     let viaWrk: Measured | undefined;
     if (ctx.opts.wrk) {
-      // From where the full-load run started: an empty stream and nothing dirty. Right after it,
-      // wrk ran while the kernel wrote back its GBs, with nats-server at 2.9 µs per event
-      // instead of 0.9 µs, and measured that writeback as much as ingest.
-      await emptyStream(ctx, 'the full-load run');
+      if (viaClient) await emptyStream(ctx, 'the client run');
       viaWrk = await wrkLoad(ctx, ingest, ctx.opts.durationS);
       failOnErrors(viaWrk, ingest);
     }
@@ -184,7 +198,7 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
     // appends wait behind that ext4 journal commit for 100-250 ms. That wave belongs to the run
     // before: its data is purged and the rest written back first. The half-load run then lasts long
     // enough to include the writeback of its own data, which a steady half load does have.
-    await emptyStream(ctx, ctx.opts.wrk ? 'the wrk run' : 'the full-load run');
+    if (viaWrk || viaClient) await emptyStream(ctx, viaWrk ? 'the wrk run' : 'the client run');
     const half = await load(
       ctx,
       ingest,
@@ -195,6 +209,8 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
     return {
       processes: ctx.opts.ingestProcesses,
       connections: ctx.opts.connections,
+      split,
+      probeAfterUs,
       full,
       viaClient,
       viaWrk,

@@ -203,6 +203,42 @@ export class ProcSampler {
   }
 }
 
+/**
+ * How many established TCP connections to `port` each process under `root` holds, busiest first:
+ * the kernel spreads a client's connections over the processes listening on a port
+ * (SO_REUSEPORT) by a hash of each connection, so every run splits them differently.
+ */
+export function connectionsPerProcess(root: number, port: number): number[] {
+  const established = new Set<string>();
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text = '';
+    try {
+      text = fs.readFileSync(file, 'latin1');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      // local address (hex ip:port), state 01 = ESTABLISHED, socket inode.
+      if (f.length > 9 && f[3] === '01' && Number.parseInt(f[1].split(':')[1], 16) === port) established.add(f[9]);
+    }
+  }
+  const counts: number[] = [];
+  for (const pid of tree(snapshot(), [root])) {
+    let n = 0;
+    try {
+      for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+        const target = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+        if (target.startsWith('socket:[') && established.has(target.slice(8, -1))) n++;
+      }
+    } catch {
+      continue;
+    }
+    if (n > 0) counts.push(n);
+  }
+  return counts.sort((a, b) => b - a);
+}
+
 export { readPid as readPidFile } from '../infra/proc.js';
 
 const mb = (bytes = 0) => Math.round(bytes / 1024 / 1024);

@@ -32,6 +32,10 @@ export interface Section<T> {
      * part in the kernel, and everything outside the benchmark (absent in runs from before they were kept).
      */
     othersPct?: Record<string, number>;
+    /** Surface A: the full load's connections held by each ingest process (IngestResult.split). */
+    split?: number[];
+    /** Surface A: the host probe right after the full load (IngestResult.probeAfterUs). */
+    probeAfterUs?: number;
     /** The whole machine: busy, and idle waiting on the disk, % of all cores. */
     machineBusyPct?: number;
     iowaitPct?: number;
@@ -47,10 +51,14 @@ export function reproducible(
   command: string,
   m: { eventsPerSec: number; usage: Usage },
   probeUs?: number,
+  split?: number[],
+  probeAfterUs?: number,
 ): NonNullable<Section<unknown>['previous']> {
   return {
     at,
     command,
+    split,
+    probeAfterUs,
     eventsPerSec: m.eventsPerSec,
     ingestUsPerEvent: usPerEvent(m.usage, 'ingest', m.eventsPerSec),
     probeUs,
@@ -215,7 +223,7 @@ export function rows(s: Stored): Row[] {
     const r = `${ofCeiling(js, 'rows')}, ${ofCeiling(jb, 'bodies')}`;
     out.push({
       figure: `Surface A, full load (${i.connections} connections, ${i.processes} ingest processes)`,
-      measured: `${n(i.full.eventsPerSec)} events/s (${n(i.full.requestsPerSec)} req/s), p50 ${i.full.latency.p50Ms} ms, p99 ${i.full.latency.p99Ms} ms, errors ${i.full.errors}`,
+      measured: `${n(i.full.eventsPerSec)} events/s (${n(i.full.requestsPerSec)} req/s), p50 ${i.full.latency.p50Ms} ms, p99 ${i.full.latency.p99Ms} ms, errors ${i.full.errors}${i.split?.length ? `; the kernel gave the ingest processes ${i.split.join(' and ')} of the connections` : ''}`,
       target: '≥ 600k events/s, ≥ 0.45 × ceiling',
       ratio: `${r}; ${pct(i.full.eventsPerSec / 600_000)} of target`,
       bound: boundBy(i.full.usage, ['load']),
@@ -316,32 +324,39 @@ export function rows(s: Stored): Row[] {
       bound: boundBy(b.usage, ['load']),
     });
   }
-  for (const [name, sec, m] of [
-    ['Surface A, full load', s.ingest, s.ingest?.data.full],
-    ['Surface B (after the stream), full load', s.eventsBStream, s.eventsBStream?.data],
+  for (const [name, sec, m, split, probeAfter] of [
+    ['Surface A, full load', s.ingest, s.ingest?.data.full, s.ingest?.data.split, s.ingest?.data.probeAfterUs],
+    ['Surface B (after the stream), full load', s.eventsBStream, s.eventsBStream?.data, undefined, undefined],
   ] as const) {
     const p = sec?.previous;
     if (!sec || !p || !m) continue;
     const rate = m.eventsPerSec / p.eventsPerSec;
-    const now = reproducible(sec.at, sec.command, m);
+    const now = reproducible(sec.at, sec.command, m, undefined, split && [...split], probeAfter);
     const cpu = now.ingestUsPerEvent / p.ingestUsPerEvent;
     const outside = Math.abs(rate - 1) > 0.1 || Math.abs(cpu - 1) > 0.1;
     // The host probe of each run: how much of the difference is the machine's speed, not the code's.
     const host = sec.probeUs && p.probeUs ? sec.probeUs / p.probeUs : undefined;
+    const afterLoad =
+      now.probeAfterUs !== undefined
+        ? `, after the load ${now.probeAfterUs.toFixed(2)} against ${p.probeAfterUs?.toFixed(2) ?? '—'}`
+        : '';
     const probe = host
-      ? `; the host probe ${sec.probeUs?.toFixed(2)} against ${p.probeUs?.toFixed(2)} µs per event (${host.toFixed(2)} ×)`
+      ? `; the host probe ${sec.probeUs?.toFixed(2)} against ${p.probeUs?.toFixed(2)} µs per event (${host.toFixed(2)} ×)${afterLoad}`
       : '';
     const speed = host
       ? `; per unit of the host's speed ${(cpu / host).toFixed(2)} ×${Math.abs(host - 1) > 0.1 ? ', the host ran at another speed' : ''}`
       : '';
     // What else took the two cores in each run: the load generator's and nats-server's shares move the rate.
     const was = p.othersPct;
+    const connections = now.split?.length
+      ? `; connections per ingest process ${now.split.join('/')} against ${p.split?.join('/') ?? '—'}`
+      : '';
     const others = was
       ? `; what else took the CPU (% of one core, this run against that one): ${Object.entries(now.othersPct ?? {})
           .map(([g, pct]) => `${g} ${pct} against ${was[g] ?? '—'}`)
           .join(
             ', ',
-          )}; the machine ${now.machineBusyPct} against ${p.machineBusyPct ?? '—'} % busy, iowait ${now.iowaitPct ?? '—'} against ${p.iowaitPct ?? '—'} %, stolen by the hypervisor ${now.stealPct ?? '—'} against ${p.stealPct ?? '—'} %`
+          )}${connections}; the machine ${now.machineBusyPct} against ${p.machineBusyPct ?? '—'} % busy, iowait ${now.iowaitPct ?? '—'} against ${p.iowaitPct ?? '—'} %, stolen by the hypervisor ${now.stealPct ?? '—'} against ${p.stealPct ?? '—'} %`
       : '';
     out.push({
       figure: `${name}: this run against the previous run of the scenario (${p.at.slice(0, 16)}, \`${p.command}\`)`,

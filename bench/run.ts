@@ -311,7 +311,15 @@ async function main(): Promise<void> {
       const before = stored.ingest;
       const probeUs = hostProbe();
       stored.ingest = { ...section(await ingestScenario(ctx)), probeUs };
-      if (before) stored.ingest.previous = reproducible(before.at, before.command, before.data.full, before.probeUs);
+      if (before)
+        stored.ingest.previous = reproducible(
+          before.at,
+          before.command,
+          before.data.full,
+          before.probeUs,
+          before.data.split,
+          before.data.probeAfterUs,
+        );
     });
     // Both places of the deduplication, one after the other in the same run.
     for (const dedupAt of ['request', 'stream'] as const)
