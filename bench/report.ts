@@ -33,7 +33,7 @@ export interface Section<T> {
      */
     othersPct?: Record<string, number>;
     /** Surface A: the full load's connections held by each ingest process (IngestResult.split). */
-    split?: number[];
+    split?: readonly number[];
     /** Surface A: the host probe right after the full load (IngestResult.probeAfterUs). */
     probeAfterUs?: number;
     /** The whole machine: busy, and idle waiting on the disk, % of all cores. */
@@ -50,18 +50,14 @@ export function reproducible(
   at: string,
   command: string,
   m: { eventsPerSec: number; usage: Usage },
-  probeUs?: number,
-  split?: number[],
-  probeAfterUs?: number,
+  host: { probeUs?: number; split?: readonly number[]; probeAfterUs?: number } = {},
 ): NonNullable<Section<unknown>['previous']> {
   return {
     at,
     command,
-    split,
-    probeAfterUs,
     eventsPerSec: m.eventsPerSec,
     ingestUsPerEvent: usPerEvent(m.usage, 'ingest', m.eventsPerSec),
-    probeUs,
+    ...host,
     othersPct: {
       ...Object.fromEntries(
         Object.entries(m.usage.groups)
@@ -157,9 +153,9 @@ export function boundBy(u: Usage, singleThreaded: string[] = []): string {
 }
 
 /** µs of one group's CPU per event at `eventsPerSec`. */
-function usPerEvent(u: Usage, group: string, eventsPerSec: number, of: 'cpuPct' | 'sysPct' = 'cpuPct'): number {
-  const pct = u.groups[group]?.[of];
-  return pct !== undefined && eventsPerSec > 0 ? (pct / 100) * (1e6 / eventsPerSec) : Number.NaN;
+function usPerEvent(u: Usage, group: string, eventsPerSec: number): number {
+  const g = u.groups[group];
+  return g && eventsPerSec > 0 ? (g.cpuPct / 100) * (1e6 / eventsPerSec) : Number.NaN;
 }
 
 /** "ingest 19.2 µs, nats-server 3.1 µs (sum 22.3 µs)". */
@@ -324,14 +320,18 @@ export function rows(s: Stored): Row[] {
       bound: boundBy(b.usage, ['load']),
     });
   }
-  for (const [name, sec, m, split, probeAfter] of [
-    ['Surface A, full load', s.ingest, s.ingest?.data.full, s.ingest?.data.split, s.ingest?.data.probeAfterUs],
-    ['Surface B (after the stream), full load', s.eventsBStream, s.eventsBStream?.data, undefined, undefined],
+  for (const [name, sec, m, extras] of [
+    ['Surface A, full load', s.ingest, s.ingest?.data.full, s.ingest?.data],
+    ['Surface B (after the stream), full load', s.eventsBStream, s.eventsBStream?.data, undefined],
   ] as const) {
     const p = sec?.previous;
     if (!sec || !p || !m) continue;
     const rate = m.eventsPerSec / p.eventsPerSec;
-    const now = reproducible(sec.at, sec.command, m, undefined, split && [...split], probeAfter);
+    const now = reproducible(sec.at, sec.command, m, {
+      probeUs: sec.probeUs,
+      split: extras?.split,
+      probeAfterUs: extras?.probeAfterUs,
+    });
     const cpu = now.ingestUsPerEvent / p.ingestUsPerEvent;
     const outside = Math.abs(rate - 1) > 0.1 || Math.abs(cpu - 1) > 0.1;
     // The host probe of each run: how much of the difference is the machine's speed, not the code's.

@@ -312,14 +312,11 @@ async function main(): Promise<void> {
       const probeUs = hostProbe();
       stored.ingest = { ...section(await ingestScenario(ctx)), probeUs };
       if (before)
-        stored.ingest.previous = reproducible(
-          before.at,
-          before.command,
-          before.data.full,
-          before.probeUs,
-          before.data.split,
-          before.data.probeAfterUs,
-        );
+        stored.ingest.previous = reproducible(before.at, before.command, before.data.full, {
+          probeUs: before.probeUs,
+          split: before.data.split,
+          probeAfterUs: before.data.probeAfterUs,
+        });
     });
     // Both places of the deduplication, one after the other in the same run.
     for (const dedupAt of ['request', 'stream'] as const)
@@ -336,7 +333,9 @@ async function main(): Promise<void> {
           const before = stored.eventsBStream;
           stored.eventsBStream = { ...section(b), probeUs };
           if (before)
-            stored.eventsBStream.previous = reproducible(before.at, before.command, before.data, before.probeUs);
+            stored.eventsBStream.previous = reproducible(before.at, before.command, before.data, {
+              probeUs: before.probeUs,
+            });
         }
       });
     await attempt('e2e', async () => void (stored.e2e = section(await e2eScenario(ctx))));
