@@ -63,7 +63,11 @@ function viewCopies(): { create: string[]; drop: string[] } {
 }
 
 /** Raw JetStream publish from one Node process, into a temporary stream shaped like EVENTS. */
-async function jetstreamCeiling(ctx: BenchContext, payload: PublishConfig['payload']): Promise<JetStreamCeiling> {
+export async function jetstreamCeiling(
+  ctx: BenchContext,
+  payload: PublishConfig['payload'],
+  label = `jetstream-${payload}`,
+): Promise<JetStreamCeiling> {
   const { jsm } = ctx;
   await jsm.streams.delete(BENCH_STREAM).catch(() => undefined);
   // Limits retention with a byte cap keeps the disk bounded however fast the run goes; file
@@ -85,7 +89,7 @@ async function jetstreamCeiling(ctx: BenchContext, payload: PublishConfig['paylo
     const result = await runChild<PublishConfig, LoadResult>(
       'bench/publish.js',
       {
-        label: `jetstream-${payload}`,
+        label,
         natsUrl: ctx.urls.NATS_URL,
         subjectPrefix: 'bench.raw',
         tenants: ctx.tenants,

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { subjects, STREAM_EVENTS } from '../lib/nats.js';
 import { trimAcknowledged } from '../processors/stream-trimmer.js';
+import { jetstreamCeiling, type JetStreamCeiling } from './ceilings.js';
 import { sampler, type BenchContext } from './context.js';
 import { hostProbe } from './parse.js';
 import type { LoadConfig } from './load.js';
@@ -33,6 +34,12 @@ export interface IngestResult {
   /** --wrk: the same full load from wrk (bench/wrk.ts), right after `full`. */
   viaWrk?: Measured;
   half: Measured;
+  /**
+   * The raw publish of the same request bodies (the bodies ceiling, bench/ceilings.ts) right
+   * before and right after the full load: surface A's ratio to it taken within the same minute.
+   * This VM's speed drifts between scenarios, and the ceilings scenario runs minutes earlier.
+   */
+  beside?: { before: JetStreamCeiling; after: JetStreamCeiling };
   /**
    * What JetStream stored per request during the full-load run (payload, subject and headers, from
    * the stream's byte count) against the requests the load sent (head and body).
@@ -148,6 +155,8 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
   say(`ingest: ${ctx.opts.ingestProcesses} processes ready on ${ingest.url} in ${ingest.readyMs} ms`);
   try {
     await load(ctx, ingest, {}, { label: 'ingest-warmup', durationS: 3 });
+    say('ingest: the raw publish of the same bodies, before the full load');
+    const rawBefore = await jetstreamCeiling(ctx, 'body', 'raw-before');
     const before = (await ctx.jsm.streams.info(STREAM_EVENTS)).state;
     // Half-way through, how the kernel split the load's connections over the ingest processes.
     let split: number[] = [];
@@ -164,6 +173,8 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
     // The host's speed again, on the quiet machine: the one before the load cannot see it move
     // during the load, and this VM's does within minutes.
     const probeAfterUs = hostProbe();
+    say('ingest: the raw publish of the same bodies, after the full load');
+    const rawAfter = await jetstreamCeiling(ctx, 'body', 'raw-after');
     let viaClient: Measured | undefined;
     if (ctx.opts.loadClient) {
       viaClient = await load(
@@ -215,6 +226,7 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
       viaClient,
       viaWrk,
       half,
+      beside: { before: rawBefore, after: rawAfter },
       stored,
     };
   } finally {

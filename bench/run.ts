@@ -17,7 +17,7 @@ import { metricsScenario } from './metrics.js';
 import { playbooksScenario } from './playbooks.js';
 import { ingestScenario } from './ingest-scenario.js';
 import { outageScenario } from './outage.js';
-import { machine, reproducible, rows, table, writeResults, type Section, type Stored } from './report.js';
+import { machine, ofRawBeside, reproducible, rows, table, writeResults, type Section, type Stored } from './report.js';
 import { waitQuiet } from './proc-stats.js';
 import { scenarioB } from './scenario-b.js';
 import {
@@ -316,6 +316,7 @@ async function main(): Promise<void> {
           probeUs: before.probeUs,
           split: before.data.split,
           probeAfterUs: before.data.probeAfterUs,
+          ofRawBeside: ofRawBeside(before.data),
         });
     });
     // Both places of the deduplication, one after the other in the same run.
