@@ -67,6 +67,7 @@ export async function jetstreamCeiling(
   ctx: BenchContext,
   payload: PublishConfig['payload'],
   label = `jetstream-${payload}`,
+  durationS = ctx.opts.durationS,
 ): Promise<JetStreamCeiling> {
   const { jsm } = ctx;
   await jsm.streams.delete(BENCH_STREAM).catch(() => undefined);
@@ -95,7 +96,7 @@ export async function jetstreamCeiling(
         tenants: ctx.tenants,
         workload: ctx.workload,
         inflight: ctx.opts.publishInflight,
-        durationS: ctx.opts.durationS,
+        durationS,
         payload,
       },
       (pid) => (loadPid = pid),

@@ -30,6 +30,8 @@ export interface BenchOptions {
   >;
   /** Seconds per scenario (ceilings, ingest at full load, ingest at half load). */
   durationS: number;
+  /** --raw-beside: seconds of each raw publish of the bodies right before and after surface A's full load (0: none). */
+  rawBesideS: number;
   /** Seconds of the sustained end-to-end scenario. */
   e2eDurationS: number;
   /** Offered load of the sustained end-to-end scenario, events/s. */

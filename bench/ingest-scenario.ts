@@ -155,8 +155,12 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
   say(`ingest: ${ctx.opts.ingestProcesses} processes ready on ${ingest.url} in ${ingest.readyMs} ms`);
   try {
     await load(ctx, ingest, {}, { label: 'ingest-warmup', durationS: 3 });
-    say('ingest: the raw publish of the same bodies, before the full load');
-    const rawBefore = await jetstreamCeiling(ctx, 'body', 'raw-before');
+    const raw = (when: 'before' | 'after') => {
+      if (!ctx.opts.rawBesideS) return undefined;
+      say(`ingest: the raw publish of the same bodies, ${when} the full load`);
+      return jetstreamCeiling(ctx, 'body', `raw-${when}`, ctx.opts.rawBesideS);
+    };
+    const rawBefore = await raw('before');
     const before = (await ctx.jsm.streams.info(STREAM_EVENTS)).state;
     // Half-way through, how the kernel split the load's connections over the ingest processes.
     let split: number[] = [];
@@ -173,8 +177,7 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
     // The host's speed again, on the quiet machine: the one before the load cannot see it move
     // during the load, and this VM's does within minutes.
     const probeAfterUs = hostProbe();
-    say('ingest: the raw publish of the same bodies, after the full load');
-    const rawAfter = await jetstreamCeiling(ctx, 'body', 'raw-after');
+    const rawAfter = await raw('after');
     let viaClient: Measured | undefined;
     if (ctx.opts.loadClient) {
       viaClient = await load(
@@ -226,7 +229,7 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
       viaClient,
       viaWrk,
       half,
-      beside: { before: rawBefore, after: rawAfter },
+      beside: rawBefore && rawAfter ? { before: rawBefore, after: rawAfter } : undefined,
       stored,
     };
   } finally {

@@ -69,6 +69,7 @@ function options(): BenchOptions {
       only: { type: 'string' },
       profile: { type: 'string' },
       duration: { type: 'string' },
+      'raw-beside': { type: 'string' },
       'e2e-duration': { type: 'string' },
       'e2e-rate': { type: 'string' },
       'half-rate': { type: 'string' },
@@ -124,6 +125,7 @@ function options(): BenchOptions {
   if (profile !== 'dev' && profile !== 'test') throw new BenchError(`--profile is dev or test, got "${profile}"`);
   if (values['empty-event-store'] && profile !== 'test')
     throw new BenchError('--empty-event-store empties every csp table in ClickHouse: only with --profile test');
+  const durationS = num('duration', 20);
   return {
     profile,
     profileCpu: values['profile-cpu'] === true || process.env.BENCH_PROFILE_CPU === '1',
@@ -131,7 +133,9 @@ function options(): BenchOptions {
     loadClient: values['load-client'] === true || process.env.BENCH_LOAD_CLIENT === '1',
     wrk: values.wrk === true,
     only: new Set(only as Scenario[]),
-    durationS: num('duration', 20),
+    durationS,
+    // 0: surface A without the raw publish beside it (a device run short of time).
+    rawBesideS: get('raw-beside') === '0' ? 0 : num('raw-beside', durationS),
     e2eDurationS: num('e2e-duration', 60),
     e2eRate: num('e2e-rate', 200_000),
     halfRate: num('half-rate', 0),
