@@ -49,10 +49,12 @@ export function supervise(
   execArgv: string[] = [],
 ): void {
   const children = new Set<ChildProcess>();
+  /** The children that have announced they listen. */
+  const listening = new Set<ChildProcess>();
   let stopping = false;
   // Loaded at the first scrape only: the supervisor stays small.
   let relay: Promise<(from: ChildProcess, m: unknown) => void> | undefined;
-  const start = (slot: number, restart = false) => {
+  const start = (slot: number) => {
     const child = fork(process.argv[1], process.argv.slice(2), {
       env: { ...env, [childEnv]: String(slot) },
       stdio: 'inherit',
@@ -60,8 +62,12 @@ export function supervise(
     });
     children.add(child);
     const started = Date.now();
-    // Keep-alive clients that reconnected while this worker was away are all on its siblings, and
-    // would stay there: once it listens again, the siblings hand their connections back to the kernel.
+    // Keep-alive clients that connected while this worker did not listen yet (a tier starting: its
+    // first worker answers /readyz before the others listen) or reconnected while it was away are
+    // all on its siblings, and would stay there. Once it listens, every worker that listens, this
+    // one too, hands its connections back to the kernel for a moment, which spreads them over all
+    // of them. This one too: were only the siblings to close what lands on them, a client that
+    // reconnects would go on being closed there until it landed here, and all would end up here.
     child.on('message', (m: { type?: string }) => {
       // A scrape of /metrics reached this worker: every worker's figures, summed (lib/prometheus.ts).
       if (m?.type === 'metrics-scrape') {
@@ -69,17 +75,19 @@ export function supervise(
         void relay.then((r) => r(child, m));
         return;
       }
-      if (m?.type !== 'listening' || !restart) return;
-      for (const c of children) if (c !== child && c.connected) c.send({ type: 'rebalance' });
+      if (m?.type !== 'listening') return;
+      listening.add(child);
+      if (listening.size > 1) for (const c of listening) if (c.connected) c.send({ type: 'rebalance' });
     });
     child.on('exit', (code, signal) => {
       children.delete(child);
+      listening.delete(child);
       if (stopping) return;
       // A worker that ran a while is back at once (its siblings carry its load meanwhile); one that
       // dies young is not restarted in a tight loop.
       const delayMs = Date.now() - started > 10_000 ? 50 : 1000;
       log.error({ slot, code, signal, delay_ms: delayMs }, 'worker process exited; restarting');
-      setTimeout(() => start(slot, true), delayMs).unref();
+      setTimeout(() => start(slot), delayMs).unref();
     });
   };
   for (let i = 0; i < count; i++) start(i);
