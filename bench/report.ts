@@ -380,22 +380,28 @@ export function rows(s: Stored): Row[] {
     const pg = usPerEvent(b.usage, 'postgres', b.storedPerSec);
     out.push({
       figure: `Surface B, full load, deduplication ${stream ? 'after the stream (SURFACE_B_DEDUP=stream)' : 'on the request path'} (${b.connections} connections, ${b.processes} ingest processes, ${b.batchEvents}-event batches, ${pct(b.duplicateShare)} duplicates)`,
-      measured: `${n(b.eventsPerSec)} events/s accepted, ${n(b.storedPerSec)} events/s stored (${n(b.requests / b.durationS)} req/s), p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms, failures ${b.failures}; PostgreSQL ${pg.toFixed(1)} µs per stored event`,
+      measured: `${n(b.eventsPerSec)} events/s accepted, ${n(b.storedPerSec)} events/s stored (${n(b.requests / b.durationS)} req/s), p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms, failures ${b.failures}; PostgreSQL ${pg.toFixed(1)} µs per stored event${b.split?.length ? `; the kernel gave the ingest processes ${b.split.join(' and ')} of the connections` : ''}`,
       target: stream ? '≥ 0.9 × surface A; PostgreSQL ≤ 2 µs per stored event' : '—',
       ratio: `accepted ${toA(b.eventsPerSec)}, ${toJs(b.eventsPerSec)}; stored ${toA(b.storedPerSec)}, ${toJs(b.storedPerSec)}; p50 ${i ? (b.latencyMs.p50 / i.full.latency.p50Ms).toFixed(2) : '?'} × and p99 ${i ? (b.latencyMs.p99 / i.full.latency.p99Ms).toFixed(2) : '?'} × surface A's (per request of 1000 vs 100 events)`,
       bound: boundBy(b.usage, ['load']),
     });
   }
-  for (const [name, sec, m, extras] of [
-    ['Surface A, full load', s.ingest, s.ingest?.data.full, s.ingest?.data],
-    ['Surface B (after the stream), full load', s.eventsBStream, s.eventsBStream?.data, undefined],
+  for (const [name, sec, m, extras, split] of [
+    ['Surface A, full load', s.ingest, s.ingest?.data.full, s.ingest?.data, s.ingest?.data.split],
+    [
+      'Surface B (after the stream), full load',
+      s.eventsBStream,
+      s.eventsBStream?.data,
+      undefined,
+      s.eventsBStream?.data.split,
+    ],
   ] as const) {
     const p = sec?.previous;
     if (!sec || !p || !m) continue;
     const rate = m.eventsPerSec / p.eventsPerSec;
     const now = reproducible(sec.at, sec.command, m, {
       probeUs: sec.probeUs,
-      split: extras?.split,
+      split,
       probeAfterUs: extras?.probeAfterUs,
       ofRawBeside: extras && ofRawBeside(extras),
     });

@@ -340,6 +340,7 @@ async function main(): Promise<void> {
           if (before)
             stored.eventsBStream.previous = reproducible(before.at, before.command, before.data, {
               probeUs: before.probeUs,
+              split: before.data.split,
             });
         }
       });

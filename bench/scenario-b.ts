@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { connectPg } from '../lib/pg.js';
 import { sampler, type BenchContext } from './context.js';
 import { Http1Connection, requestBuffer } from './http1.js';
-import type { Usage } from './proc-stats.js';
+import { connectionsPerProcess, type Usage } from './proc-stats.js';
 import { purgeBenchSubjects } from './ingest-scenario.js';
 import { say, startTier } from './tiers.js';
 
@@ -28,6 +28,8 @@ export interface ScenarioBResult {
   storedPerSec: number;
   latencyMs: { p50: number; p90: number; p99: number; max: number };
   usage: Usage;
+  /** The connections held by each ingest process half-way through, busiest first (as surface A's). */
+  split?: number[];
 }
 
 const BATCH = 1000;
@@ -154,9 +156,12 @@ export async function scenarioB(ctx: BenchContext, dedupAt: 'request' | 'stream'
       next();
     });
   let usage: Usage;
+  let split: number[] = [];
+  const look = setTimeout(() => (split = connectionsPerProcess(ingest.pid, Number(port))), durationMs / 2);
   try {
     await Promise.all(Array.from({ length: ctx.opts.connections }, lane));
   } finally {
+    clearTimeout(look);
     usage = s0.stop();
     await ingest.stop();
     await purgeBenchSubjects(ctx);
@@ -185,5 +190,6 @@ export async function scenarioB(ctx: BenchContext, dedupAt: 'request' | 'stream'
       max: Math.round((latencies[latencies.length - 1] ?? 0) * 10) / 10,
     },
     usage,
+    split,
   };
 }
