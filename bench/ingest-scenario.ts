@@ -7,7 +7,7 @@ import { sampler, type BenchContext } from './context.js';
 import { hostProbe } from './parse.js';
 import type { LoadConfig } from './load.js';
 import type { LoadResult } from './meter.js';
-import { connectionsPerProcess, type Usage } from './proc-stats.js';
+import { connectionsAfter, type Usage } from './proc-stats.js';
 import { BenchError, runChild, say, startTier, type Tier } from './tiers.js';
 import { wrkLoad } from './wrk.js';
 
@@ -163,11 +163,10 @@ export async function ingestScenario(ctx: BenchContext): Promise<IngestResult> {
     const rawBefore = await raw('before');
     const before = (await ctx.jsm.streams.info(STREAM_EVENTS)).state;
     // Half-way through, how the kernel split the load's connections over the ingest processes.
-    let split: number[] = [];
     const port = Number(new URL(ingest.url).port);
-    const look = setTimeout(() => (split = connectionsPerProcess(ingest.pid, port)), (ctx.opts.durationS * 1000) / 2);
+    const splitTaken = connectionsAfter(ingest.pid, port, (ctx.opts.durationS * 1000) / 2);
     const full = await load(ctx, ingest, {}, { label: 'ingest-full', durationS: ctx.opts.durationS });
-    clearTimeout(look);
+    const split = splitTaken();
     const after = (await ctx.jsm.streams.info(STREAM_EVENTS)).state;
     failOnErrors(full, ingest);
     // From where the full-load run started for what comes next: an empty stream and nothing dirty.

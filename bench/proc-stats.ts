@@ -69,8 +69,6 @@ export interface DirtyUsage {
   maxMb: number;
   /** Seconds of the window with that at the kernel's background limit (it was writing back to the disk). */
   writebackS: number;
-  /** When it was first seen there (epoch ms), if it was. */
-  writebackFrom?: number;
 }
 
 export interface GroupUsage {
@@ -173,10 +171,7 @@ export class ProcSampler {
     const d = dirtyPages();
     this.dirty.maxMb = Math.max(this.dirty.maxMb, mb(d.dirty * PAGE));
     // Within 5 % of the limit: the writeback holds it there.
-    if (d.background > 0 && d.dirty >= 0.95 * d.background) {
-      this.dirty.writebackFrom ??= Date.now();
-      if (!initial) this.dirty.writebackS += this.intervalMs / 1000;
-    }
+    if (!initial && d.background > 0 && d.dirty >= 0.95 * d.background) this.dirty.writebackS += this.intervalMs / 1000;
     this.t1 = performance.now();
     this.m1 = machineTicks();
     return all;
@@ -272,6 +267,19 @@ export function connectionsPerProcess(root: number, port: number): number[] {
     if (n > 0) counts.push(n);
   }
   return counts.sort((a, b) => b - a);
+}
+
+/**
+ * Takes `connectionsPerProcess` once, `ms` from now (half-way through a load): the returned
+ * function stops the timer and gives what was taken (empty if the load ended first).
+ */
+export function connectionsAfter(root: number, port: number, ms: number): () => number[] {
+  let split: number[] = [];
+  const look = setTimeout(() => (split = connectionsPerProcess(root, port)), ms);
+  return () => {
+    clearTimeout(look);
+    return split;
+  };
 }
 
 export { readPid as readPidFile } from '../infra/proc.js';

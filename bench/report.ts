@@ -48,17 +48,20 @@ export interface Section<T> {
   probeUs?: number;
 }
 
+/** A run's host figures beside its rates (`runExtras`). */
+export interface RunExtras {
+  probeUs?: number;
+  split?: readonly number[];
+  probeAfterUs?: number;
+  ofRawBeside?: { early: number; late: number; whole: number };
+}
+
 /** What a run of surface A or B is compared on with the run before it (`previous`). */
 export function reproducible(
   at: string,
   command: string,
   m: { eventsPerSec: number; usage: Usage },
-  host: {
-    probeUs?: number;
-    split?: readonly number[];
-    probeAfterUs?: number;
-    ofRawBeside?: { early: number; late: number; whole: number };
-  } = {},
+  host: RunExtras = {},
 ): NonNullable<Section<unknown>['previous']> {
   return {
     at,
@@ -131,6 +134,21 @@ export function ofRawBeside(i: IngestResult): { early: number; late: number; who
     whole: of((r) => r.eventsPerSec),
   };
 }
+
+/**
+ * What `reproducible` compares of a run of surface A or B besides its rates: the host probes, the
+ * kernel's split of the connections and, for surface A, the raw publish beside it.
+ */
+export function runExtras(sec: { probeUs?: number; data: IngestResult | ScenarioBResult }): RunExtras {
+  const d = sec.data;
+  return 'full' in d
+    ? { probeUs: sec.probeUs, split: d.split, probeAfterUs: d.probeAfterUs, ofRawBeside: ofRawBeside(d) }
+    : { probeUs: sec.probeUs, split: d.split };
+}
+
+/** "; the kernel gave the ingest processes 36 and 28 of the connections", or '' where not recorded. */
+const splitText = (split: readonly number[] | undefined) =>
+  split?.length ? `; the kernel gave the ingest processes ${split.join(' and ')} of the connections` : '';
 
 export interface Stored {
   parse?: Section<ParseResult>;
@@ -285,7 +303,7 @@ export function rows(s: Stored): Row[] {
     const r = `${ofCeiling(js, 'rows')}, ${ofCeiling(jb, 'bodies')}${beside}`;
     out.push({
       figure: `Surface A, full load (${i.connections} connections, ${i.processes} ingest processes)`,
-      measured: `${n(i.full.eventsPerSec)} events/s (${n(i.full.requestsPerSec)} req/s), p50 ${i.full.latency.p50Ms} ms, p99 ${i.full.latency.p99Ms} ms, errors ${i.full.errors}${i.split?.length ? `; the kernel gave the ingest processes ${i.split.join(' and ')} of the connections` : ''}`,
+      measured: `${n(i.full.eventsPerSec)} events/s (${n(i.full.requestsPerSec)} req/s), p50 ${i.full.latency.p50Ms} ms, p99 ${i.full.latency.p99Ms} ms, errors ${i.full.errors}${splitText(i.split)}`,
       target: `≥ 600k events/s, ≥ 0.45 × ceiling${b ? '; ≥ 0.5 × the raw publish beside it' : ''}`,
       ratio: `${r}; ${pct(i.full.eventsPerSec / 600_000)} of target`,
       bound: boundBy(i.full.usage, ['load']),
@@ -380,31 +398,20 @@ export function rows(s: Stored): Row[] {
     const pg = usPerEvent(b.usage, 'postgres', b.storedPerSec);
     out.push({
       figure: `Surface B, full load, deduplication ${stream ? 'after the stream (SURFACE_B_DEDUP=stream)' : 'on the request path'} (${b.connections} connections, ${b.processes} ingest processes, ${b.batchEvents}-event batches, ${pct(b.duplicateShare)} duplicates)`,
-      measured: `${n(b.eventsPerSec)} events/s accepted, ${n(b.storedPerSec)} events/s stored (${n(b.requests / b.durationS)} req/s), p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms, failures ${b.failures}; PostgreSQL ${pg.toFixed(1)} µs per stored event${b.split?.length ? `; the kernel gave the ingest processes ${b.split.join(' and ')} of the connections` : ''}`,
+      measured: `${n(b.eventsPerSec)} events/s accepted, ${n(b.storedPerSec)} events/s stored (${n(b.requests / b.durationS)} req/s), p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms, failures ${b.failures}; PostgreSQL ${pg.toFixed(1)} µs per stored event${splitText(b.split)}`,
       target: stream ? '≥ 0.9 × surface A; PostgreSQL ≤ 2 µs per stored event' : '—',
       ratio: `accepted ${toA(b.eventsPerSec)}, ${toJs(b.eventsPerSec)}; stored ${toA(b.storedPerSec)}, ${toJs(b.storedPerSec)}; p50 ${i ? (b.latencyMs.p50 / i.full.latency.p50Ms).toFixed(2) : '?'} × and p99 ${i ? (b.latencyMs.p99 / i.full.latency.p99Ms).toFixed(2) : '?'} × surface A's (per request of 1000 vs 100 events)`,
       bound: boundBy(b.usage, ['load']),
     });
   }
-  for (const [name, sec, m, extras, split] of [
-    ['Surface A, full load', s.ingest, s.ingest?.data.full, s.ingest?.data, s.ingest?.data.split],
-    [
-      'Surface B (after the stream), full load',
-      s.eventsBStream,
-      s.eventsBStream?.data,
-      undefined,
-      s.eventsBStream?.data.split,
-    ],
+  for (const [name, sec, m] of [
+    ['Surface A, full load', s.ingest, s.ingest?.data.full],
+    ['Surface B (after the stream), full load', s.eventsBStream, s.eventsBStream?.data],
   ] as const) {
     const p = sec?.previous;
     if (!sec || !p || !m) continue;
     const rate = m.eventsPerSec / p.eventsPerSec;
-    const now = reproducible(sec.at, sec.command, m, {
-      probeUs: sec.probeUs,
-      split,
-      probeAfterUs: extras?.probeAfterUs,
-      ofRawBeside: extras && ofRawBeside(extras),
-    });
+    const now = reproducible(sec.at, sec.command, m, runExtras(sec));
     const cpu = now.ingestUsPerEvent / p.ingestUsPerEvent;
     const outside = Math.abs(rate - 1) > 0.1 || Math.abs(cpu - 1) > 0.1;
     // The host probe of each run: how much of the difference is the machine's speed, not the code's.

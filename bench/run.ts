@@ -17,7 +17,7 @@ import { metricsScenario } from './metrics.js';
 import { playbooksScenario } from './playbooks.js';
 import { ingestScenario } from './ingest-scenario.js';
 import { outageScenario } from './outage.js';
-import { machine, ofRawBeside, reproducible, rows, table, writeResults, type Section, type Stored } from './report.js';
+import { machine, reproducible, rows, runExtras, table, writeResults, type Section, type Stored } from './report.js';
 import { waitQuiet } from './proc-stats.js';
 import { scenarioB } from './scenario-b.js';
 import {
@@ -315,13 +315,7 @@ async function main(): Promise<void> {
       const before = stored.ingest;
       const probeUs = hostProbe();
       stored.ingest = { ...section(await ingestScenario(ctx)), probeUs };
-      if (before)
-        stored.ingest.previous = reproducible(before.at, before.command, before.data.full, {
-          probeUs: before.probeUs,
-          split: before.data.split,
-          probeAfterUs: before.data.probeAfterUs,
-          ofRawBeside: ofRawBeside(before.data),
-        });
+      if (before) stored.ingest.previous = reproducible(before.at, before.command, before.data.full, runExtras(before));
     });
     // Both places of the deduplication, one after the other in the same run.
     for (const dedupAt of ['request', 'stream'] as const)
@@ -338,10 +332,7 @@ async function main(): Promise<void> {
           const before = stored.eventsBStream;
           stored.eventsBStream = { ...section(b), probeUs };
           if (before)
-            stored.eventsBStream.previous = reproducible(before.at, before.command, before.data, {
-              probeUs: before.probeUs,
-              split: before.data.split,
-            });
+            stored.eventsBStream.previous = reproducible(before.at, before.command, before.data, runExtras(before));
         }
       });
     await attempt('e2e', async () => void (stored.e2e = section(await e2eScenario(ctx))));

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { connectPg } from '../lib/pg.js';
 import { sampler, type BenchContext } from './context.js';
 import { Http1Connection, requestBuffer } from './http1.js';
-import { connectionsPerProcess, type Usage } from './proc-stats.js';
+import { connectionsAfter, type Usage } from './proc-stats.js';
 import { purgeBenchSubjects } from './ingest-scenario.js';
 import { say, startTier } from './tiers.js';
 
@@ -156,12 +156,12 @@ export async function scenarioB(ctx: BenchContext, dedupAt: 'request' | 'stream'
       next();
     });
   let usage: Usage;
-  let split: number[] = [];
-  const look = setTimeout(() => (split = connectionsPerProcess(ingest.pid, Number(port))), durationMs / 2);
+  const splitTaken = connectionsAfter(ingest.pid, Number(port), durationMs / 2);
+  let split: number[];
   try {
     await Promise.all(Array.from({ length: ctx.opts.connections }, lane));
   } finally {
-    clearTimeout(look);
+    split = splitTaken();
     usage = s0.stop();
     await ingest.stop();
     await purgeBenchSubjects(ctx);
