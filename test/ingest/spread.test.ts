@@ -18,9 +18,9 @@ t.test('keep-alive connections made as the tier becomes ready end up spread over
   // For at least 4 s, and on (up to 30 s: a busy machine starts the second worker late) until both
   // workers hold a fair share of the lanes' connections (at least 4 of 32 each: a uniform spread
   // falls below that once in 400,000 times).
+  let split: number[] = [];
   const spread = () => split.length === 2 && Math.min(...split) >= 4;
   const started = Date.now();
-  let split: number[] = [];
   const look = setInterval(() => (split = connectionsPerProcess(ingest.proc.pid!, port)), 250);
   const done = () => Date.now() - started > 30_000 || (Date.now() - started > 4000 && spread());
   const statuses = new Map<number, number>();
