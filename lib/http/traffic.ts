@@ -16,6 +16,8 @@ export interface Traffic {
   maxBodyBytesInFlight: number;
   /** Close each connection after its answer for a while, so that clients spread over the processes again. */
   rebalancing: boolean;
+  /** When the latest rebalance asked for ends (ms since the epoch). */
+  rebalanceUntil: number;
   /**
    * Buffers request bodies are read into and handed back to once their steps are done (lib/buffer-pool.ts); none:
    * fresh ones.
@@ -32,6 +34,7 @@ export function traffic(maxBodyBytesInFlight = Number.POSITIVE_INFINITY): Traffi
     bodyBytes: 0,
     maxBodyBytesInFlight,
     rebalancing: false,
+    rebalanceUntil: 0,
   };
 }
 
@@ -66,7 +69,10 @@ export async function drain(t: Traffic, deadline: number): Promise<void> {
  */
 export function rebalance(t: Traffic, ms = 2000): void {
   t.rebalancing = true;
+  // Every worker that starts listening asks for one (lib/lifecycle.ts): a later one is not cut
+  // short by the timer of an earlier one.
+  t.rebalanceUntil = Math.max(t.rebalanceUntil, Date.now() + ms);
   setTimeout(() => {
-    t.rebalancing = false;
+    if (Date.now() >= t.rebalanceUntil) t.rebalancing = false;
   }, ms).unref();
 }
