@@ -185,6 +185,7 @@ async function applyToCluster(url: string, cluster: ClusterTarget): Promise<void
     await refreshDistributed(ch, stmt);
     if ((m = /^CREATE (?:TABLE|MATERIALIZED VIEW) IF NOT EXISTS (\w+)\.(\w+) /i.exec(stmt))) {
       if (await everywhere(tableExists(m[1], m[2]), (a) => a.trim() === '1')) continue;
+      if (await attachDetached(cluster.nodes, m[1], m[2])) continue;
       const populate = POPULATE[m[2]];
       if (populate && (await everywhere(tableExists(m[1], m[2]), (a) => a.trim() === '0'))) populates.push(populate);
     } else if ((m = /^DROP TABLE IF EXISTS (\w+)\.(\w+) /i.exec(stmt))) {
@@ -196,6 +197,30 @@ async function applyToCluster(url: string, cluster: ClusterTarget): Promise<void
     await ch(stmt);
   }
   for (const populate of populates) await ch(populate);
+}
+
+/** ClickHouse's "There is no metadata file for table": the server never had it. */
+const NO_METADATA = 390;
+
+/**
+ * A table a server holds detached, its metadata file kept (a `SYSTEM RESTART REPLICA` that failed
+ * to build it again while ZooKeeper was away, an operator's DETACH), is attached again: a
+ * `CREATE … ON CLUSTER` would refuse its data folder and fail the whole statement. True when every
+ * server has the table afterwards.
+ */
+async function attachDetached(nodes: ClusterTarget['nodes'], db: string, name: string): Promise<boolean> {
+  let all = true;
+  for (const n of nodes) {
+    const run = clickhouseDdl(n.url);
+    if ((await run(tableCount(db, name))).trim() === '1') continue;
+    try {
+      await run(`ATTACH TABLE ${db}.${name}`);
+    } catch (err) {
+      if (!(err as Error).message.includes(`Code: ${NO_METADATA},`)) throw err;
+      all = false;
+    }
+  }
+  return all;
 }
 
 export type Run = (sql: string) => Promise<string>;

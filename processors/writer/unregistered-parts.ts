@@ -1,6 +1,6 @@
 import { isConnectionError } from '../../lib/clickhouse-endpoints.js';
 import type { Logger } from '../../lib/logger.js';
-import type { ClickHouse } from '../clickhouse.js';
+import { type ClickHouse, chErrorCode } from '../clickhouse.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -80,7 +80,7 @@ export async function detachUnregisteredParts(ch: ClickHouse, table: string, log
           { server: url, table, parts: found.parts, rows: found.rows },
           'parts of an insert of unknown status never reached ZooKeeper: restarting the replica to detach them',
         );
-        await ch.commandAt(url, `SYSTEM RESTART REPLICA ${ch.storageDatabase}.${table}`);
+        await restartReplica(ch, url, table, log);
       } catch (err) {
         if (isConnectionError(err)) break;
         warn('warn', 'cannot check the replica for parts of unknown status yet; suspect batches wait', {
@@ -91,6 +91,52 @@ export async function detachUnregisteredParts(ch: ClickHouse, table: string, log
     }
   }
   await warnOfUnlistedServers(ch, table, replicas.size, log);
+}
+
+/** ClickHouse's TABLE_ALREADY_EXISTS: the table is attached. */
+const TABLE_ALREADY_EXISTS = 57;
+
+/**
+ * `SYSTEM RESTART REPLICA`, then the table attached again whatever the restart's outcome. The
+ * restart detaches the table and builds it anew from its metadata; when that fails (ZooKeeper
+ * unreachable or its session lost meanwhile: 18.16 fails the statement), the table stays detached.
+ * The server then answers "Table … doesn't exist" for it, every read and insert through that
+ * replica fails, and a `CREATE TABLE … ON CLUSTER` refuses the data folder it left. So `ATTACH
+ * TABLE` (its metadata file is kept) is retried until the server has the table: it fails while
+ * ZooKeeper is away and answers "already exists" when the restart did attach it. A server that
+ * cannot be reached attaches it at its own startup.
+ */
+export async function restartReplica(ch: ClickHouse, url: string, table: string, log: Logger): Promise<void> {
+  const name = `${ch.storageDatabase}.${table}`;
+  let failed: unknown;
+  await ch.commandAt(url, `SYSTEM RESTART REPLICA ${name}`).catch((err: unknown) => {
+    failed = err;
+  });
+  let warned = 0;
+  let unreachableSince = 0;
+  for (;;) {
+    try {
+      await ch.commandAt(url, `ATTACH TABLE ${name}`);
+      log.error(
+        { server: url, table, err: String((failed as Error)?.message ?? failed).slice(0, 300) },
+        'the replica restart left the table detached: attached it again',
+      );
+      return;
+    } catch (err) {
+      if (chErrorCode(err) === TABLE_ALREADY_EXISTS) return;
+      // Gone for 10 s: a server that stopped attaches the table at its startup.
+      if (isConnectionError(err) && Date.now() - (unreachableSince ||= Date.now()) > 10_000) return;
+      if (!isConnectionError(err)) unreachableSince = 0;
+      if (Date.now() - warned >= 30_000) {
+        warned = Date.now();
+        log.error(
+          { server: url, table, err: String((err as Error).message ?? err).slice(0, 300) },
+          'the replica restart left the table detached and it cannot be attached yet: retrying',
+        );
+      }
+      await sleep(1000);
+    }
+  }
 }
 
 const comparedListed = new Set<string>();
@@ -131,13 +177,15 @@ interface Unregistered {
 async function unregisteredParts(ch: ClickHouse, url: string, table: string): Promise<Unregistered> {
   const none = { replica: false, parts: [], rows: 0, total: 0 };
   const where = `database = '${ch.storageDatabase}' AND table = '${table}'`;
-  const [replica] = await ch.rowsAt<{ path: string }>(
+  const [replica] = await ch.rowsAt<{ path: string; expired: number }>(
     url,
-    `SELECT replica_path AS path FROM system.replicas WHERE ${where}`,
+    `SELECT replica_path AS path, is_session_expired AS expired FROM system.replicas WHERE ${where}`,
   );
   // Not a replica of this table, or being restarted right now (by another writer: that restart
   // detaches such parts; a count meanwhile fails on that server and its batch is retried).
   if (!replica) return none;
+  // A restart now would fail to attach the table again: wait until the replica is back in session.
+  if (Number(replica.expired)) throw new Error('the replica has no ZooKeeper session yet');
   const empty = { ...none, replica: true };
   const active = (extra = '') =>
     ch.rowsAt<{ n: string; rows: string }>(

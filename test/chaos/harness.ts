@@ -220,9 +220,15 @@ export async function runFault(t: Test, f: Fault): Promise<Outcome> {
   const start = Date.now();
   await sleep(6000);
   const from = Date.now();
-  await f.inject(s);
-  await sleep(f.downMs);
-  await f.recover(s);
+  try {
+    await f.inject(s);
+    await sleep(f.downMs);
+    await f.recover(s);
+  } catch (err) {
+    // The load's lanes would keep the file running until its timeout.
+    await load.stop();
+    throw err;
+  }
   const back = Date.now();
   // 15 s of load after the recovery, and up to 15 s more while the throughput has not come back:
   // on a slow machine a restarted server's catching up can hold it below 80 % for longer.

@@ -1,13 +1,14 @@
 import { execFileSync } from 'node:child_process';
 import { connect, type JsMsg } from 'nats';
 import t, { type Test } from '#tap';
-import { ZOOKEEPER_JAR } from '../../infra/services.js';
+import { service, ZOOKEEPER_JAR } from '../../infra/services.js';
 import { createLogger } from '../../lib/logger.js';
 import { natsServers, STREAM_EVENTS, subjects } from '../../lib/nats.js';
 import { FORMAT_HEADER, formatOf } from '../../lib/row-binary.js';
 import { ClickHouse } from '../../processors/clickhouse.js';
 import { body } from '../../processors/writer/payload.js';
 import { Reconciler } from '../../processors/writer/reconcile.js';
+import { restartReplica } from '../../processors/writer/unregistered-parts.js';
 import { stackUp } from '../chaos/harness.js';
 import { bootstrap, post, profile, seed, startTier, urls, waitFor } from '../helpers/stack.js';
 
@@ -31,6 +32,14 @@ if (profile.name !== 'cluster') {
   const servers = all.endpoints.urls;
   const at = <T>(url: string, query: string) => all.rowsAt<T>(url, query);
   const run = (url: string, query: string) => all.commandAt(url, query);
+  /** 1 when the server has csp_local.events attached, 0 when not. */
+  const eventsTables = async (url: string) => {
+    const [r] = await at<{ c: string }>(
+      url,
+      `SELECT count() AS c FROM system.tables WHERE database = 'csp_local' AND name = 'events'`,
+    );
+    return Number(r.c);
+  };
   const zkDelete = (path: string) =>
     execFileSync(
       'java',
@@ -187,5 +196,53 @@ if (profile.name !== 'cluster') {
       if (down.some(Boolean)) await stackUp();
       throw err;
     }
+  });
+
+  // The restart above, had ZooKeeper gone away just before it: 18.16 detaches the table and fails
+  // to build it again, and the server then has no such table (reads and inserts through it fail,
+  // and `infra:up`'s CREATE … ON CLUSTER refuses its data folder).
+  t.test('a replica restarted while ZooKeeper is away has its table back once ZooKeeper is', async (t) => {
+    const url = servers[0];
+    t.teardown(() => stackUp());
+    const attached = () => eventsTables(url);
+    const rows = async () => Number((await at<{ c: string }>(url, 'SELECT count() AS c FROM csp_local.events'))[0].c);
+    const before = await rows();
+    const zookeeper = service(profile, 'zookeeper');
+    await zookeeper.stop(profile);
+    let done = false;
+    const restarted = restartReplica(all, url, 'events', createLogger('test', 'silent')).finally(() => {
+      done = true;
+    });
+    await waitFor('the restart to leave the table detached', async () => (await attached()) === 0, 10_000, 50);
+    await new Promise((r) => setTimeout(r, 2000));
+    t.notOk(done, 'while ZooKeeper is away, the restart waits with the table detached');
+    await zookeeper.start(profile);
+    await waitFor('the restart to end', () => done, 30_000, 100);
+    await restarted;
+    t.equal(await attached(), 1, 'the table is attached again');
+    t.equal(await rows(), before, 'with every row it held');
+    await waitFor(
+      'the replica writable again',
+      async () => {
+        const [r] = await at<{ ro: string }>(
+          url,
+          `SELECT is_readonly AS ro FROM system.replicas WHERE database = 'csp_local' AND table = 'events'`,
+        );
+        return r !== undefined && Number(r.ro) === 0;
+      },
+      30_000,
+      200,
+    );
+    t.pass('the replica is writable again');
+  });
+
+  t.test('infra:up attaches a table a server holds detached', async (t) => {
+    const url = servers[1];
+    t.teardown(() => run(url, 'ATTACH TABLE csp_local.events').catch(() => {}));
+    const attached = () => eventsTables(url);
+    await run(url, 'DETACH TABLE csp_local.events');
+    t.equal(await attached(), 0, 'detached');
+    await t.resolves(stackUp(), 'infra:up succeeds');
+    t.equal(await attached(), 1, 'the table is attached again');
   });
 }

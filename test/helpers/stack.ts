@@ -111,18 +111,28 @@ async function withPg<T>(fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
 /**
  * `infra/cli.js up` for the profile until it succeeds (up to four tries, the later ones covering a
  * port still held by a killed server's socket): brings back a server a test stopped or killed.
+ * When every try fails, what the last one said goes to the file's stderr: the reason is there.
  */
 export async function stackUp(): Promise<number | null> {
+  let said = '';
   const upOnce = () =>
     new Promise<number | null>((resolve) => {
-      const p = spawn(...plainNode([dist('infra/cli.js'), 'up', '--profile', profile.name]), { stdio: 'ignore' });
-      p.once('exit', (code) => resolve(code));
+      said = '';
+      const p = spawn(...plainNode([dist('infra/cli.js'), 'up', '--profile', profile.name]), {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      p.stderr!.on('data', (d: Buffer) => {
+        said = (said + d.toString()).slice(-4000);
+      });
+      p.once('close', (code) => resolve(code));
     });
   let code = await upOnce();
   for (let i = 0; i < 3 && code !== 0; i++) {
     await new Promise((r) => setTimeout(r, 500));
     code = await upOnce();
   }
+  if (code !== 0)
+    process.stderr.write(`infra up --profile ${profile.name} failed four times; the last said:\n${said}\n`);
   return code;
 }
 
