@@ -72,7 +72,12 @@ export function rebalance(t: Traffic, ms = 2000): void {
   // Every worker that starts listening asks for one (lib/lifecycle.ts): a later one is not cut
   // short by the timer of an earlier one.
   t.rebalanceUntil = Math.max(t.rebalanceUntil, Date.now() + ms);
-  setTimeout(() => {
-    if (Date.now() >= t.rebalanceUntil) t.rebalancing = false;
-  }, ms).unref();
+  const end = () => {
+    const left = t.rebalanceUntil - Date.now();
+    // A timer counts from the event loop's cached time, which lags Date.now() while a callback
+    // runs: it can fire before Date.now() reaches the end, and the window would then never close.
+    if (left > 0) setTimeout(end, left).unref();
+    else t.rebalancing = false;
+  };
+  setTimeout(end, ms).unref();
 }
