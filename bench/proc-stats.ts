@@ -239,7 +239,21 @@ export class ProcSampler {
  * (SO_REUSEPORT) by a hash of each connection, so every run splits them differently.
  */
 export function connectionsPerProcess(root: number, port: number): number[] {
-  const established = new Set<string>();
+  return socketsPerProcess(root, port, ESTABLISHED);
+}
+
+/** /proc/net/tcp's states: a connection, and a socket listening. */
+const ESTABLISHED = '01';
+const LISTEN = '0A';
+
+/** How many processes of the tree under `root` listen on `port` (each worker of a tier its own socket). */
+export function processesListening(root: number, port: number): number {
+  return socketsPerProcess(root, port, LISTEN).length;
+}
+
+/** Sockets on local `port` in `state` held by each process of the tree under `root` (those holding none left out), most first. */
+function socketsPerProcess(root: number, port: number, state: string): number[] {
+  const inodes = new Set<string>();
   for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
     let text = '';
     try {
@@ -250,7 +264,7 @@ export function connectionsPerProcess(root: number, port: number): number[] {
     for (const line of text.split('\n').slice(1)) {
       const f = line.trim().split(/\s+/);
       // local address (hex ip:port), state 01 = ESTABLISHED, socket inode.
-      if (f.length > 9 && f[3] === '01' && Number.parseInt(f[1].split(':')[1], 16) === port) established.add(f[9]);
+      if (f.length > 9 && f[3] === state && Number.parseInt(f[1].split(':')[1], 16) === port) inodes.add(f[9]);
     }
   }
   const counts: number[] = [];
@@ -259,7 +273,7 @@ export function connectionsPerProcess(root: number, port: number): number[] {
     try {
       for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
         const target = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
-        if (target.startsWith('socket:[') && established.has(target.slice(8, -1))) n++;
+        if (target.startsWith('socket:[') && inodes.has(target.slice(8, -1))) n++;
       }
     } catch {
       continue;
