@@ -263,7 +263,7 @@ function socketsPerProcess(root: number, port: number, state: string): number[] 
     }
     for (const line of text.split('\n').slice(1)) {
       const f = line.trim().split(/\s+/);
-      // local address (hex ip:port), state 01 = ESTABLISHED, socket inode.
+      // local address (hex ip:port), state (ESTABLISHED, LISTEN, …), socket inode.
       if (f.length > 9 && f[3] === state && Number.parseInt(f[1].split(':')[1], 16) === port) inodes.add(f[9]);
     }
   }

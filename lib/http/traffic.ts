@@ -14,9 +14,10 @@ export interface Traffic {
   /** Bytes of request bodies being worked on; a request that would pass the budget is turned away. */
   bodyBytes: number;
   maxBodyBytesInFlight: number;
-  /** Close each connection after its answer for a while, so that clients spread over the processes again. */
-  rebalancing: boolean;
-  /** When the latest rebalance asked for ends (ms since the epoch). */
+  /**
+   * Until when (ms since the epoch) each answer closes its connection, so that clients spread over
+   * the processes again (`rebalance`, `rebalancing`).
+   */
   rebalanceUntil: number;
   /**
    * Buffers request bodies are read into and handed back to once their steps are done (lib/buffer-pool.ts); none:
@@ -33,7 +34,6 @@ export function traffic(maxBodyBytesInFlight = Number.POSITIVE_INFINITY): Traffi
     closed: false,
     bodyBytes: 0,
     maxBodyBytesInFlight,
-    rebalancing: false,
     rebalanceUntil: 0,
   };
 }
@@ -68,16 +68,13 @@ export async function drain(t: Traffic, deadline: number): Promise<void> {
  * the new connections over every process listening on the port (SO_REUSEPORT), a restarted one too.
  */
 export function rebalance(t: Traffic, ms = 2000): void {
-  t.rebalancing = true;
   // Every worker that starts listening asks for one (lib/lifecycle.ts): a later one is not cut
-  // short by the timer of an earlier one.
+  // short by an earlier one. Read against the clock at each answer, no timer: a timer counts from
+  // the event loop's cached time and could end the window before the clock reached its end.
   t.rebalanceUntil = Math.max(t.rebalanceUntil, Date.now() + ms);
-  const end = () => {
-    const left = t.rebalanceUntil - Date.now();
-    // A timer counts from the event loop's cached time, which lags Date.now() while a callback
-    // runs: it can fire before Date.now() reaches the end, and the window would then never close.
-    if (left > 0) setTimeout(end, left).unref();
-    else t.rebalancing = false;
-  };
-  setTimeout(end, ms).unref();
+}
+
+/** Whether an answer given now closes its connection (`rebalance`). */
+export function rebalancing(t: Traffic, now = Date.now()): boolean {
+  return now < t.rebalanceUntil;
 }
