@@ -1,14 +1,17 @@
 import { inTenant, type Sql } from '../lib/pg.js';
 import { encodeUuid } from '../lib/row-binary.js';
+import { TextSlots, UuidSlots } from './slot-tables.js';
 
 interface TenantCache {
-  /** Customer UUIDs known to exist (not soft-deleted), each with its slot in `wire`. */
-  ids: Map<string, number>;
+  /** Customer UUIDs known to exist (not soft-deleted), each with its slot in `wire` (ingest/slot-tables.ts). */
+  ids: UuidSlots;
+  /** The UUID text of each slot. */
+  idOfSlot: string[];
   /**
    * source → external id → the customer's slot. Two levels rather than one composite key: a look-up
-   * per event then hashes the strings the request already holds instead of building a new one.
+   * per event then reads the strings the request already holds instead of building a new one.
    */
-  ext: Map<string, Map<string, number>>;
+  ext: Map<string, TextSlots>;
   /**
    * The known customers' UUIDs as RowBinary writes them, 16 bytes a slot, encoded once when they
    * are learnt and copied into every row (encoding the text per event was 6 % of the ingest
@@ -73,7 +76,8 @@ export interface ResolverOptions {
 }
 
 const emptyCache = (now: number, maxAgeMs = Infinity): TenantCache => ({
-  ids: new Map(),
+  ids: new UuidSlots(),
+  idOfSlot: [],
   ext: new Map(),
   wire: new Uint8Array(16 * 64),
   slots: 0,
@@ -87,7 +91,7 @@ const emptyCache = (now: number, maxAgeMs = Infinity): TenantCache => ({
 /** Remembers a customer PostgreSQL returned: by id, and by its external reference if it has one. */
 function remember(c: TenantCache, r: CustomerRow): void {
   let slot = c.ids.get(r.id);
-  if (slot === undefined) {
+  if (slot < 0) {
     if (16 * (c.slots + 1) > c.wire.length) {
       const grown = new Uint8Array(2 * c.wire.length);
       grown.set(c.wire);
@@ -96,10 +100,13 @@ function remember(c: TenantCache, r: CustomerRow): void {
     slot = c.slots++;
     encodeUuid(r.id, c.wire, 16 * slot);
     c.ids.set(r.id, slot);
+    c.idOfSlot.push(r.id);
   }
   c.missing.delete(r.id);
   if (r.external_id !== null) {
-    if (setIn(c.ext, r.external_source, r.external_id, slot)) c.extEntries++;
+    let bySource = c.ext.get(r.external_source);
+    if (!bySource) c.ext.set(r.external_source, (bySource = new TextSlots()));
+    if (bySource.set(r.external_id, slot)) c.extEntries++;
     if (c.missingExt.get(r.external_source)?.delete(r.external_id)) c.extEntries--;
   }
 }
@@ -167,7 +174,7 @@ export class Resolver {
     try {
       // By id alone: every customer known by an external reference is known by id too, and its row
       // carries the reference as it is now (one re-keyed since drops out of the new cache).
-      rows = await this.lookUp(tenantId, [...old.ids.keys()], [], []);
+      rows = await this.lookUp(tenantId, old.idOfSlot, [], []);
     } catch {
       // PostgreSQL is away: the old answers serve until twice the age, then requests ask it again.
       return;
@@ -241,7 +248,7 @@ export class Resolver {
       const id = ids[i];
       if (id === '') continue;
       const slot = c.ids.get(id);
-      if (slot !== undefined) known[i] = slot;
+      if (slot >= 0) known[i] = slot;
       else if (!fresh(c.missing.get(id))) unknown.add(id);
     }
     const wantIds = [...unknown];
@@ -249,8 +256,8 @@ export class Resolver {
     // Indexes into exts of the references asked of PostgreSQL.
     const asked: number[] = [];
     for (let i = 0; i < exts.length; i++) {
-      const slot = c.ext.get(srcs[i])?.get(exts[i]);
-      if (slot !== undefined) external[i] = slot;
+      const slot = c.ext.get(srcs[i])?.get(exts[i]) ?? -1;
+      if (slot >= 0) external[i] = slot;
       else if (!fresh(c.missingExt.get(srcs[i])?.get(exts[i]))) {
         asked.push(i);
         wantSrc.push(srcs[i]);
@@ -263,7 +270,7 @@ export class Resolver {
     for (const id of wantIds) c.missing.set(id, until);
     for (let i = 0; i < wantSrc.length; i++) if (setIn(c.missingExt, wantSrc[i], wantExt[i], until)) c.extEntries++;
     for (const r of rows) remember(c, r);
-    if (unknown.size) for (let i = 0; i < ids.length; i++) if (known[i] < 0) known[i] = c.ids.get(ids[i]) ?? -1;
+    if (unknown.size) for (let i = 0; i < ids.length; i++) if (known[i] < 0) known[i] = c.ids.get(ids[i]);
     for (const i of asked) external[i] = c.ext.get(srcs[i])?.get(exts[i]) ?? -1;
     // The slab as it is now: it holds every slot above (a later one is a copy that holds them too).
     return { wire: c.wire, ids: known, external };

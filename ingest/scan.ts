@@ -175,15 +175,51 @@ function text(s: JsonScanner, min: number, max: number): string {
   return value;
 }
 
+/** Node's Buffer slice without toString's argument handling. */
+type Slicing = Buffer & { latin1Slice(start: number, end: number): string };
+
+/** Slots of `names`: a power of two. */
+const NAME_SLOTS = 1024;
+
+/**
+ * Event names as strings, by their bytes: a workspace sends few of them, and each event's name
+ * was a new string (a C++ call to make, then hashed again by each set and map that looks it up).
+ * A name seen before is the same string, its hash kept. Direct-mapped: a name whose slot another
+ * holds is made anew and takes the slot; at most NAME_SLOTS strings of at most 255 bytes stay.
+ */
+class Names {
+  private readonly strings: Array<string | undefined> = new Array(NAME_SLOTS).fill(undefined);
+
+  /** The ASCII bytes [start, end) of `b` as a string. */
+  get(b: Buffer, start: number, end: number): string {
+    let h = 0x811c9dc5;
+    for (let i = start; i < end; i++) h = Math.imul(h ^ b[i], 0x01000193);
+    const slot = (h ^ (h >>> 15)) & (NAME_SLOTS - 1);
+    const known = this.strings[slot];
+    if (known !== undefined && known.length === end - start) {
+      let i = 0;
+      while (i < known.length && known.charCodeAt(i) === b[start + i]) i++;
+      if (i === known.length) return known;
+    }
+    const made = (b as Slicing).latin1Slice(start, end);
+    this.strings[slot] = made;
+    return made;
+  }
+}
+
+const names = new Names();
+
 function value(s: JsonScanner, rule: FieldRule): unknown {
   switch (rule.kind) {
     case 'text':
       return text(s, rule.min, rule.max);
     case 'snake_case': {
-      const at = s.at + 1;
-      const v = text(s, rule.min, rule.max);
-      if (!snakeCase(s.b, at, s.at - 1)) throw UNSCANNABLE;
-      return v;
+      // ASCII only, so its bytes are its code points.
+      const start = s.at + 1;
+      const end = s.string();
+      const n = end - start;
+      if (s.escapes !== 0 || n < rule.min || n > rule.max || !snakeCase(s.b, start, end)) throw UNSCANNABLE;
+      return names.get(s.b, start, end);
     }
     case 'format': {
       const v = text(s, rule.min, rule.max);
