@@ -28,6 +28,8 @@ export interface Section<T> {
     eventsPerSec: number;
     ingestUsPerEvent: number;
     probeUs?: number;
+    /** What the probes ran (bench/parse.ts HOST_PROBE_KIND); absent: the byte scanner and the rows. */
+    probeKind?: string;
     /**
      * What else took the CPU during the run, % of one core: each process group but ingest, nats-server's
      * part in the kernel, and everything outside the benchmark (absent in runs from before they were kept).
@@ -46,11 +48,14 @@ export interface Section<T> {
   };
   /** The host's speed just before the run (bench/parse.ts hostProbe), µs per event. */
   probeUs?: number;
+  /** What the probes ran (bench/parse.ts HOST_PROBE_KIND); absent: the byte scanner and the rows. */
+  probeKind?: string;
 }
 
 /** A run's host figures beside its rates (`runExtras`). */
 export interface RunExtras {
   probeUs?: number;
+  probeKind?: string;
   split?: readonly number[];
   probeAfterUs?: number;
   ofRawBeside?: { early: number; late: number; whole: number };
@@ -139,11 +144,16 @@ export function ofRawBeside(i: IngestResult): { early: number; late: number; who
  * What `reproducible` compares of a run of surface A or B besides its rates: the host probes, the
  * kernel's split of the connections and, for surface A, the raw publish beside it.
  */
-export function runExtras(sec: { probeUs?: number; data: IngestResult | ScenarioBResult }): RunExtras {
+export function runExtras(sec: {
+  probeUs?: number;
+  probeKind?: string;
+  data: IngestResult | ScenarioBResult;
+}): RunExtras {
   const d = sec.data;
+  const probe = { probeUs: sec.probeUs, probeKind: sec.probeKind };
   return 'full' in d
-    ? { probeUs: sec.probeUs, split: d.split, probeAfterUs: d.probeAfterUs, ofRawBeside: ofRawBeside(d) }
-    : { probeUs: sec.probeUs, split: d.split };
+    ? { ...probe, split: d.split, probeAfterUs: d.probeAfterUs, ofRawBeside: ofRawBeside(d) }
+    : { ...probe, split: d.split };
 }
 
 /** "; the kernel gave the ingest processes 36 and 28 of the connections", or '' where not recorded. */
@@ -415,9 +425,11 @@ export function rows(s: Stored): Row[] {
     const cpu = now.ingestUsPerEvent / p.ingestUsPerEvent;
     const outside = Math.abs(rate - 1) > 0.1 || Math.abs(cpu - 1) > 0.1;
     // The host probe of each run: how much of the difference is the machine's speed, not the code's.
-    const host = sec.probeUs && p.probeUs ? sec.probeUs / p.probeUs : undefined;
+    // Only probes of the same work compare (HOST_PROBE_KIND).
+    const sameProbe = sec.probeKind === p.probeKind;
+    const host = sec.probeUs && p.probeUs && sameProbe ? sec.probeUs / p.probeUs : undefined;
     const afterLoad =
-      now.probeAfterUs !== undefined
+      now.probeAfterUs !== undefined && sameProbe
         ? `, after the load ${now.probeAfterUs.toFixed(2)} against ${p.probeAfterUs?.toFixed(2) ?? '—'}`
         : '';
     // Surface A against the raw publish beside it in each run: a ratio that holds while both rates move is the host's speed.
@@ -427,7 +439,9 @@ export function rows(s: Stored): Row[] {
         : '';
     const probe = host
       ? `; the host probe ${sec.probeUs?.toFixed(2)} against ${p.probeUs?.toFixed(2)} µs per event (${host.toFixed(2)} ×)${afterLoad}`
-      : '';
+      : sec.probeUs && p.probeUs
+        ? `; the host probes ran different work (${sec.probeKind ?? 'the byte scanner and the rows'} against ${p.probeKind ?? 'the byte scanner and the rows'}): not compared`
+        : '';
     const speed = host
       ? `; per unit of the host's speed ${(cpu / host).toFixed(2)} ×${Math.abs(host - 1) > 0.1 ? ', the host ran at another speed' : ''}`
       : '';

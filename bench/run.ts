@@ -6,7 +6,7 @@ import { connect } from 'nats';
 import { connectPg } from '../lib/pg.js';
 import { applyClickhouse } from '../infra/apply.js';
 import { ROOT, stackProfile, stackUrls } from '../infra/stack.js';
-import { hostProbe, parseScenario } from './parse.js';
+import { HOST_PROBE_KIND, hostProbe, parseScenario } from './parse.js';
 import { ceilings } from './ceilings.js';
 import type { BenchContext, BenchOptions } from './context.js';
 import { e2eScenario } from './e2e.js';
@@ -314,7 +314,7 @@ async function main(): Promise<void> {
     await attempt('ingest', async () => {
       const before = stored.ingest;
       const probeUs = hostProbe();
-      stored.ingest = { ...section(await ingestScenario(ctx)), probeUs };
+      stored.ingest = { ...section(await ingestScenario(ctx)), probeUs, probeKind: HOST_PROBE_KIND };
       if (before) stored.ingest.previous = reproducible(before.at, before.command, before.data.full, runExtras(before));
     });
     // Both places of the deduplication, one after the other in the same run.
@@ -330,7 +330,7 @@ async function main(): Promise<void> {
         if (dedupAt === 'request') stored.eventsB = section(b);
         else {
           const before = stored.eventsBStream;
-          stored.eventsBStream = { ...section(b), probeUs };
+          stored.eventsBStream = { ...section(b), probeUs, probeKind: HOST_PROBE_KIND };
           if (before)
             stored.eventsBStream.previous = reproducible(before.at, before.command, before.data, runExtras(before));
         }
