@@ -1,5 +1,6 @@
 import os from 'node:os';
 import fs from 'node:fs';
+import { ESTABLISHED, LISTEN, socketInodes, tcpSockets } from '../lib/tcp-sockets.js';
 
 const CLK_TCK = 100;
 const PAGE = 4096;
@@ -242,10 +243,6 @@ export function connectionsPerProcess(root: number, port: number): number[] {
   return socketsPerProcess(root, port, ESTABLISHED);
 }
 
-/** /proc/net/tcp's states: a connection, and a socket listening. */
-const ESTABLISHED = '01';
-const LISTEN = '0A';
-
 /** How many processes of the tree under `root` listen on `port` (each worker of a tier its own socket). */
 export function processesListening(root: number, port: number): number {
   return socketsPerProcess(root, port, LISTEN).length;
@@ -253,31 +250,15 @@ export function processesListening(root: number, port: number): number {
 
 /** Sockets on local `port` in `state` held by each process of the tree under `root` (those holding none left out), most first. */
 function socketsPerProcess(root: number, port: number, state: string): number[] {
-  const inodes = new Set<string>();
-  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    let text = '';
-    try {
-      text = fs.readFileSync(file, 'latin1');
-    } catch {
-      continue;
-    }
-    for (const line of text.split('\n').slice(1)) {
-      const f = line.trim().split(/\s+/);
-      // local address (hex ip:port), state (ESTABLISHED, LISTEN, …), socket inode.
-      if (f.length > 9 && f[3] === state && Number.parseInt(f[1].split(':')[1], 16) === port) inodes.add(f[9]);
-    }
-  }
+  const wanted = new Set(
+    tcpSockets()
+      .filter((s) => s.state === state && s.localPort === port)
+      .map((s) => s.inode),
+  );
   const counts: number[] = [];
   for (const pid of tree(snapshot(), [root])) {
     let n = 0;
-    try {
-      for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
-        const target = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
-        if (target.startsWith('socket:[') && inodes.has(target.slice(8, -1))) n++;
-      }
-    } catch {
-      continue;
-    }
+    for (const inode of socketInodes(pid) ?? []) if (wanted.has(inode)) n++;
     if (n > 0) counts.push(n);
   }
   return counts.sort((a, b) => b - a);

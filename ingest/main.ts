@@ -19,11 +19,19 @@ const { cfg, quotas, proxies } = configOrExit(boot, () => {
 
 if (cfg.INGEST_PROCESSES > 1 && process.env.INGEST_WORKER === undefined) {
   boot.info({ processes: cfg.INGEST_PROCESSES, port: cfg.INGEST_PORT }, 'starting ingest processes');
-  supervise(boot, cfg.INGEST_PROCESSES, 'INGEST_WORKER', process.env, [
-    ...(cfg.INGEST_MAX_OLD_SPACE_MB ? [`--max-old-space-size=${cfg.INGEST_MAX_OLD_SPACE_MB}`] : []),
-    ...(cfg.INGEST_MAX_SEMI_SPACE_MB ? [`--max-semi-space-size=${cfg.INGEST_MAX_SEMI_SPACE_MB}`] : []),
-    ...(cfg.INGEST_SINGLE_THREADED_GC ? ['--single-threaded-gc'] : []),
-  ]);
+  supervise(
+    boot,
+    cfg.INGEST_PROCESSES,
+    'INGEST_WORKER',
+    process.env,
+    [
+      ...(cfg.INGEST_MAX_OLD_SPACE_MB ? [`--max-old-space-size=${cfg.INGEST_MAX_OLD_SPACE_MB}`] : []),
+      ...(cfg.INGEST_MAX_SEMI_SPACE_MB ? [`--max-semi-space-size=${cfg.INGEST_MAX_SEMI_SPACE_MB}`] : []),
+      ...(cfg.INGEST_SINGLE_THREADED_GC ? ['--single-threaded-gc'] : []),
+    ],
+    // Clients that stay on one worker while another idles are moved (lib/lifecycle.ts evenOutLoad).
+    {},
+  );
 } else {
   // The supervisor only forks and watches: the servers' modules (uWS, NATS, PostgreSQL, the
   // surfaces) are loaded by the processes that serve, which keeps the supervisor's memory small.

@@ -169,7 +169,7 @@ export async function serve(
 
   const listenSocket = await listenOrExit(app, cfg.INGEST_HOST, cfg.INGEST_PORT, log);
   log.info({ host: cfg.INGEST_HOST, port: cfg.INGEST_PORT }, 'ingest listening');
-  onRebalance(() => rebalance(traffic));
+  onRebalance((closes) => rebalance(traffic, closes));
   announceListening();
 
   onShutdown(log, async () => {

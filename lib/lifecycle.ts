@@ -1,4 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { clientConnections } from './tcp-sockets.js';
 import type { Logger } from './logger.js';
 
 /** Runs `stop` once on SIGTERM or SIGINT, then exits; a second signal exits at once. */
@@ -47,6 +49,7 @@ export function supervise(
   childEnv: string,
   env: NodeJS.ProcessEnv,
   execArgv: string[] = [],
+  balance?: Partial<Balance>,
 ): void {
   const children = new Set<ChildProcess>();
   /** The children that have announced they listen. */
@@ -65,9 +68,10 @@ export function supervise(
     // Keep-alive clients that connected while this worker did not listen yet (a tier starting: its
     // first worker answers /readyz before the others listen) or reconnected while it was away are
     // all on its siblings, and would stay there. Once it listens, every worker that listens, this
-    // one too, hands its connections back to the kernel for a moment, which spreads them over all
-    // of them. This one too: were only the siblings to close what lands on them, a client that
-    // reconnects would go on being closed there until it landed here, and all would end up here.
+    // one too, closes as many answers' connections as it holds connections (lib/http/traffic.ts
+    // rebalance), and the kernel spreads the clients over all of them. This one too: were only the
+    // siblings to close what lands on them, a client that reconnects would go on being closed there
+    // until it landed here, and all would end up here.
     child.on('message', (m: { type?: string }) => {
       // A scrape of /metrics reached this worker: every worker's figures, summed (lib/prometheus.ts).
       if (m?.type === 'metrics-scrape') {
@@ -77,7 +81,7 @@ export function supervise(
       }
       if (m?.type !== 'listening') return;
       listening.add(child);
-      if (listening.size > 1) for (const c of listening) if (c.connected) c.send({ type: 'rebalance' });
+      if (listening.size > 1) for (const c of listening) askToSpread(c);
     });
     child.on('exit', (code, signal) => {
       children.delete(child);
@@ -91,10 +95,12 @@ export function supervise(
     });
   };
   for (let i = 0; i < count; i++) start(i);
+  const balancing = balance && evenOutLoad(log, listening, { ...BALANCE, ...balance });
   onShutdown(
     log,
     async () => {
       stopping = true;
+      if (balancing) clearInterval(balancing);
       const exits = [...children].map(
         (c) =>
           new Promise<void>((r) => {
@@ -114,9 +120,106 @@ export function announceListening(): void {
   process.send?.({ type: 'listening' });
 }
 
-/** Calls `fn` when the supervisor asks this worker to spread its connections again (see supervise). */
-export function onRebalance(fn: () => void): void {
-  process.on('message', (m: { type?: string }) => {
-    if (m?.type === 'rebalance') fn();
+/** What the supervisor sends a worker that should spread its clients again (`onRebalance`). */
+interface RebalanceMessage {
+  type: 'rebalance';
+  /** How many answers close their connections: as many as the worker holds (undefined where /proc cannot tell). */
+  closes?: number;
+  /** Set when the worker is asked because it is much busier than another (`evenOutLoad`). */
+  load?: boolean;
+}
+
+/** Asks worker `c` to close as many answers' connections as it holds clients. */
+function askToSpread(c: ChildProcess, load?: boolean): void {
+  if (!c.connected || c.pid === undefined) return;
+  const m: RebalanceMessage = { type: 'rebalance', closes: clientConnections(c.pid), ...(load && { load }) };
+  c.send(m);
+}
+
+/**
+ * Calls `fn` when the supervisor asks this worker to spread its connections again (see supervise),
+ * with how many answers should close theirs when the supervisor could tell (lib/http/traffic.ts
+ * rebalance).
+ */
+export function onRebalance(fn: (closes: number | undefined, m: RebalanceMessage) => void): void {
+  process.on('message', (m: RebalanceMessage) => {
+    if (m?.type === 'rebalance') fn(m.closes, m);
   });
+}
+
+/** How the supervisor evens out its workers' load (`supervise`'s `balance`, `busiest`). */
+export interface Balance {
+  /** How often it compares the workers' CPU time. */
+  everyMs: number;
+  /** The busiest worker's CPU over the least busy one's that counts as uneven. */
+  ratio: number;
+  /** ...when the busiest also used at least this share of a core. */
+  minShare: number;
+  /** Periods in a row the same worker must be the uneven busiest before it sheds connections. */
+  periods: number;
+}
+
+const BALANCE: Balance = { everyMs: 2000, ratio: 1.5, minShare: 0.5, periods: 2 };
+
+/**
+ * Which worker should shed connections, from each worker's CPU time (ms) over the last period of
+ * `periodMs`: the busiest, when it used at least `ratio` times the least busy one's and at least
+ * `minShare` of a core; -1 when the load is even enough (or there is one worker).
+ */
+export function busiest(cpuMs: readonly number[], periodMs: number, b: Pick<Balance, 'ratio' | 'minShare'>): number {
+  if (cpuMs.length < 2) return -1;
+  let top = 0;
+  let least = 0;
+  for (let i = 1; i < cpuMs.length; i++) {
+    if (cpuMs[i] > cpuMs[top]) top = i;
+    if (cpuMs[i] < cpuMs[least]) least = i;
+  }
+  return cpuMs[top] >= b.minShare * periodMs && cpuMs[top] >= b.ratio * cpuMs[least] ? top : -1;
+}
+
+/** CPU time a process has used (ms), from /proc (clock ticks of 10 ms); undefined where unreadable. */
+function cpuMsOf(pid: number | undefined): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // After the command's name (which may hold spaces): state, ppid, … utime is the 12th, stime the 13th.
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The kernel hands each new connection to one of the processes listening on the port (SO_REUSEPORT),
+ * and a keep-alive client stays where it landed. Spreading them again whenever a worker starts
+ * listening (`supervise`) is not enough: clients that got no answer in that moment stay, and a
+ * tier started under load kept 51 to 64 of 64 connections on one of its two workers, that worker a
+ * core's worth busy and the other idle. So the supervisor compares its workers' CPU time every
+ * period and, when the same one is much the busiest `periods` times in a row, asks it alone to
+ * close as many answers' connections as it holds; its clients reconnect wherever the kernel sends
+ * them. Load, not connections: an idle keep-alive connection weighs nothing.
+ */
+function evenOutLoad(log: Logger, listening: Set<ChildProcess>, b: Balance): NodeJS.Timeout {
+  let last = new Map<ChildProcess, number>();
+  let streak = { child: undefined as ChildProcess | undefined, periods: 0 };
+  const timer = setInterval(() => {
+    const now = new Map<ChildProcess, number>();
+    for (const c of listening) {
+      const ms = cpuMsOf(c.pid);
+      if (ms !== undefined) now.set(c, ms);
+    }
+    // A worker new since the last look has no period yet: compared from the next one.
+    const workers = [...now.keys()].filter((c) => last.has(c));
+    const used = workers.map((c) => (now.get(c) as number) - (last.get(c) as number));
+    last = now;
+    const i = busiest(used, b.everyMs, b);
+    const child = i < 0 ? undefined : workers[i];
+    streak = child && child === streak.child ? { child, periods: streak.periods + 1 } : { child, periods: 1 };
+    if (!child || streak.periods < b.periods) return;
+    log.info({ pid: child.pid, cpu_ms: used }, 'uneven load: the busiest worker spreads its connections');
+    askToSpread(child, true);
+    streak = { child: undefined, periods: 0 };
+  }, b.everyMs);
+  timer.unref();
+  return timer;
 }

@@ -1,6 +1,6 @@
 import { uuidv7 } from '../ids.js';
 import { afterBody, readBody } from './body.js';
-import { admitBody, rebalancing, type Traffic } from './traffic.js';
+import { admitBody, closesConnection, type Traffic } from './traffic.js';
 import {
   FRAMING_FIELDS,
   readHead,
@@ -100,7 +100,8 @@ export function endpoint<X extends Exchange, A>(d: Dialect<X, A>, e: Endpoint<X,
     // Neither may throw into the promise chain: a failure to answer is logged, never left unhandled.
     const answer = (a: A) => {
       try {
-        d.send(x, a, x.close || t.draining || rebalancing(t));
+        const rebalancing = closesConnection(t);
+        d.send(x, a, x.close || t.draining || rebalancing);
       } catch (err) {
         d.lost(x, err);
       }

@@ -29,3 +29,24 @@ t.test('a worker that starts listening after a sibling has every worker spread i
   t.equal(lines.filter((l) => l === 'worker 0: rebalance').length, 1, `worker 0 once: ${lines.join(' | ')}`);
   t.equal(lines.filter((l) => l === 'worker 1: rebalance').length, 1, `worker 1 once: ${lines.join(' | ')}`);
 });
+
+t.test('a worker much busier than its sibling, period after period, alone spreads its connections', async (t) => {
+  // Keep-alive clients that stayed on one worker (a tier started under load) while the other idles.
+  const p = spawn(process.execPath, [FIXTURE], {
+    env: { ...process.env, STAGGER_MS: '0', BALANCE_EVERY_MS: '200', BUSY_SLOT: '0' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  await new Promise((r) => setTimeout(r, 3000));
+  const exited = new Promise<number | null>((r) => p.once('exit', (code) => r(code)));
+  p.kill('SIGTERM');
+  t.equal(await exited, 0, 'the supervisor stops its workers and exits cleanly');
+  const lines = out.trim().split('\n');
+  const busy = lines.filter((l) => l === 'worker 0: rebalance (load)').length;
+  t.ok(busy >= 1, `the busy worker is asked to spread its connections (${busy} times): ${lines.join(' | ')}`);
+  // Two periods of 200 ms in a row before each (the first has nothing to compare with), and the
+  // count starts again after it: at most 7 in 3 s, where every period would be 14.
+  t.ok(busy <= 7, `at most every second period (${busy} times in 3 s)`);
+  t.equal(lines.filter((l) => l === 'worker 1: rebalance (load)').length, 0, 'the idle one never is');
+});
