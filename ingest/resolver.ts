@@ -5,7 +5,7 @@ import { TextSlots, UuidSlots } from './slot-tables.js';
 interface TenantCache {
   /** Customer UUIDs known to exist (not soft-deleted), each with its slot in `wire` (ingest/slot-tables.ts). */
   ids: UuidSlots;
-  /** The UUID text of each slot. */
+  /** The UUID text of each slot: as many as slots are taken. */
   idOfSlot: string[];
   /**
    * source → external id → the customer's slot. Two levels rather than one composite key: a look-up
@@ -19,7 +19,6 @@ interface TenantCache {
    * reading the one it was given.
    */
   wire: Uint8Array;
-  slots: number;
   /** UUIDs looked up and not found, with the time the answer expires. */
   missing: Map<string, number>;
   /** source → external ids looked up and not found, with the time the answer expires. */
@@ -80,7 +79,6 @@ const emptyCache = (now: number, maxAgeMs = Infinity): TenantCache => ({
   idOfSlot: [],
   ext: new Map(),
   wire: new Uint8Array(16 * 64),
-  slots: 0,
   missing: new Map(),
   missingExt: new Map(),
   extEntries: 0,
@@ -92,12 +90,12 @@ const emptyCache = (now: number, maxAgeMs = Infinity): TenantCache => ({
 function remember(c: TenantCache, r: CustomerRow): void {
   let slot = c.ids.get(r.id);
   if (slot < 0) {
-    if (16 * (c.slots + 1) > c.wire.length) {
+    slot = c.idOfSlot.length;
+    if (16 * (slot + 1) > c.wire.length) {
       const grown = new Uint8Array(2 * c.wire.length);
       grown.set(c.wire);
       c.wire = grown;
     }
-    slot = c.slots++;
     encodeUuid(r.id, c.wire, 16 * slot);
     c.ids.set(r.id, slot);
     c.idOfSlot.push(r.id);

@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { JsonScanner, type RawProperties, UNSCANNABLE } from '../lib/json-scan.js';
+import { JsonScanner, type RawProperties, type Slicing, UNSCANNABLE } from '../lib/json-scan.js';
 import { formatCheck } from '../schemas/ajv.js';
 import { validDay } from '../schemas/formats.js';
 import { SNAKE_CASE } from '../schemas/ingest.js';
@@ -174,9 +174,6 @@ function text(s: JsonScanner, min: number, max: number): string {
   }
   return value;
 }
-
-/** Node's Buffer slice without toString's argument handling. */
-type Slicing = Buffer & { latin1Slice(start: number, end: number): string };
 
 /** Slots of `names`: a power of two. */
 const NAME_SLOTS = 1024;

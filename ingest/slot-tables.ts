@@ -14,13 +14,10 @@
  * resolver drops a whole cache rather than deleting from it.
  */
 
-/** A hex digit's value, -1 for anything else (both cases: PostgreSQL takes either). */
-const HEX = new Int8Array(128).fill(-1);
-for (let i = 0; i < 10; i++) HEX[48 + i] = i;
-for (let i = 0; i < 6; i++) {
-  HEX[97 + i] = 10 + i;
-  HEX[65 + i] = 10 + i;
-}
+import { HEX_VALUE as HEX } from '../lib/row-binary.js';
+
+/** Entries of a table for `capacity` keys: a power of two, at least twice as many (at most half full). */
+const entriesFor = (capacity: number) => 1 << Math.ceil(Math.log2(Math.max(16, 2 * capacity)));
 
 /** The 4 hex digits of `s` from `at` as a number; -1 when one is not a hex digit. */
 function hex4(s: string, at: number): number {
@@ -76,7 +73,7 @@ export class UuidSlots {
   size = 0;
 
   constructor(capacity = 64) {
-    const n = 1 << Math.ceil(Math.log2(Math.max(16, 2 * capacity)));
+    const n = entriesFor(capacity);
     this.t = new Int32Array(n * UUID_ENTRY);
     this.mask = n - 1;
   }
@@ -147,7 +144,7 @@ export class TextSlots {
   size = 0;
 
   constructor(capacity = 64) {
-    const n = 1 << Math.ceil(Math.log2(Math.max(16, 2 * capacity)));
+    const n = entriesFor(capacity);
     this.t = new Int32Array(n * TEXT_ENTRY);
     this.mask = n - 1;
   }

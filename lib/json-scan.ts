@@ -21,7 +21,7 @@ import type { RowBinaryWriter } from './row-binary.js';
  */
 
 /** Node's Buffer slices without toString's argument handling (both exist on every Buffer). */
-type Slicing = Buffer & {
+export type Slicing = Buffer & {
   latin1Slice(start: number, end: number): string;
   utf8Slice(start: number, end: number): string;
 };

@@ -62,7 +62,8 @@ export function insertColumns(format: RowBinaryFormat, table: SinkTable): string
 
 const EMPTY = Buffer.alloc(0);
 const V7 = new Uint8Array(16);
-const HEX_VALUE = new Int8Array(128).fill(-1);
+/** A hex digit's value (either case), -1 for anything else below 128. */
+export const HEX_VALUE = new Int8Array(128).fill(-1);
 for (let i = 0; i < 10; i++) HEX_VALUE[48 + i] = i;
 for (let i = 0; i < 6; i++) {
   HEX_VALUE[97 + i] = 10 + i;
