@@ -97,15 +97,35 @@ class PubAcks {
         reject(new PublishFailure('timeout', `no PubAck within ${timeoutMs} ms`));
       }, timeoutMs);
       this.waiting.set(id, { resolve, reject, timer });
+      if (this.queued.push({ id, subject, payload, h }) === 1) setImmediate(this.sendQueued);
+    });
+  }
+
+  /**
+   * The publishes of this turn of the event loop, sent together once its I/O is handled. Each
+   * request's rows (about 55 KB for the benchmark's bodies) passed nats.js's flush threshold and
+   * went out in a write of their own; a turn at full load reads a dozen requests, whose publishes
+   * now leave in one `writev` (the connection's pending limit is raised to let them: connectNats),
+   * and nats-server is woken once for them. The rows' bytes are copied into the kernel all the
+   * same, so the saving is the calls and wake-ups: writev fell from 10 % to 8 % of ingest's CPU
+   * at full load, and at half load a turn rarely holds more than one.
+   */
+  private readonly queued: Array<{ id: number; subject: string; payload: Uint8Array; h: MsgHdrs }> = [];
+
+  private readonly sendQueued = () => {
+    const q = this.queued.splice(0);
+    for (const { id, subject, payload, h } of q) {
       try {
         this.nc.publish(subject, payload, { reply: this.prefix + id, headers: h });
       } catch (err) {
-        clearTimeout(timer);
+        const w = this.waiting.get(id);
+        if (!w) continue;
+        clearTimeout(w.timer);
         this.waiting.delete(id);
-        reject(new PublishFailure('closed', (err as Error).message));
+        w.reject(new PublishFailure('closed', (err as Error).message));
       }
-    });
-  }
+    }
+  };
 
   private settle(msg: Msg): void {
     const id = Number(msg.subject.slice(this.prefix.length));

@@ -35,7 +35,8 @@ export async function serve(
   const log = createLogger('ingest', cfg.LOG_LEVEL);
   const uws = loadUws(env);
   const sql = connectPg(cfg.DATABASE_URL, cfg.INGEST_PG_POOL);
-  const nc = await connectNats(cfg.NATS_URL, `ingest-${process.pid}`, log);
+  // A turn's publishes leave together (ingest/publisher.ts): up to 16 MB, 300 requests' rows.
+  const nc = await connectNats(cfg.NATS_URL, `ingest-${process.pid}`, log, { pendingBytes: 16 * 1024 * 1024 });
   const keys = new IngestionKeys(sql);
   await keys.load();
   const resolver = new Resolver(sql, {

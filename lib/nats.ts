@@ -6,8 +6,16 @@ import { writeFramesUncopied } from './nats-frames.js';
 /**
  * Connects with unlimited reconnects, logging connection state changes. `url` is one server or
  * several, comma-separated: the client connects to any and fails over to the others.
+ * `pendingBytes`: what nats.js may hold before it writes in the middle of a turn rather than at
+ * its end (its `pendingLimit`, 32 KB by default and not in its typings); the ingest tier raises
+ * it so that a turn's publishes leave in one write (ingest/publisher.ts).
  */
-export async function connectNats(url: string, name: string, log: Logger): Promise<NatsConnection> {
+export async function connectNats(
+  url: string,
+  name: string,
+  log: Logger,
+  opts: { pendingBytes?: number } = {},
+): Promise<NatsConnection> {
   // No async stack traces: they cost an Error with a stack per publish on the hot path.
   const nc = await connect({
     servers: natsServers(url),
@@ -16,7 +24,8 @@ export async function connectNats(url: string, name: string, log: Logger): Promi
     reconnectTimeWait: 500,
     pingInterval: 10_000,
     noAsyncTraces: true,
-  });
+    ...(opts.pendingBytes === undefined ? {} : { pendingLimit: opts.pendingBytes }),
+  } as Parameters<typeof connect>[0]);
   if (!writeFramesUncopied(nc)) log.warn('nats.js internals changed: publishes are copied once more before writing');
   void (async () => {
     for await (const s of nc.status()) {
