@@ -62,6 +62,7 @@ export function insertColumns(format: RowBinaryFormat, table: SinkTable): string
 
 const EMPTY = Buffer.alloc(0);
 const V7 = new Uint8Array(16);
+const V7_WORDS = new DataView(V7.buffer);
 /** A hex digit's value (either case), -1 for anything else below 128. */
 export const HEX_VALUE = new Int8Array(128).fill(-1);
 for (let i = 0; i < 10; i++) HEX_VALUE[48 + i] = i;
@@ -96,6 +97,14 @@ export function uuidWire(text: string): Uint8Array {
  */
 export class RowBinaryWriter {
   private buf: Buffer;
+  /**
+   * `buf` as 32-bit words at any offset: short copies move four bytes a step (`bytes`, `uuidv7`),
+   * 2 % less of surface A's per-event work each than byte by byte (bench/builds.ts).
+   */
+  private view: DataView<ArrayBufferLike>;
+  /** The last source of `bytes` (a request's body) and its words. */
+  private source: Uint8Array = EMPTY;
+  private sourceView: DataView<ArrayBufferLike> = new DataView(EMPTY.buffer, 0, 0);
   private at = 0;
 
   constructor(
@@ -104,6 +113,7 @@ export class RowBinaryWriter {
     private readonly pool?: BufferPool,
   ) {
     this.buf = this.alloc(initialBytes);
+    this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
   }
 
   private alloc(bytes: number): Buffer {
@@ -118,6 +128,7 @@ export class RowBinaryWriter {
   take(): Buffer {
     const out = this.buf.subarray(0, this.at);
     this.buf = EMPTY;
+    this.view = new DataView(EMPTY.buffer, 0, 0);
     this.at = 0;
     return out;
   }
@@ -128,6 +139,7 @@ export class RowBinaryWriter {
     this.buf.copy(next, 0, 0, this.at);
     this.pool?.give(this.buf);
     this.buf = next;
+    this.view = new DataView(next.buffer, next.byteOffset, next.length);
   }
 
   private varint(n: number): void {
@@ -150,9 +162,13 @@ export class RowBinaryWriter {
   uuidv7(now: number): void {
     this.room(16);
     uuidv7Into(V7, 0, now);
-    const b = this.buf;
+    // Each half reversed: its big-endian words written little-endian, in the other order.
+    const d = this.view;
     const at = this.at;
-    for (let i = 0; i < 16; i++) b[at + UUID_ORDER[i]] = V7[i];
+    d.setInt32(at, V7_WORDS.getInt32(4), true);
+    d.setInt32(at + 4, V7_WORDS.getInt32(0), true);
+    d.setInt32(at + 8, V7_WORDS.getInt32(12), true);
+    d.setInt32(at + 12, V7_WORDS.getInt32(8), true);
     this.at += 16;
   }
 
@@ -198,10 +214,19 @@ export class RowBinaryWriter {
     this.varint(n);
     this.room(n);
     const b = this.buf;
-    // Short spans by hand: a call into the native copy costs more than a few dozen bytes.
-    if (n <= 64) {
+    // Spans up to 256 bytes by hand, four at a time: a call into the native copy costs more
+    // (64, 256 and 1024 tried: 256 took the least, bench/builds.ts).
+    if (n <= 256) {
+      if (src !== this.source) {
+        this.source = src;
+        this.sourceView = new DataView(src.buffer, src.byteOffset, src.length);
+      }
+      const d = this.view;
+      const v = this.sourceView;
       let at = this.at;
-      for (let i = start; i < end; i++) b[at++] = src[i];
+      let i = start;
+      for (; i + 4 <= end; i += 4, at += 4) d.setInt32(at, v.getInt32(i));
+      for (; i < end; i++) b[at++] = src[i];
     } else src.copy(b, this.at, start, end);
     this.at += n;
   }
