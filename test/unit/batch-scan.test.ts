@@ -187,9 +187,11 @@ t.test('bodies the scanner leaves to the general path', async (t) => {
 });
 
 t.test('string content is skimmed a word at a time: every place of a quote, an escape or a control byte', async (t) => {
-  // The scanner reads a string's bytes four at a time from a word boundary of the body's memory: a
-  // stop (end quote, backslash, control byte) must be found at every offset of the body in its
-  // buffer, every length and every place within a word, non-ASCII bytes beside it.
+  // The scanner reads a string's bytes four at a time from any place of the body: a stop (end
+  // quote, backslash, control byte) must be found at every offset of the body in its buffer, every
+  // length and every place within a word, non-ASCII bytes beside it. A text field's string is made
+  // as UTF-8 when the skim saw a non-ASCII byte, else as Latin-1: in a user_id, every place of one
+  // must be seen (escapes there are left to the general path).
   const specials: Array<[string, string]> = [
     ['an escaped quote', '\\"'],
     ['an escaped backslash', '\\\\'],
@@ -201,23 +203,31 @@ t.test('string content is skimmed a word at a time: every place of a quote, an e
   ];
   let scanned = 0;
   let refused = 0;
+  let userIds = 0;
   for (const [name, special] of specials)
     for (let length = 0; length <= 12; length++)
       for (let at = 0; at <= length; at++) {
         const text = 'x'.repeat(at) + special + 'y'.repeat(length - at);
         const body = Buffer.from(withProps(`{"note":"${text}","after":"z"}`));
+        const userId = Buffer.from(
+          one(`{"event_name":"login","customer_id":"${CUSTOMER}","user_id":"u${text}","properties":{}}`),
+        );
         for (let offset = 0; offset < 4; offset++) {
-          const memory = Buffer.alloc(body.length + offset + 4, 0x20);
-          body.copy(memory, offset);
-          const placed = memory.subarray(offset, offset + body.length);
-          if (agree(t, placed, `${name} at ${at} of ${length}, body at offset ${offset}`)) scanned++;
+          const place = (b: Buffer) => {
+            const memory = Buffer.alloc(b.length + offset + 4, 0x20);
+            b.copy(memory, offset);
+            return memory.subarray(offset, offset + b.length);
+          };
+          if (agree(t, place(body), `${name} at ${at} of ${length}, body at offset ${offset}`)) scanned++;
           else refused++;
+          if (agree(t, place(userId), `${name} at ${at} of ${length} in user_id, body at offset ${offset}`)) userIds++;
         }
       }
   // 91 places (length 0 to 12, each place in it) at 4 offsets for each special. A raw control byte
   // is JSON that neither path takes; everything else scans.
   t.equal(scanned, 5 * 4 * 91, `${scanned} scanned`);
   t.equal(refused, 2 * 4 * 91, `${refused} left to the general path: the raw control bytes`);
+  t.equal(userIds, 2 * 4 * 91, `${userIds} user_ids scanned: those with a non-ASCII letter or nothing special`);
 });
 
 t.test('timestamps are read as the date-time format and Date.parse read them', async (t) => {
