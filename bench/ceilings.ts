@@ -146,9 +146,21 @@ function writeRowsFile(
 function clientInsert(ctx: BenchContext, file: string, onPid: (pid: number) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     const fd = fs.openSync(file, 'r');
+    // A stream of --ch-rows (a million) is one insert block of about 520 MB, whose parsing can take
+    // more than the stack's 4 GB per query (infra/clickhouse/users.xml): it did once, 3 Dec 2026,
+    // "would use 3.81 GiB". The ceiling measures the insert, not that limit: its clients may use 8 GB.
     const p = spawn(
       'clickhouse-client',
-      ['--host', '127.0.0.1', '--port', String(ctx.profile.chTcpPort), '--query', INSERT_ROWS],
+      [
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(ctx.profile.chTcpPort),
+        '--max_memory_usage',
+        String(8e9),
+        '--query',
+        INSERT_ROWS,
+      ],
       { stdio: [fd, 'ignore', 'pipe'] },
     );
     fs.closeSync(fd);
