@@ -315,6 +315,8 @@ export class Resolver {
 
   /** product_id wins over product_code; an unknown product is account-level (''). */
   product(tenantId: string, productId: string | undefined, productCode: string | undefined): string {
+    // Most events name no product: no look-up of the workspace's products for them.
+    if (productId === undefined && productCode === undefined) return '';
     const p = this.products.get(tenantId);
     if (!p) return '';
     if (productId !== undefined) return p.ids.has(productId.toLowerCase()) ? productId.toLowerCase() : '';
