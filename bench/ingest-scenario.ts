@@ -8,10 +8,10 @@ import { hostProbe } from './parse.js';
 import type { LoadConfig } from './load.js';
 import type { LoadResult } from './meter.js';
 import { connectionsAfter, type Usage } from './proc-stats.js';
-import { BenchError, runChild, say, startTier, type Tier } from './tiers.js';
+import { BenchError, type GcDuring, runChild, say, startTier, type Tier, watchGc } from './tiers.js';
 import { wrkLoad } from './wrk.js';
 
-export type Measured = LoadResult & { usage: Usage };
+export type Measured = LoadResult & { usage: Usage; gc?: GcDuring };
 
 /** Longer than the kernel's 30 s dirty expiry, so the half-load run includes its own writeback. */
 const HALF_LOAD_MIN_S = 45;
@@ -65,6 +65,7 @@ export async function load(
   c: Pick<LoadConfig, 'label' | 'durationS'> & Partial<LoadConfig>,
 ): Promise<Measured> {
   let loadPid = 0;
+  const gc = await watchGc(ingest);
   const s = sampler(ctx, { ingest: () => [ingest.pid], load: () => (loadPid ? [loadPid] : []), ...extra });
   try {
     const port = Number(new URL(ingest.url).port);
@@ -80,7 +81,8 @@ export async function load(
       },
       (pid) => (loadPid = pid),
     );
-    return { ...result, usage: s.stop() };
+    const usage = s.stop();
+    return { ...result, usage, gc: await gc() };
   } finally {
     s.stop();
   }

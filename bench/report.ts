@@ -13,6 +13,7 @@ import type { WebhooksResult } from './webhooks.js';
 import type { OutageResult } from './outage.js';
 import { parseRows, type ParseResult } from './parse.js';
 import type { Usage } from './proc-stats.js';
+import type { GcDuring } from './tiers.js';
 import type { ScenarioBResult } from './scenario-b.js';
 
 export interface Section<T> {
@@ -35,6 +36,8 @@ export interface Section<T> {
      * part in the kernel, and everything outside the benchmark (absent in runs from before they were kept).
      */
     othersPct?: Record<string, number>;
+    /** The garbage collector's share of the ingest processes' CPU (absent where it was not read). */
+    gcPctOfIngest?: number;
     /** Surface A: the full load's connections held by each ingest process (IngestResult.split). */
     split?: readonly number[];
     /** Surface A: the host probe right after the full load (IngestResult.probeAfterUs). */
@@ -65,7 +68,7 @@ export interface RunExtras {
 export function reproducible(
   at: string,
   command: string,
-  m: { eventsPerSec: number; usage: Usage },
+  m: { eventsPerSec: number; usage: Usage; durationS?: number; gc?: GcDuring },
   host: RunExtras = {},
 ): NonNullable<Section<unknown>['previous']> {
   return {
@@ -73,6 +76,7 @@ export function reproducible(
     command,
     eventsPerSec: m.eventsPerSec,
     ingestUsPerEvent: usPerEvent(m.usage, 'ingest', m.eventsPerSec),
+    gcPctOfIngest: gcPctOfIngest(m),
     ...host,
     othersPct: {
       ...Object.fromEntries(
@@ -246,6 +250,20 @@ function usPerEvent(u: Usage, group: string, eventsPerSec: number): number {
   return g && eventsPerSec > 0 ? (g.cpuPct / 100) * (1e6 / eventsPerSec) : Number.NaN;
 }
 
+/** "; the garbage collector 1.4 % of ingest's CPU (0.3 full collections a second)", or nothing where it was not read. */
+function gcShare(m: Measured): string {
+  const pct = gcPctOfIngest(m);
+  return pct === undefined || !m.gc
+    ? ''
+    : `; the garbage collector ${pct.toFixed(1)} % of ingest's CPU (${m.gc.fullPerSec.toFixed(1)} full collections a second)`;
+}
+
+/** The garbage collector's seconds as a % of the ingest processes' CPU seconds over the run. */
+function gcPctOfIngest(m: { usage: Usage; durationS?: number; gc?: GcDuring }): number | undefined {
+  const cpuS = ((m.usage.groups.ingest?.cpuPct ?? 0) / 100) * (m.durationS ?? 0);
+  return m.gc && cpuS > 0 ? (100 * m.gc.seconds) / cpuS : undefined;
+}
+
 /** "ingest 19.2 µs, nats-server 3.1 µs (sum 22.3 µs)". */
 function cpuPerEvent(u: Usage, eventsPerSec: number, groups: string[]): string {
   const each = groups.map((g) => [g, usPerEvent(u, g, eventsPerSec)] as const).filter(([, us]) => !Number.isNaN(us));
@@ -327,7 +345,7 @@ export function rows(s: Stored): Row[] {
     });
     out.push({
       figure: 'CPU per accepted event, surface A full load',
-      measured: cpuPerEvent(i.full.usage, i.full.eventsPerSec, ['ingest', 'nats-server']),
+      measured: `${cpuPerEvent(i.full.usage, i.full.eventsPerSec, ['ingest', 'nats-server'])}${gcShare(i.full)}`,
       target: 'ingest ≤ 6 µs',
       ratio: `${(usPerEvent(i.full.usage, 'ingest', i.full.eventsPerSec) / 6).toFixed(2)} × target`,
       bound: '—',
@@ -337,7 +355,7 @@ export function rows(s: Stored): Row[] {
       const ingestUs = (m: Measured) => usPerEvent(m.usage, 'ingest', m.eventsPerSec);
       out.push({
         figure: `Surface A, full load from wrk (a load generator in C, ${i.connections} connections, the same bodies; --wrk)`,
-        measured: `${n(w.eventsPerSec)} events/s (${n(w.requestsPerSec)} req/s), p50 ${w.latency.p50Ms} ms, p99 ${w.latency.p99Ms} ms, errors ${w.errors}; ${cpuPerEvent(w.usage, w.eventsPerSec, ['ingest', 'nats-server'])}; wrk ${usPerEvent(w.usage, 'load', w.eventsPerSec).toFixed(2)} µs per event`,
+        measured: `${n(w.eventsPerSec)} events/s (${n(w.requestsPerSec)} req/s), p50 ${w.latency.p50Ms} ms, p99 ${w.latency.p99Ms} ms, errors ${w.errors}; ${cpuPerEvent(w.usage, w.eventsPerSec, ['ingest', 'nats-server'])}${gcShare(w)}; wrk ${usPerEvent(w.usage, 'load', w.eventsPerSec).toFixed(2)} µs per event`,
         target: 'ingest ≤ 6 µs',
         ratio: `${(w.eventsPerSec / i.full.eventsPerSec).toFixed(2)} × our generator's rate, ingest CPU per event ${(ingestUs(w) / ingestUs(i.full)).toFixed(2)} × its; ${jb ? `${(w.eventsPerSec / jb.eventsPerSec).toFixed(2)} of the bodies ceiling` : 'no bodies ceiling'}; ${(ingestUs(w) / 6).toFixed(2)} × target`,
         bound: boundBy(w.usage, ['load']),
@@ -450,12 +468,16 @@ export function rows(s: Stored): Row[] {
     const connections = now.split?.length
       ? `; connections per ingest process ${now.split.join('/')} against ${p.split?.join('/') ?? '—'}`
       : '';
+    const gcAgainst =
+      now.gcPctOfIngest !== undefined
+        ? `; the garbage collector ${now.gcPctOfIngest.toFixed(1)} against ${p.gcPctOfIngest?.toFixed(1) ?? '—'} % of ingest's CPU`
+        : '';
     const others = was
       ? `; what else took the CPU (% of one core, this run against that one): ${Object.entries(now.othersPct ?? {})
           .map(([g, pct]) => `${g} ${pct} against ${was[g] ?? '—'}`)
           .join(
             ', ',
-          )}${connections}; the machine ${now.machineBusyPct} against ${p.machineBusyPct ?? '—'} % busy, iowait ${now.iowaitPct ?? '—'} against ${p.iowaitPct ?? '—'} %, stolen by the hypervisor ${now.stealPct ?? '—'} against ${p.stealPct ?? '—'} %`
+          )}${connections}${gcAgainst}; the machine ${now.machineBusyPct} against ${p.machineBusyPct ?? '—'} % busy, iowait ${now.iowaitPct ?? '—'} against ${p.iowaitPct ?? '—'} %, stolen by the hypervisor ${now.stealPct ?? '—'} against ${p.stealPct ?? '—'} %`
       : '';
     out.push({
       figure: `${name}: this run against the previous run of the scenario (${p.at.slice(0, 16)}, \`${p.command}\`)`,

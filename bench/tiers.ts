@@ -251,3 +251,41 @@ export class ClickHouse {
 }
 
 export type { StackUrls };
+
+/** The garbage collector's share of a tier's work over a run (`watchGc`). */
+export interface GcDuring {
+  /** Seconds of collection pauses and steps, summed over the tier's processes. */
+  seconds: number;
+  /** Full (mark-compact) collections a second, all processes together. */
+  fullPerSec: number;
+}
+
+/**
+ * Starts watching a tier's garbage collection through its /metrics (prom-client's
+ * `nodejs_gc_duration_seconds`, summed over a supervised tier's processes); the function returned
+ * gives what it did since, or undefined where the figures cannot be read. A process whose
+ * collections take a tenth of its CPU instead of a hundredth is a cause of two runs' difference
+ * that the CPU per event alone does not name (bench/RESULTS.md, 3 Dec).
+ */
+export async function watchGc(tier: Tier): Promise<() => Promise<GcDuring | undefined>> {
+  const read = async () => {
+    try {
+      const text = await (await fetch(`${tier.url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+      let seconds = 0;
+      let full = 0;
+      for (const m of text.matchAll(/^nodejs_gc_duration_seconds_(sum|count)\{[^}]*kind="(\w+)"[^}]*\} (\S+)$/gm)) {
+        if (m[1] === 'sum') seconds += Number(m[3]);
+        else if (m[2] === 'major') full += Number(m[3]);
+      }
+      return { seconds, full, at: performance.now() };
+    } catch {
+      return undefined;
+    }
+  };
+  const start = await read();
+  return async () => {
+    const end = await read();
+    if (!start || !end) return undefined;
+    return { seconds: end.seconds - start.seconds, fullPerSec: (end.full - start.full) / ((end.at - start.at) / 1000) };
+  };
+}

@@ -6,7 +6,7 @@ import { installMissing } from '../infra/services.js';
 import { sampler, type BenchContext } from './context.js';
 import type { LoadResult } from './meter.js';
 import type { Usage } from './proc-stats.js';
-import { type Tier, say } from './tiers.js';
+import { type GcDuring, type Tier, say, watchGc } from './tiers.js';
 import { Workload } from './workload.js';
 
 /**
@@ -93,7 +93,7 @@ export async function wrkLoad(
   ctx: BenchContext,
   ingest: Tier,
   durationS: number,
-): Promise<LoadResult & { usage: Usage }> {
+): Promise<LoadResult & { usage: Usage; gc?: GcDuring }> {
   installMissing([{ pkg: 'wrk', bin: 'wrk' }], say);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-wrk-'));
   try {
@@ -110,6 +110,7 @@ export async function wrkLoad(
     fs.writeFileSync(script, SCRIPT);
     const threads = Math.min(2, os.availableParallelism());
     let pid = 0;
+    const gc = await watchGc(ingest);
     const s = sampler(ctx, { ingest: () => [ingest.pid], load: () => (pid ? [pid] : []) });
     let out = '';
     const code = await new Promise<number | null>((resolve, reject) => {
@@ -136,6 +137,7 @@ export async function wrkLoad(
       child.on('exit', resolve);
     });
     const usage = s.stop();
+    const gcDuring = await gc();
     const line = /^WRK_RESULT (.*)$/m.exec(out)?.[1];
     if (code !== 0 || !line) throw new Error(`wrk exited with ${code}:\n${out.slice(-2000)}`);
     const r = JSON.parse(line) as WrkSummary;
@@ -166,6 +168,7 @@ export async function wrkLoad(
       timeline: [],
       cpuS,
       usage,
+      gc: gcDuring,
     };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
