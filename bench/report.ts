@@ -251,7 +251,7 @@ function usPerEvent(u: Usage, group: string, eventsPerSec: number): number {
 }
 
 /** "; the garbage collector 1.4 % of ingest's CPU (0.3 full collections a second)", or nothing where it was not read. */
-function gcShare(m: Measured): string {
+function gcShare(m: { usage: Usage; durationS: number; gc?: GcDuring }): string {
   const pct = gcPctOfIngest(m);
   return pct === undefined || !m.gc
     ? ''
@@ -426,7 +426,7 @@ export function rows(s: Stored): Row[] {
     const pg = usPerEvent(b.usage, 'postgres', b.storedPerSec);
     out.push({
       figure: `Surface B, full load, deduplication ${stream ? 'after the stream (SURFACE_B_DEDUP=stream)' : 'on the request path'} (${b.connections} connections, ${b.processes} ingest processes, ${b.batchEvents}-event batches, ${pct(b.duplicateShare)} duplicates)`,
-      measured: `${n(b.eventsPerSec)} events/s accepted, ${n(b.storedPerSec)} events/s stored (${n(b.requests / b.durationS)} req/s), p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms, failures ${b.failures}; PostgreSQL ${pg.toFixed(1)} µs per stored event${splitText(b.split)}`,
+      measured: `${n(b.eventsPerSec)} events/s accepted, ${n(b.storedPerSec)} events/s stored (${n(b.requests / b.durationS)} req/s), p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms, failures ${b.failures}; PostgreSQL ${pg.toFixed(1)} µs per stored event; ingest ${usPerEvent(b.usage, 'ingest', b.eventsPerSec).toFixed(1)} µs per accepted event${gcShare(b)}${splitText(b.split)}`,
       target: stream ? '≥ 0.9 × surface A; PostgreSQL ≤ 2 µs per stored event' : '—',
       ratio: `accepted ${toA(b.eventsPerSec)}, ${toJs(b.eventsPerSec)}; stored ${toA(b.storedPerSec)}, ${toJs(b.storedPerSec)}; p50 ${i ? (b.latencyMs.p50 / i.full.latency.p50Ms).toFixed(2) : '?'} × and p99 ${i ? (b.latencyMs.p99 / i.full.latency.p99Ms).toFixed(2) : '?'} × surface A's (per request of 1000 vs 100 events)`,
       bound: boundBy(b.usage, ['load']),

@@ -4,7 +4,7 @@ import { sampler, type BenchContext } from './context.js';
 import { Http1Connection, requestBuffer } from './http1.js';
 import { connectionsAfter, type Usage } from './proc-stats.js';
 import { purgeBenchSubjects } from './ingest-scenario.js';
-import { say, startTier } from './tiers.js';
+import { type GcDuring, say, startTier, watchGc } from './tiers.js';
 
 export interface ScenarioBResult {
   /** Where the duplicates were dropped: claims in PostgreSQL on the request path, or after the stream. */
@@ -28,6 +28,8 @@ export interface ScenarioBResult {
   storedPerSec: number;
   latencyMs: { p50: number; p90: number; p99: number; max: number };
   usage: Usage;
+  /** The ingest tier's garbage collection during the load (bench/tiers.ts watchGc). */
+  gc?: GcDuring;
   /** The connections held by each ingest process half-way through, busiest first (as surface A's). */
   split?: number[];
 }
@@ -123,6 +125,7 @@ export async function scenarioB(ctx: BenchContext, dedupAt: 'request' | 'stream'
     return { buf, fresh: n >= ctx.tenants.length ? BATCH - dup : BATCH };
   };
   const durationMs = ctx.opts.durationS * 1000;
+  const gcSince = await watchGc(ingest);
   // The batches are built in this process, so it is the load generator here.
   const s0 = sampler(ctx, { ingest: () => [ingest.pid], load: () => [process.pid] }, ['load']);
   const started = performance.now();
@@ -158,11 +161,13 @@ export async function scenarioB(ctx: BenchContext, dedupAt: 'request' | 'stream'
   let usage: Usage;
   const splitTaken = connectionsAfter(ingest.pid, Number(port), durationMs / 2);
   let split: number[];
+  let gc: GcDuring | undefined;
   try {
     await Promise.all(Array.from({ length: ctx.opts.connections }, lane));
   } finally {
     split = splitTaken();
     usage = s0.stop();
+    gc = await gcSince();
     await ingest.stop();
     await purgeBenchSubjects(ctx);
   }
@@ -190,6 +195,7 @@ export async function scenarioB(ctx: BenchContext, dedupAt: 'request' | 'stream'
       max: Math.round((latencies[latencies.length - 1] ?? 0) * 10) / 10,
     },
     usage,
+    gc,
     split,
   };
 }
