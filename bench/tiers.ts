@@ -5,6 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { ROOT, type StackProfile, type StackUrls, tierEntry } from '../infra/stack.js';
 import { freePort } from '../infra/proc.js';
+import { sampleSum } from '../lib/prometheus.js';
 
 export { freePort };
 
@@ -271,13 +272,11 @@ export async function watchGc(tier: Tier): Promise<() => Promise<GcDuring | unde
   const read = async () => {
     try {
       const text = await (await fetch(`${tier.url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
-      let seconds = 0;
-      let full = 0;
-      for (const m of text.matchAll(/^nodejs_gc_duration_seconds_(sum|count)\{[^}]*kind="(\w+)"[^}]*\} (\S+)$/gm)) {
-        if (m[1] === 'sum') seconds += Number(m[3]);
-        else if (m[2] === 'major') full += Number(m[3]);
-      }
-      return { seconds, full, at: performance.now() };
+      return {
+        seconds: sampleSum(text, 'nodejs_gc_duration_seconds_sum'),
+        full: sampleSum(text, 'nodejs_gc_duration_seconds_count', { kind: 'major' }),
+        at: performance.now(),
+      };
     } catch {
       return undefined;
     }

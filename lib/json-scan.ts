@@ -1,5 +1,5 @@
 import { keepsValue } from './json.js';
-import type { RowBinaryWriter } from './row-binary.js';
+import { type RowBinaryWriter, wordsOf } from './row-binary.js';
 
 /**
  * A JSON scanner over the request's bytes for the ingest hot path: it checks the syntax of what
@@ -180,7 +180,7 @@ export class JsonScanner {
   private readonly words: DataView<ArrayBufferLike>;
 
   constructor(readonly b: Buffer) {
-    this.words = new DataView(b.buffer, b.byteOffset, b.length);
+    this.words = wordsOf(b);
   }
 
   /** The next byte after any whitespace (-1 at the end); `at` moves to it. */

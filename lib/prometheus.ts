@@ -195,3 +195,18 @@ export function relayScrapes(children: ReadonlySet<ChildProcess>): (from: ChildP
     if (asked.length === 0) finish();
   };
 }
+
+/**
+ * The sum of a metric's samples in a /metrics text (Prometheus exposition format), over the label
+ * sets that carry every one of `labels`; 0 where it has none. For readers of a tier's /metrics from
+ * outside: the tests and the benchmark.
+ */
+export function sampleSum(text: string, name: string, labels: Record<string, string> = {}): number {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  let sum = 0;
+  for (const m of text.matchAll(/^([a-zA-Z_:][\w:]*)(\{[^}]*\})? (\S+)$/gm)) {
+    if (m[1] !== name || !wanted.every((l) => (m[2] ?? '').includes(l))) continue;
+    sum += Number(m[3]);
+  }
+  return sum;
+}

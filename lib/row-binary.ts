@@ -61,8 +61,11 @@ export function insertColumns(format: RowBinaryFormat, table: SinkTable): string
 }
 
 const EMPTY = Buffer.alloc(0);
+/** Bytes as 32-bit words at any offset (the writer's short copies, the JSON scanner's string skim). */
+export const wordsOf = (b: Uint8Array): DataView<ArrayBufferLike> => new DataView(b.buffer, b.byteOffset, b.byteLength);
+const EMPTY_WORDS = wordsOf(EMPTY);
 const V7 = new Uint8Array(16);
-const V7_WORDS = new DataView(V7.buffer);
+const V7_WORDS = wordsOf(V7);
 /** A hex digit's value (either case), -1 for anything else below 128. */
 export const HEX_VALUE = new Int8Array(128).fill(-1);
 for (let i = 0; i < 10; i++) HEX_VALUE[48 + i] = i;
@@ -104,7 +107,7 @@ export class RowBinaryWriter {
   private view: DataView<ArrayBufferLike>;
   /** The last source of `bytes` (a request's body) and its words. */
   private source: Uint8Array = EMPTY;
-  private sourceView: DataView<ArrayBufferLike> = new DataView(EMPTY.buffer, 0, 0);
+  private sourceView = EMPTY_WORDS;
   private at = 0;
 
   constructor(
@@ -113,7 +116,7 @@ export class RowBinaryWriter {
     private readonly pool?: BufferPool,
   ) {
     this.buf = this.alloc(initialBytes);
-    this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
+    this.view = wordsOf(this.buf);
   }
 
   private alloc(bytes: number): Buffer {
@@ -128,7 +131,7 @@ export class RowBinaryWriter {
   take(): Buffer {
     const out = this.buf.subarray(0, this.at);
     this.buf = EMPTY;
-    this.view = new DataView(EMPTY.buffer, 0, 0);
+    this.view = EMPTY_WORDS;
     this.at = 0;
     return out;
   }
@@ -139,7 +142,7 @@ export class RowBinaryWriter {
     this.buf.copy(next, 0, 0, this.at);
     this.pool?.give(this.buf);
     this.buf = next;
-    this.view = new DataView(next.buffer, next.byteOffset, next.length);
+    this.view = wordsOf(next);
   }
 
   private varint(n: number): void {
@@ -219,7 +222,7 @@ export class RowBinaryWriter {
     if (n <= 256) {
       if (src !== this.source) {
         this.source = src;
-        this.sourceView = new DataView(src.buffer, src.byteOffset, src.length);
+        this.sourceView = wordsOf(src);
       }
       const d = this.view;
       const v = this.sourceView;

@@ -1,4 +1,5 @@
 import type { ConsumerInfo, JetStreamManager } from 'nats';
+import { sampleSum } from '../../lib/prometheus.js';
 import { ch, type Teardowns, urls, waitFor } from './stack.js';
 
 /**
@@ -8,14 +9,7 @@ import { ch, type Teardowns, urls, waitFor } from './stack.js';
 
 /** A sample of a tier's /metrics, summed over the label sets that have `labels`; 0 before its first sample. */
 export async function metric(tierUrl: string, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const text = await (await fetch(`${tierUrl}/metrics`)).text();
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  let sum = 0;
-  for (const m of text.matchAll(/^([a-zA-Z_:][\w:]*)(\{[^}]*\})? (\S+)$/gm)) {
-    if (m[1] !== name || !wanted.every((l) => (m[2] ?? '').includes(l))) continue;
-    sum += Number(m[3]);
-  }
-  return sum;
+  return sampleSum(await (await fetch(`${tierUrl}/metrics`)).text(), name, labels);
 }
 
 /** A JetStream manager on the test stack's nats-server (or `url`'s), closed at teardown. */
