@@ -101,5 +101,5 @@ export function serverGroups(p: StackProfile): Record<string, () => number[]> {
 }
 
 export function sampler(ctx: BenchContext, extra: Record<string, () => number[]>, alone: string[] = []): ProcSampler {
-  return new ProcSampler({ ...extra, ...serverGroups(ctx.profile) }, 500, alone).start();
+  return new ProcSampler({ ...extra, ...serverGroups(ctx.profile) }, 500, alone, true).start();
 }

@@ -4,7 +4,7 @@ import { subjects, STREAM_EVENTS } from '../lib/nats.js';
 import { trimAcknowledged } from '../processors/stream-trimmer.js';
 import { jetstreamCeiling, type JetStreamCeiling } from './ceilings.js';
 import { sampler, type BenchContext } from './context.js';
-import { hostProbe } from './parse.js';
+import { hostProbe } from './host-probe.js';
 import type { LoadConfig } from './load.js';
 import type { LoadResult } from './meter.js';
 import { connectionsAfter, type Usage } from './proc-stats.js';

@@ -9,7 +9,7 @@ import { compile } from '../schemas/ajv.js';
 import { UsageBatchB } from '../schemas/events.js';
 import { UsageBatchA } from '../schemas/ingest.js';
 import { say } from './tiers.js';
-import { Workload } from './workload.js';
+import { PROBE_CUSTOMER as CUSTOMER, usageBodies } from './host-probe.js';
 
 /**
  * The ingest tier's per-event work on a request body, in this process and nothing else: read the
@@ -34,7 +34,6 @@ export interface ParseResult {
   b: ParseFigures;
 }
 
-const CUSTOMER = '0190a000-0000-7000-8000-000000000003';
 const CUSTOMER_WIRE = uuidWire(CUSTOMER);
 const ROUNDS = 5;
 const PASSES = 10;
@@ -88,46 +87,6 @@ function compare(
     pass('scan', true);
   }
   return { events, generalUs: cpu.general / events, scanUs: cpu.scan / events };
-}
-
-/** Surface A's benchmark bodies: 100 of 100 events. */
-function usageBodies(): Buffer[] {
-  const workload = new Workload([{ tenantId: CUSTOMER, key: '', customers: [[CUSTOMER, 'ext-1']], products: [] }], {
-    bodiesPerTenant: 100,
-    eventsPerBody: 100,
-    seed: 1,
-    customerIdShare: 0.2,
-    now: Date.now(),
-  });
-  return workload.bodies().map((x) => Buffer.from(x.json));
-}
-
-/**
- * What the host probe runs: V8's own JSON reader, not ours. The probe tells a slower host from
- * slower code only while its work stays the same from run to run; it was the byte scanner and the
- * rows (our code), so a change to them moved the probe as much as the load and hid what it did.
- * Stored beside each figure (`probeKind`): probes of different kinds are not compared.
- */
-export const HOST_PROBE_KIND = 'JSON.parse of surface A bodies';
-
-/**
- * The host's speed: µs of CPU per event of a fixed piece of work as heavy on memory as the ingest
- * tier's (decoding and parsing surface A's bodies, 57 KB each, in this process), the best of 5
- * passes, taken on the quiet machine just before a load run. This VM's speed moves by tens of
- * percent within minutes; beside a figure, the probe tells a slower host from slower code.
- */
-export function hostProbe(): number {
-  const bodies = usageBodies();
-  let best = Number.POSITIVE_INFINITY;
-  for (let pass = 0; pass < 6; pass++) {
-    const start = process.cpuUsage();
-    let events = 0;
-    for (const b of bodies) events += (JSON.parse(b.toString('utf8')) as { events: unknown[] }).events.length;
-    const used = process.cpuUsage(start);
-    // The first pass warms the code up.
-    if (pass > 0) best = Math.min(best, (used.user + used.system) / events);
-  }
-  return best;
 }
 
 export function parseScenario(): ParseResult {

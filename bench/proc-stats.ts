@@ -1,6 +1,7 @@
 import os from 'node:os';
 import fs from 'node:fs';
 import { ESTABLISHED, LISTEN, socketInodes, tcpSockets } from '../lib/tcp-sockets.js';
+import { HostMeter } from './host-probe.js';
 
 const CLK_TCK = 100;
 const PAGE = 4096;
@@ -106,6 +107,11 @@ export interface Usage {
    * with a 300 MB/s disk, and fell from 600k-1M to 250k-450k events/s a few seconds later.
    */
   dirty?: DirtyUsage;
+  /**
+   * The host's speed during the window (bench/host-probe.ts HostMeter): the median µs of CPU per
+   * event of the probe's work, read twice a second beside the load (absent where not measured).
+   */
+  hostUs?: number;
 }
 
 /**
@@ -124,18 +130,21 @@ export class ProcSampler {
   private m0 = machineTicks();
   private m1 = this.m0;
   private dirty: DirtyUsage = { maxMb: 0, writebackS: 0 };
+  private meter: HostMeter | undefined;
 
   /** Called after every sample with each group's summed RSS in bytes, for figures over time. */
   onSample?: (rss: Record<string, number>) => void;
 
   /**
    * `alone`: groups that are just their listed processes, without descendants (the benchmark's
-   * own process, whose children are the tiers it measures).
+   * own process, whose children are the tiers it measures). `hostMeter`: read the host's speed
+   * during the window too (`Usage.hostUs`).
    */
   constructor(
     private readonly groups: Record<string, () => number[]>,
     private readonly intervalMs = 500,
     private readonly alone: string[] = [],
+    private readonly hostMeter = false,
   ) {}
 
   private all0 = new Map<number, Stat>();
@@ -145,6 +154,11 @@ export class ProcSampler {
     this.t0 = performance.now();
     this.m0 = machineTicks();
     this.all0 = snapshot();
+    if (this.hostMeter) {
+      this.meter = new HostMeter();
+      // Its half a percent of a core is the measurement's, not work outside the benchmark.
+      if (this.meter.pid !== undefined) this.members.add(this.meter.pid);
+    }
     this.sample(true);
     this.timer = setInterval(() => this.sample(false), this.intervalMs);
     return this;
@@ -181,6 +195,7 @@ export class ProcSampler {
   stop(): Usage {
     if (this.timer) clearInterval(this.timer);
     const all = this.sample(false);
+    const hostUs = this.meter?.stop();
     const seconds = (this.t1 - this.t0) / 1000;
     const others: Array<[string, number]> = [];
     let other = 0;
@@ -230,6 +245,7 @@ export class ProcSampler {
         .filter(([, d]) => pctOf(d) >= 2)
         .map(([name, d]) => `${name} ${pctOf(d)} %`),
       dirty: { ...this.dirty },
+      ...(hostUs !== undefined && { hostUs }),
     };
   }
 }

@@ -29,7 +29,7 @@ export interface Section<T> {
     eventsPerSec: number;
     ingestUsPerEvent: number;
     probeUs?: number;
-    /** What the probes ran (bench/parse.ts HOST_PROBE_KIND); absent: the byte scanner and the rows. */
+    /** What the probes ran (bench/host-probe.ts HOST_PROBE_KIND); absent: the byte scanner and the rows. */
     probeKind?: string;
     /**
      * What else took the CPU during the run, % of one core: each process group but ingest, nats-server's
@@ -38,6 +38,8 @@ export interface Section<T> {
     othersPct?: Record<string, number>;
     /** The garbage collector's share of the ingest processes' CPU (absent where it was not read). */
     gcPctOfIngest?: number;
+    /** The host's speed during the load (Usage.hostUs), µs per event of the probe's work. */
+    hostDuringUs?: number;
     /** Surface A: the full load's connections held by each ingest process (IngestResult.split). */
     split?: readonly number[];
     /** Surface A: the host probe right after the full load (IngestResult.probeAfterUs). */
@@ -49,9 +51,9 @@ export interface Section<T> {
     iowaitPct?: number;
     stealPct?: number;
   };
-  /** The host's speed just before the run (bench/parse.ts hostProbe), µs per event. */
+  /** The host's speed just before the run (bench/host-probe.ts hostProbe), µs per event. */
   probeUs?: number;
-  /** What the probes ran (bench/parse.ts HOST_PROBE_KIND); absent: the byte scanner and the rows. */
+  /** What the probes ran (bench/host-probe.ts HOST_PROBE_KIND); absent: the byte scanner and the rows. */
   probeKind?: string;
 }
 
@@ -77,6 +79,7 @@ export function reproducible(
     eventsPerSec: m.eventsPerSec,
     ingestUsPerEvent: usPerEvent(m.usage, 'ingest', m.eventsPerSec),
     gcPctOfIngest: gcPctOfIngest(m),
+    hostDuringUs: m.usage.hostUs,
     ...host,
     othersPct: {
       ...Object.fromEntries(
@@ -258,6 +261,11 @@ function gcShare(m: { usage: Usage; durationS: number; gc?: GcDuring }): string 
     : `; the garbage collector ${pct.toFixed(1)} % of ingest's CPU (${m.gc.fullPerSec.toFixed(1)} full collections a second)`;
 }
 
+/** The host meter's median during the load (Usage.hostUs), beside a CPU per event it explains. */
+function hostDuring(u: Usage): string {
+  return u.hostUs === undefined ? '' : `; the host meter during the load ${u.hostUs.toFixed(2)} µs per event`;
+}
+
 /** The garbage collector's seconds as a % of the ingest processes' CPU seconds over the run. */
 function gcPctOfIngest(m: { usage: Usage; durationS?: number; gc?: GcDuring }): number | undefined {
   const cpuS = ((m.usage.groups.ingest?.cpuPct ?? 0) / 100) * (m.durationS ?? 0);
@@ -345,7 +353,7 @@ export function rows(s: Stored): Row[] {
     });
     out.push({
       figure: 'CPU per accepted event, surface A full load',
-      measured: `${cpuPerEvent(i.full.usage, i.full.eventsPerSec, ['ingest', 'nats-server'])}${gcShare(i.full)}`,
+      measured: `${cpuPerEvent(i.full.usage, i.full.eventsPerSec, ['ingest', 'nats-server'])}${gcShare(i.full)}${hostDuring(i.full.usage)}`,
       target: 'ingest ≤ 6 µs',
       ratio: `${(usPerEvent(i.full.usage, 'ingest', i.full.eventsPerSec) / 6).toFixed(2)} × target`,
       bound: '—',
@@ -355,7 +363,7 @@ export function rows(s: Stored): Row[] {
       const ingestUs = (m: Measured) => usPerEvent(m.usage, 'ingest', m.eventsPerSec);
       out.push({
         figure: `Surface A, full load from wrk (a load generator in C, ${i.connections} connections, the same bodies; --wrk)`,
-        measured: `${n(w.eventsPerSec)} events/s (${n(w.requestsPerSec)} req/s), p50 ${w.latency.p50Ms} ms, p99 ${w.latency.p99Ms} ms, errors ${w.errors}; ${cpuPerEvent(w.usage, w.eventsPerSec, ['ingest', 'nats-server'])}${gcShare(w)}; wrk ${usPerEvent(w.usage, 'load', w.eventsPerSec).toFixed(2)} µs per event`,
+        measured: `${n(w.eventsPerSec)} events/s (${n(w.requestsPerSec)} req/s), p50 ${w.latency.p50Ms} ms, p99 ${w.latency.p99Ms} ms, errors ${w.errors}; ${cpuPerEvent(w.usage, w.eventsPerSec, ['ingest', 'nats-server'])}${gcShare(w)}${hostDuring(w.usage)}; wrk ${usPerEvent(w.usage, 'load', w.eventsPerSec).toFixed(2)} µs per event`,
         target: 'ingest ≤ 6 µs',
         ratio: `${(w.eventsPerSec / i.full.eventsPerSec).toFixed(2)} × our generator's rate, ingest CPU per event ${(ingestUs(w) / ingestUs(i.full)).toFixed(2)} × its; ${jb ? `${(w.eventsPerSec / jb.eventsPerSec).toFixed(2)} of the bodies ceiling` : 'no bodies ceiling'}; ${(ingestUs(w) / 6).toFixed(2)} × target`,
         bound: boundBy(w.usage, ['load']),
@@ -426,7 +434,7 @@ export function rows(s: Stored): Row[] {
     const pg = usPerEvent(b.usage, 'postgres', b.storedPerSec);
     out.push({
       figure: `Surface B, full load, deduplication ${stream ? 'after the stream (SURFACE_B_DEDUP=stream)' : 'on the request path'} (${b.connections} connections, ${b.processes} ingest processes, ${b.batchEvents}-event batches, ${pct(b.duplicateShare)} duplicates)`,
-      measured: `${n(b.eventsPerSec)} events/s accepted, ${n(b.storedPerSec)} events/s stored (${n(b.requests / b.durationS)} req/s), p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms, failures ${b.failures}; PostgreSQL ${pg.toFixed(1)} µs per stored event; ingest ${usPerEvent(b.usage, 'ingest', b.eventsPerSec).toFixed(1)} µs per accepted event${gcShare(b)}${splitText(b.split)}`,
+      measured: `${n(b.eventsPerSec)} events/s accepted, ${n(b.storedPerSec)} events/s stored (${n(b.requests / b.durationS)} req/s), p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms, failures ${b.failures}; PostgreSQL ${pg.toFixed(1)} µs per stored event; ingest ${usPerEvent(b.usage, 'ingest', b.eventsPerSec).toFixed(1)} µs per accepted event${gcShare(b)}${hostDuring(b.usage)}${splitText(b.split)}`,
       target: stream ? '≥ 0.9 × surface A; PostgreSQL ≤ 2 µs per stored event' : '—',
       ratio: `accepted ${toA(b.eventsPerSec)}, ${toJs(b.eventsPerSec)}; stored ${toA(b.storedPerSec)}, ${toJs(b.storedPerSec)}; p50 ${i ? (b.latencyMs.p50 / i.full.latency.p50Ms).toFixed(2) : '?'} × and p99 ${i ? (b.latencyMs.p99 / i.full.latency.p99Ms).toFixed(2) : '?'} × surface A's (per request of 1000 vs 100 events)`,
       bound: boundBy(b.usage, ['load']),
@@ -460,9 +468,19 @@ export function rows(s: Stored): Row[] {
       : sec.probeUs && p.probeUs
         ? `; the host probes ran different work (${sec.probeKind ?? 'the byte scanner and the rows'} against ${p.probeKind ?? 'the byte scanner and the rows'}): not compared`
         : '';
-    const speed = host
-      ? `; per unit of the host's speed ${(cpu / host).toFixed(2)} ×${Math.abs(host - 1) > 0.1 ? ', the host ran at another speed' : ''}`
-      : '';
+    // The meter during the load sees what the probe before it cannot: the host slowing down mid-run.
+    const during =
+      now.hostDuringUs !== undefined && p.hostDuringUs !== undefined ? now.hostDuringUs / p.hostDuringUs : undefined;
+    const meter =
+      now.hostDuringUs !== undefined
+        ? `; the host meter during the load ${now.hostDuringUs.toFixed(2)} against ${p.hostDuringUs?.toFixed(2) ?? '—'} µs per event${during ? ` (${during.toFixed(2)} ×)` : ''}`
+        : '';
+    const speedOf = during ?? host;
+    const perUnit = speedOf ? cpu / speedOf : undefined;
+    const speed =
+      speedOf && perUnit
+        ? `; per unit of the host's speed${during ? ' during the load' : ''} ${perUnit.toFixed(2)} ×${Math.abs(speedOf - 1) > 0.1 ? `, the host took ${speedOf.toFixed(2)} × the CPU for the same work${outside && during && Math.abs(perUnit - 1) <= 0.1 ? ': the host, not the code' : ''}` : ''}`
+        : '';
     // What else took the two cores in each run: the load generator's and nats-server's shares move the rate.
     const was = p.othersPct;
     const connections = now.split?.length
@@ -481,7 +499,7 @@ export function rows(s: Stored): Row[] {
       : '';
     out.push({
       figure: `${name}: this run against the previous run of the scenario (${p.at.slice(0, 16)}, \`${p.command}\`)`,
-      measured: `${n(m.eventsPerSec)} against ${n(p.eventsPerSec)} events/s; ingest ${now.ingestUsPerEvent.toFixed(2)} against ${p.ingestUsPerEvent.toFixed(2)} µs per event${raw}${probe}${others}`,
+      measured: `${n(m.eventsPerSec)} against ${n(p.eventsPerSec)} events/s; ingest ${now.ingestUsPerEvent.toFixed(2)} against ${p.ingestUsPerEvent.toFixed(2)} µs per event${raw}${probe}${meter}${others}`,
       target: 'within ±10 %',
       ratio: `rate ${rate.toFixed(2)} ×, ingest CPU per event ${cpu.toFixed(2)} ×${outside ? `: outside; ${others ? 'what else took the CPU is named in the measured column' : 'the CPU of the other processes is in the rows above'}` : ''}${speed}`,
       bound: '—',
