@@ -78,11 +78,26 @@ export class HostMeter {
     return this.child.pid;
   }
 
-  /** The median reading so far (µs of CPU per event), undefined before three; the meter stops. */
-  stop(): number | undefined {
+  /**
+   * The mean reading so far (µs of CPU per event), with its 10th and 90th percentiles; undefined
+   * before three readings. The meter stops. The mean, not the median: ingest's CPU per event is an
+   * average over the whole window, and where the host changes speed half-way, so does it.
+   */
+  stop(): HostReading | undefined {
     this.child.kill();
-    if (this.readings.length < 3) return undefined;
+    const n = this.readings.length;
+    if (n < 3) return undefined;
     const sorted = [...this.readings].sort((a, b) => a - b);
-    return Math.round(sorted[Math.floor(sorted.length / 2)] * 1000) / 1000;
+    const at = (q: number) => round3(sorted[Math.min(n - 1, Math.floor(q * n))]);
+    return { us: round3(this.readings.reduce((a, b) => a + b, 0) / n), p10: at(0.1), p90: at(0.9) };
   }
 }
+
+/** The host meter over a window: mean µs of CPU per event of the probe's work, and its spread. */
+export interface HostReading {
+  us: number;
+  p10: number;
+  p90: number;
+}
+
+const round3 = (x: number) => Math.round(x * 1000) / 1000;

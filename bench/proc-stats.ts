@@ -108,10 +108,12 @@ export interface Usage {
    */
   dirty?: DirtyUsage;
   /**
-   * The host's speed during the window (bench/host-probe.ts HostMeter): the median µs of CPU per
-   * event of the probe's work, read twice a second beside the load (absent where not measured).
+   * The host's speed during the window (bench/host-probe.ts HostMeter): the mean µs of CPU per
+   * event of the probe's work, read once a second beside the load (absent where not measured).
    */
   hostUs?: number;
+  /** The 10th and 90th percentiles of those readings: a host that changed speed mid-window. */
+  hostRangeUs?: [number, number];
 }
 
 /**
@@ -195,7 +197,7 @@ export class ProcSampler {
   stop(): Usage {
     if (this.timer) clearInterval(this.timer);
     const all = this.sample(false);
-    const hostUs = this.meter?.stop();
+    const host = this.meter?.stop();
     const seconds = (this.t1 - this.t0) / 1000;
     const others: Array<[string, number]> = [];
     let other = 0;
@@ -245,7 +247,7 @@ export class ProcSampler {
         .filter(([, d]) => pctOf(d) >= 2)
         .map(([name, d]) => `${name} ${pctOf(d)} %`),
       dirty: { ...this.dirty },
-      ...(hostUs !== undefined && { hostUs }),
+      ...(host && { hostUs: host.us, hostRangeUs: [host.p10, host.p90] }),
     };
   }
 }

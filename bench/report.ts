@@ -261,9 +261,13 @@ function gcShare(m: { usage: Usage; durationS: number; gc?: GcDuring }): string 
     : `; the garbage collector ${pct.toFixed(1)} % of ingest's CPU (${m.gc.fullPerSec.toFixed(1)} full collections a second)`;
 }
 
-/** The host meter's median during the load (Usage.hostUs), beside a CPU per event it explains. */
+/** The host meter during the load (Usage.hostUs), beside a CPU per event it explains. */
 function hostDuring(u: Usage): string {
-  return u.hostUs === undefined ? '' : `; the host meter during the load ${u.hostUs.toFixed(2)} µs per event`;
+  if (u.hostUs === undefined) return '';
+  const range = u.hostRangeUs
+    ? ` (its readings ${u.hostRangeUs[0].toFixed(2)}–${u.hostRangeUs[1].toFixed(2)}, 10th–90th percentile)`
+    : '';
+  return `; the host meter during the load ${u.hostUs.toFixed(2)} µs per event${range}`;
 }
 
 /** The garbage collector's seconds as a % of the ingest processes' CPU seconds over the run. */

@@ -300,6 +300,7 @@ async function main(): Promise<void> {
       const t0 = Date.now();
       execFileSync('sync');
       if (Date.now() - t0 > 1000) say(`${name}: what was left dirty written back in ${Date.now() - t0} ms`);
+      await ch.waitMerges(say, o.quietWaitS);
       await waitQuiet(say, o.quietWaitS);
       await fn();
       writeResults(path.join(ROOT, 'bench'), stored);
