@@ -52,12 +52,12 @@ export const METER_BODIES = 10;
 
 /**
  * The host's speed during a load, where the probe before it cannot look: a process of its own
- * (bench/host-meter.ts) runs a tenth of the probe's work every half second and reports its CPU
- * per event. CPU time, not wall time: on two saturated cores the meter waits for a turn as long
+ * (bench/host-meter.ts) runs a tenth of the probe's work once a second and reports its CPU per
+ * event. CPU time, not wall time: on two saturated cores the meter waits for a turn as long
  * as the load keeps them, and that wait is the load's, not the host's. What stays is how fast
- * the cores run the same instructions: on this VM the same build's surface B ran at 4.9 and at
- * 8.7 µs per event minutes apart, with every function of its profile slower by the same factor
- * and the probe before the load near its usual reading. It costs about 0.5 % of a core.
+ * the cores run the same instructions: on this VM the same build's surface B took 5.7 and 8.3 µs
+ * of ingest CPU per event minutes apart, every function of its profile slower by the same factor,
+ * and the probe before the load read 2.80 and 1.82 µs. It costs about 0.5 % of a core.
  */
 export class HostMeter {
   private readonly child: ChildProcess;
